@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The main job: install, build, then train on Fashion-MNIST and evaluate the checkpoint.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh release
+build/release/braid train --model cnn --epochs 2 --batch 128 --out runs/quickstart
+build/release/braid eval --checkpoint runs/quickstart/checkpoint

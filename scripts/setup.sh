@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs everything braid's build, tests and main job need from Debian's packages.
+# Idempotent: skips apt entirely when every package is already installed.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  libopenblas-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libssl-dev zlib1g-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  dataset-fashion-mnist fortunes
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,26 @@
+// Minimal leveled logging to stderr: "[braid I] message". Level from BRAID_LOG
+// (debug, info, warn, error; default info).
+#pragma once
+
+#include "core/error.h"
+
+namespace braid {
+
+enum class LogLevel { debug, info, warn, error };
+LogLevel log_level();
+void log_line(LogLevel level, const std::string& message);
+
+template <typename... Args>
+void log_info(const Args&... args) {
+  if (log_level() <= LogLevel::info) log_line(LogLevel::info, detail::concat(args...));
+}
+template <typename... Args>
+void log_warn(const Args&... args) {
+  if (log_level() <= LogLevel::warn) log_line(LogLevel::warn, detail::concat(args...));
+}
+template <typename... Args>
+void log_debug(const Args&... args) {
+  if (log_level() <= LogLevel::debug) log_line(LogLevel::debug, detail::concat(args...));
+}
+
+}  // namespace braid

@@ -1,0 +1,72 @@
+// Module: a layer or a composition of layers with an explicit forward/backward pair.
+//
+// Life cycle: construct (sizes) -> declare(params, prefix) registers parameters ->
+// ParamSet::allocate() -> init(rng) writes PyTorch's default initial values -> any number
+// of forward/backward calls.
+//
+// Saved activations live in a Cache that the caller owns (one per micro-batch in flight),
+// made by make_cache(). forward() writes its output into the cache and returns it; the
+// input x must stay alive and unchanged until the matching backward(). backward() adds
+// dL/dparams into the gradient views (it never overwrites them) and returns dL/dx, also
+// kept in the cache, or an undefined Tensor when need_dx is false (the first layer skips
+// that GEMM). Outputs are reused across steps via Tensor::ensure, so a steady-state step
+// allocates nothing.
+//
+// A Module is not thread-safe; distinct caches may not be used concurrently either,
+// since backward accumulates into the shared gradient buffer.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "nn/params.h"
+
+namespace braid::nn {
+
+enum class Mode { train, eval };
+
+struct ForwardContext {
+  Mode mode = Mode::train;
+  // Randomness for this forward pass (dropout); a module forks it with its own id so
+  // masks are a pure function of (seed, step, module).
+  Rng rng;
+};
+
+class Cache {
+ public:
+  virtual ~Cache() = default;
+  Tensor x;    // the input seen by forward, when backward needs it
+  Tensor out;  // forward's output
+  Tensor dx;   // backward's dL/dx
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  virtual std::string_view kind() const = 0;  // "Linear", "Conv2d", ...
+  virtual void declare(ParamSet& params, const std::string& prefix) {
+    (void)params;
+    (void)prefix;
+  }
+  virtual void init(Rng& rng) { (void)rng; }
+  // Output shape for an input shape (batch dimension first). Throws an error naming the
+  // layer and both shapes when the input does not fit.
+  virtual Shape output_shape(const Shape& in) const = 0;
+  virtual std::unique_ptr<Cache> make_cache() const { return std::make_unique<Cache>(); }
+  virtual const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) = 0;
+  virtual const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) = 0;
+  // Multiply-adds x2 of one forward pass over a batch of shape `in`, for GFLOP/s figures.
+  virtual double forward_flops(const Shape& in) const {
+    (void)in;
+    return 0;
+  }
+};
+
+// An undefined tensor for backward() to return when need_dx is false.
+const Tensor& no_grad();
+
+}  // namespace braid::nn

@@ -1,0 +1,103 @@
+#include "nn/sequential.h"
+
+#include "core/kernels.h"
+
+namespace braid::nn {
+namespace {
+
+class SequentialCache : public Cache {
+ public:
+  std::vector<std::unique_ptr<Cache>> children;
+};
+
+class ResidualCache : public Cache {
+ public:
+  std::unique_ptr<Cache> body;
+};
+
+}  // namespace
+
+Sequential::Sequential(std::vector<std::unique_ptr<Module>> children)
+    : children_(std::move(children)) {}
+
+void Sequential::declare(ParamSet& params, const std::string& prefix) {
+  for (size_t i = 0; i < children_.size(); ++i)
+    children_[i]->declare(params, prefix + std::to_string(i) + ".");
+}
+
+void Sequential::init(Rng& rng) {
+  for (auto& c : children_) c->init(rng);
+}
+
+Shape Sequential::output_shape(const Shape& in) const {
+  Shape s = in;
+  for (auto& c : children_) s = c->output_shape(s);
+  return s;
+}
+
+std::unique_ptr<Cache> Sequential::make_cache() const {
+  auto cache = std::make_unique<SequentialCache>();
+  for (auto& c : children_) cache->children.push_back(c->make_cache());
+  return cache;
+}
+
+const Tensor& Sequential::forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) {
+  auto& c = static_cast<SequentialCache&>(cache);
+  const Tensor* h = &x;
+  for (size_t i = 0; i < children_.size(); ++i) h = &children_[i]->forward(*h, *c.children[i], ctx);
+  return *h;
+}
+
+const Tensor& Sequential::backward(const Tensor& dy, Cache& cache, bool need_dx) {
+  auto& c = static_cast<SequentialCache&>(cache);
+  const Tensor* g = &dy;
+  for (size_t i = children_.size(); i-- > 0;)
+    g = &children_[i]->backward(*g, *c.children[i], need_dx || i > 0);
+  return children_.empty() ? dy : *g;
+}
+
+double Sequential::forward_flops(const Shape& in) const {
+  double total = 0;
+  Shape s = in;
+  for (auto& c : children_) {
+    total += c->forward_flops(s);
+    s = c->output_shape(s);
+  }
+  return total;
+}
+
+void Residual::declare(ParamSet& params, const std::string& prefix) {
+  body_->declare(params, prefix + "body.");
+}
+
+Shape Residual::output_shape(const Shape& in) const {
+  const Shape out = body_->output_shape(in);
+  BRAID_CHECK(out == in, "Residual: body maps ", in.str(), " to ", out.str(),
+              "; a residual block must keep the shape");
+  return out;
+}
+
+std::unique_ptr<Cache> Residual::make_cache() const {
+  auto cache = std::make_unique<ResidualCache>();
+  cache->body = body_->make_cache();
+  return cache;
+}
+
+const Tensor& Residual::forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) {
+  auto& c = static_cast<ResidualCache&>(cache);
+  const Tensor& b = body_->forward(x, *c.body, ctx);
+  c.out.ensure(x.shape());
+  add(x.f32(), b.f32(), c.out.f32(), x.numel());
+  return c.out;
+}
+
+const Tensor& Residual::backward(const Tensor& dy, Cache& cache, bool need_dx) {
+  auto& c = static_cast<ResidualCache&>(cache);
+  const Tensor& db = body_->backward(dy, *c.body, need_dx);
+  if (!need_dx) return no_grad();
+  c.dx.ensure(dy.shape());
+  add(dy.f32(), db.f32(), c.dx.f32(), dy.numel());
+  return c.dx;
+}
+
+}  // namespace braid::nn

@@ -1,0 +1,51 @@
+// Sequential: children applied in order, named like torch.nn.Sequential ("0.", "1.", ...,
+// activations included in the numbering).
+#pragma once
+
+#include <vector>
+
+#include "nn/module.h"
+
+namespace braid::nn {
+
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  explicit Sequential(std::vector<std::unique_ptr<Module>> children);
+
+  void add(std::unique_ptr<Module> child) { children_.push_back(std::move(child)); }
+  size_t size() const { return children_.size(); }
+  Module& operator[](size_t i) const { return *children_[i]; }
+
+  std::string_view kind() const override { return "Sequential"; }
+  void declare(ParamSet& params, const std::string& prefix) override;
+  void init(Rng& rng) override;
+  Shape output_shape(const Shape& in) const override;
+  std::unique_ptr<Cache> make_cache() const override;
+  const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
+  double forward_flops(const Shape& in) const override;
+
+ private:
+  std::vector<std::unique_ptr<Module>> children_;
+};
+
+// Residual: y = x + body(x). Body children are named "<prefix>body.<i>.".
+class Residual : public Module {
+ public:
+  explicit Residual(std::unique_ptr<Sequential> body) : body_(std::move(body)) {}
+
+  std::string_view kind() const override { return "Residual"; }
+  void declare(ParamSet& params, const std::string& prefix) override;
+  void init(Rng& rng) override { body_->init(rng); }
+  Shape output_shape(const Shape& in) const override;
+  std::unique_ptr<Cache> make_cache() const override;
+  const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
+  double forward_flops(const Shape& in) const override { return body_->forward_flops(in); }
+
+ private:
+  std::unique_ptr<Sequential> body_;
+};
+
+}  // namespace braid::nn
