@@ -1,0 +1,109 @@
+// The op-test harness: checks a Module's backward against central finite differences.
+//
+// The scalar probed is L = sum_i out_i * r_i with a fixed random r, accumulated in double.
+// Layers compute in fp32, so the finite difference is taken with eps ~ 1e-3 (relative to
+// the value's magnitude): truncation error O(eps^2) and rounding error O(2^-24 / eps)
+// are both far below the default tolerance of 1e-2 on
+// |analytic - numeric| / max(1, |analytic|, |numeric|).
+// Up to `max_checks` coordinates of the input and of every parameter are probed, spread
+// evenly, so large layers stay fast.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/rng.h"
+#include "nn/module.h"
+
+namespace braid::nn::testing {
+
+struct GradCheckOptions {
+  double eps = 1e-3;
+  double tolerance = 1e-2;
+  int max_checks = 64;      // per tensor
+  bool check_input = true;  // false for integer inputs (token ids)
+  Mode mode = Mode::train;
+  uint64_t seed = 1;
+};
+
+// Fills an f32 tensor with N(0, scale^2) values.
+inline void fill_normal(Tensor& t, Rng& rng, float scale = 1.0f) {
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = scale * rng.normal();
+}
+
+// Runs forward/backward once with cotangent r, then probes coordinates numerically.
+// The module must not have been declared yet: the harness owns its ParamSet.
+inline void expect_gradients_match(Module& m, Tensor input, const GradCheckOptions& opt = {}) {
+  ParamSet params;
+  m.declare(params, "");
+  params.allocate();
+  Rng rng(opt.seed);
+  m.init(rng);
+  // Perturb parameters away from special values (zero biases, unit norms).
+  for (const auto& p : params.layout()) {
+    Tensor w = params.param(params.find(p.name));
+    for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] += 0.1f * rng.normal();
+  }
+  const ForwardContext ctx{opt.mode, Rng(opt.seed, 99)};
+  auto cache = m.make_cache();
+  const Shape out_shape = m.output_shape(input.shape());
+  Tensor r = Tensor::empty(out_shape);
+  fill_normal(r, rng);
+
+  auto loss = [&]() {
+    auto c = m.make_cache();
+    const Tensor& y = m.forward(input, *c, ctx);
+    double s = 0;
+    for (int64_t i = 0; i < y.numel(); ++i) s += static_cast<double>(y.f32()[i]) * r.f32()[i];
+    return s;
+  };
+
+  const Tensor& y = m.forward(input, *cache, ctx);
+  ASSERT_EQ(y.shape(), out_shape) << m.kind() << ": forward shape disagrees with output_shape";
+  params.zero_grads();
+  const Tensor& dx = m.backward(r, *cache, opt.check_input);
+  Tensor dx_copy;
+  if (opt.check_input) {
+    ASSERT_TRUE(dx.defined());
+    ASSERT_EQ(dx.shape(), input.shape());
+    dx_copy = Tensor::empty(dx.shape());
+    dx_copy.copy_from(dx);
+  }
+
+  auto probe = [&](float* values, const float* analytic, int64_t n, const std::string& what) {
+    const int64_t step = std::max<int64_t>(1, n / opt.max_checks);
+    for (int64_t i = 0; i < n; i += step) {
+      const float saved = values[i];
+      const double h = opt.eps * std::max(1.0, std::fabs(static_cast<double>(saved)));
+      values[i] = static_cast<float>(saved + h);
+      const double up = loss();
+      values[i] = static_cast<float>(saved - h);
+      const double down = loss();
+      values[i] = saved;
+      const double numeric = (up - down) / (2 * h);
+      const double a = analytic[i];
+      const double err = std::fabs(a - numeric) / std::max({1.0, std::fabs(a), std::fabs(numeric)});
+      EXPECT_LT(err, opt.tolerance) << m.kind() << " d/d" << what << "[" << i << "]: analytic " << a
+                                    << ", numeric " << numeric;
+    }
+  };
+  if (opt.check_input) probe(input.f32(), dx_copy.f32(), input.numel(), "input");
+  for (size_t id = 0; id < params.layout().size(); ++id) {
+    Tensor w = params.param(id);
+    probe(w.f32(), params.grad(id).f32(), w.numel(), params.info(id).name);
+  }
+}
+
+// Convenience: a random N(0,1) input of the given shape.
+inline Tensor random_input(const Shape& shape, uint64_t seed = 3) {
+  Rng rng(seed);
+  Tensor x = Tensor::empty(shape);
+  fill_normal(x, rng);
+  return x;
+}
+
+}  // namespace braid::nn::testing
