@@ -32,7 +32,7 @@ struct ForwardContext {
   Mode mode = Mode::train;
   // Randomness for this forward pass (dropout); a module forks it with its own id so
   // masks are a pure function of (seed, step, module).
-  Rng rng;
+  Rng rng = Rng();
 };
 
 class Cache {
