@@ -1,0 +1,123 @@
+"""Loads a braid checkpoint into the matching PyTorch model and evaluates it.
+
+Proves the interchange promise: CHECKPOINT_DIR/model.safetensors (or a .safetensors path)
+goes through load_state_dict(strict=True) unchanged. Image models are evaluated on the
+Fashion-MNIST test set ((x/255 - 0.2860)/0.3530, NCHW [N,1,28,28]); gpt-tiny on the
+fortunes validation split (see pytorch_gpt_convergence.py). --compare-logits FILE.npy
+compares with logits braid wrote for the first K samples ([K,10] for images, [K,128,256]
+or [K*128,256] for gpt-tiny windows), in the same order.
+
+  /usr/bin/python3 bench/load_braid_checkpoint.py runs/cnn --model cnn [--compare-logits l.npy]
+"""
+import argparse
+import gzip
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from models import MODELS, build_model, is_language_model  # noqa: E402
+from safetensors_lite import load_file  # noqa: E402
+
+FASHION = "/usr/share/datasets/fashion-mnist"
+MEAN, STD = 0.2860, 0.3530
+
+
+def read_idx(path):
+    """Reads a gzip'd IDX file (magic 0x0000 08 <ndim>, big-endian dims, uint8 data)."""
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
+        raise ValueError(f"{path}: not a uint8 IDX file")
+    ndim = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    if data.size != int(np.prod(dims)):
+        raise ValueError(f"{path}: {data.size} bytes of data for dims {dims}")
+    return data.reshape(dims)
+
+
+def fashion_test(directory=FASHION):
+    x = read_idx(os.path.join(directory, "t10k-images-idx3-ubyte.gz")).astype(np.float32)
+    y = read_idx(os.path.join(directory, "t10k-labels-idx1-ubyte.gz")).astype(np.int64)
+    x = (x / 255.0 - MEAN) / STD
+    return torch.from_numpy(x).reshape(-1, 1, 28, 28), torch.from_numpy(y)
+
+
+@torch.no_grad()
+def image_logits(model, x, batch=1000):
+    return torch.cat([model(x[i:i + batch]) for i in range(0, len(x), batch)])
+
+
+def load_checkpoint(path, model):
+    if os.path.isdir(path):
+        path = os.path.join(path, "model.safetensors")
+    tensors, meta = load_file(path, with_metadata=True)
+    # Cast to the module's dtypes (a bf16 checkpoint still loads into the fp32 twin).
+    want = model.state_dict()
+    for k, t in tensors.items():
+        if k in want and t.dtype != want[k].dtype:
+            tensors[k] = t.to(want[k].dtype)
+    model.load_state_dict(tensors, strict=True)
+    return path, meta
+
+
+def compare(ours, path):
+    ref = torch.from_numpy(np.load(path)).float()
+    k = ref.shape[0]
+    mine = ours.reshape(-1, ours.shape[-1])[: ref.numel() // ref.shape[-1]].reshape(ref.shape)
+    diff = (mine - ref).abs()
+    agree = (mine.argmax(-1) == ref.argmax(-1)).float().mean().item()
+    print(f"logits vs {path} ({k} rows, shape {list(ref.shape)}): max |diff| "
+          f"{diff.max().item():.3e}, mean |diff| {diff.mean().item():.3e}, "
+          f"argmax agreement {agree * 100:.2f}%")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("checkpoint", help="checkpoint directory (holding model.safetensors) or file")
+    ap.add_argument("--model", required=True, choices=MODELS)
+    ap.add_argument("--compare-logits", metavar="FILE.npy")
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+
+    model = build_model(a.model)
+    try:
+        path, meta = load_checkpoint(a.checkpoint, model)
+    except (OSError, ValueError, RuntimeError) as e:
+        sys.exit(f"cannot load {a.checkpoint} as --model {a.model}: {e}\n"
+                 f"(expected names: python3 bench/models.py prints every model's layout)")
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"loaded {path} into {a.model} ({n_params} parameters, strict=True)"
+          + (f"; metadata {meta}" if meta else ""))
+    model.eval()
+
+    if is_language_model(a.model):
+        from pytorch_gpt_convergence import evaluate, load_corpus, val_windows
+        _, val = load_corpus()
+        windows = val_windows(val)
+        loss = evaluate(model, windows)
+        print(f"fortunes val: loss {loss:.4f} over {len(windows)} windows")
+        if a.compare_logits:
+            k = np.load(a.compare_logits, mmap_mode="r").shape[0]
+            k = k if np.load(a.compare_logits, mmap_mode="r").ndim == 3 else -(-k // 128)
+            with torch.no_grad():
+                compare(model(windows[:k, :-1]), a.compare_logits)
+        return
+
+    x, y = fashion_test()
+    logits = image_logits(model, x)
+    loss = F.cross_entropy(logits, y).item()
+    correct = int((logits.argmax(1) == y).sum().item())
+    print(f"fashion-mnist test: accuracy {100.0 * correct / len(y):.2f}% ({correct}/{len(y)}), "
+          f"loss {loss:.4f}")
+    if a.compare_logits:
+        compare(logits, a.compare_logits)
+
+
+if __name__ == "__main__":
+    main()
