@@ -30,7 +30,7 @@ TEST(Linear, ForwardMatchesNaiveProduct) {
   EXPECT_FALSE(params.layout()[1].decay);
   Tensor x = random_input({4, 3});
   auto cache = layer.make_cache();
-  const Tensor& y = layer.forward(x, *cache, {});
+  const Tensor& y = layer.forward(x, *cache, ForwardContext());
   const float* w = params.param(0).f32();
   const float* b = params.param(1).f32();
   for (int r = 0; r < 4; ++r)

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#define BRAID_MULTIVERSION __attribute__((target_clones("avx512f", "arch=haswell", "default")))
+#include "core/multiversion.h"
 
 namespace braid {
 

@@ -1,0 +1,13 @@
+// Each braid subcommand registers itself on the CLI11 app; its callback does the work
+// and throws braid errors, which main() turns into exit codes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace braid::cli {
+
+void add_train_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+
+}  // namespace braid::cli

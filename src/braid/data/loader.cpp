@@ -1,0 +1,171 @@
+// The prefetching loader. Batch k lives in slot k % 2; the worker may fill batch k once the
+// consumer has let go of batch k - 2, i.e. k < consumed + (held ? 1 : 2).
+#include "data/loader.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace braid::data {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int64_t checked_size(const std::shared_ptr<const Source>& source) {
+  BRAID_CHECK(source != nullptr, "Loader needs a source");
+  return source->size();
+}
+
+SamplerOptions sampler_options(const LoaderOptions& o) {
+  return {.shuffle = o.shuffle, .seed = o.seed, .rank = o.rank, .world = o.world};
+}
+
+}  // namespace
+
+Loader::Loader(std::shared_ptr<const Source> source, LoaderOptions options)
+    : source_(std::move(source)),
+      options_(options),
+      sampler_(checked_size(source_), sampler_options(options)) {
+  BRAID_CHECK(options.batch > 0, "batch size must be positive, got ", options.batch);
+  BRAID_CHECK(options.augment.crop_pad >= 0, "crop padding must be >= 0, got ",
+              options.augment.crop_pad);
+  const int64_t n = sampler_.num_samples(), B = options.batch;
+  batches_ = options.drop_last ? n / B : (n + B - 1) / B;
+  const Shape in_shape = batch_shape(B, source_->input_shape());
+  const Shape target_shape = batch_shape(B, source_->target_shape());
+  for (Slot& s : slots_) {
+    s.full_inputs = Tensor::empty(in_shape, source_->input_dtype(), MemCategory::data);
+    s.full_targets = Tensor::empty(target_shape, source_->target_dtype(), MemCategory::data);
+    s.refs.resize(static_cast<size_t>(B));
+  }
+  ctx_ = {.seed = options.seed, .epoch = 0, .augment = options.augment};
+  worker_ = std::thread([this] { worker_loop(); });
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    ++generation_;
+  }
+  worker_cv_.notify_all();
+  worker_.join();
+}
+
+void Loader::start_epoch(int64_t epoch) { begin(epoch, 0); }
+
+void Loader::restore(const LoaderState& state) {
+  BRAID_CHECK(state.position >= 0 && state.position <= batches_, "loader position ", state.position,
+              " is outside the epoch's ", batches_,
+              " batches (was it saved with another batch size, dataset or world size?)");
+  begin(state.epoch, state.position);
+}
+
+void Loader::begin(int64_t epoch, int64_t position) {
+  BRAID_CHECK(epoch >= 0, "epoch must be >= 0, got ", epoch);
+  {
+    std::unique_lock lock(mu_);
+    ++generation_;
+    active_ = false;
+    consumer_cv_.wait(lock, [&] { return !worker_busy_; });
+    if (sampler_.epoch() != epoch) sampler_.set_epoch(epoch);
+    ctx_.epoch = epoch;
+    epoch_ = epoch;
+    consumed_ = next_fill_ = position;
+    held_ = failed_ = false;
+    for (Slot& s : slots_) {
+      s.ready = -1;
+      s.error = nullptr;
+    }
+    active_ = true;
+  }
+  worker_cv_.notify_all();
+}
+
+LoaderState Loader::state() const {
+  std::lock_guard lock(mu_);
+  return {epoch_, consumed_};
+}
+
+double Loader::fill_seconds() const {
+  std::lock_guard lock(mu_);
+  return fill_seconds_;
+}
+
+bool Loader::can_fill() const {
+  return active_ && !failed_ && next_fill_ < batches_ && next_fill_ < consumed_ + (held_ ? 1 : 2);
+}
+
+const Batch* Loader::next() {
+  std::unique_lock lock(mu_);
+  BRAID_CHECK(active_, "Loader: call start_epoch() or restore() before next()");
+  held_ = false;
+  worker_cv_.notify_one();
+  if (consumed_ >= batches_) return nullptr;
+  const int64_t k = consumed_;
+  Slot& slot = slots_[k % 2];
+  if (slot.ready != k) {
+    const auto t0 = Clock::now();
+    consumer_cv_.wait(lock, [&] { return slot.ready == k; });
+    wait_seconds_ += seconds_since(t0);
+  }
+  if (slot.error) std::rethrow_exception(slot.error);
+  ++consumed_;
+  held_ = true;
+  return &slot.batch;
+}
+
+void Loader::worker_loop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    worker_cv_.wait(lock, [&] { return stop_ || can_fill(); });
+    if (stop_) return;
+    const int64_t k = next_fill_++;
+    const int64_t generation = generation_;
+    const FillContext ctx = ctx_;
+    Slot& slot = slots_[k % 2];
+    worker_busy_ = true;
+    lock.unlock();
+
+    std::exception_ptr error;
+    const auto t0 = Clock::now();
+    try {
+      fill_slot(slot, k, ctx);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const double took = seconds_since(t0);
+
+    lock.lock();
+    worker_busy_ = false;
+    fill_seconds_ += took;
+    if (generation == generation_) {
+      slot.ready = k;
+      slot.error = error;
+      if (error) failed_ = true;
+    }
+    consumer_cv_.notify_all();
+  }
+}
+
+void Loader::fill_slot(Slot& slot, int64_t k, const FillContext& ctx) const {
+  const int64_t B = options_.batch;
+  const int64_t begin = k * B;
+  const int64_t n = std::min(B, sampler_.num_samples() - begin);
+  for (int64_t j = 0; j < n; ++j)
+    slot.refs[static_cast<size_t>(j)] = {sampler_.index(begin + j),
+                                         sampler_.global_position(begin + j)};
+  slot.batch.inputs = slot.full_inputs.slice_rows(0, n);
+  slot.batch.targets = slot.full_targets.slice_rows(0, n);
+  slot.batch.size = n;
+  slot.batch.index = k;
+  source_->fill(std::span<const SampleRef>(slot.refs.data(), static_cast<size_t>(n)), ctx,
+                slot.batch.inputs, slot.batch.targets);
+}
+
+}  // namespace braid::data

@@ -1,0 +1,115 @@
+// Prefetching batch loader: a background thread fills the next batch while the consumer
+// trains on the current one (double buffering). The two Batch slots are allocated once, in
+// the constructor, so the steady state allocates nothing.
+//
+// Batch k of an epoch holds this rank's sampler positions [k*B, k*B + size); its content is
+// a pure function of (seed, epoch, k), so state() saved mid-epoch and restore()d in a new
+// Loader yields bitwise-identical remaining batches. With drop_last the partial last batch
+// is skipped (training); without it the last batch has size < B and its tensors have that
+// many rows (evaluation).
+//
+// Lifetime: a Batch returned by next() stays valid until the next call to next(),
+// start_epoch(), restore() or the destructor. An exception thrown by the Source on the
+// worker is rethrown by next() when it reaches that batch (and again on every later call
+// until start_epoch/restore). The destructor stops the worker after at most the fill in
+// progress. Thread safety: one consumer thread calls every method.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/tensor.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+
+namespace braid::data {
+
+struct LoaderOptions {
+  int64_t batch = 64;
+  bool shuffle = true;
+  bool drop_last = false;
+  AugmentOptions augment{};
+  uint64_t seed = 0;
+  int rank = 0;
+  int world = 1;
+};
+
+struct Batch {
+  Tensor inputs;      // [size, ...input shape]
+  Tensor targets;     // [size, ...target shape]
+  int64_t size = 0;   // rows, B except perhaps the last batch of an epoch
+  int64_t index = 0;  // batch number within the epoch
+};
+
+struct LoaderState {
+  int64_t epoch = 0;
+  int64_t position = 0;  // batches already returned by next() in this epoch
+};
+
+class Loader {
+ public:
+  Loader(std::shared_ptr<const Source> source, LoaderOptions options);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Begins epoch `epoch` at its first batch; prefetching starts at once.
+  void start_epoch(int64_t epoch);
+  // The next batch, or nullptr at the end of the epoch.
+  const Batch* next();
+
+  int64_t batches_per_epoch() const { return batches_; }
+  int64_t samples_per_epoch() const { return sampler_.num_samples(); }
+  LoaderState state() const;
+  // Continues epoch state.epoch right after state.position batches.
+  void restore(const LoaderState& state);
+
+  // Seconds next() spent blocked on the worker (cumulative): the 'data wait' of a step.
+  double wait_seconds() const { return wait_seconds_; }
+  // Seconds the worker spent filling batches (cumulative).
+  double fill_seconds() const;
+
+  const LoaderOptions& options() const { return options_; }
+  const Source& source() const { return *source_; }
+
+ private:
+  struct Slot {
+    Tensor full_inputs, full_targets;  // B rows, allocated once
+    std::vector<SampleRef> refs;       // B entries, allocated once
+    Batch batch;
+    int64_t ready = -1;  // the batch index this slot holds, -1 if none
+    std::exception_ptr error;
+  };
+
+  void begin(int64_t epoch, int64_t position);
+  bool can_fill() const;
+  void worker_loop();
+  void fill_slot(Slot& slot, int64_t k, const FillContext& ctx) const;
+
+  std::shared_ptr<const Source> source_;
+  LoaderOptions options_;
+  Sampler sampler_;
+  int64_t batches_ = 0;
+  Slot slots_[2];
+  double wait_seconds_ = 0;
+
+  // Guarded by mu_. The worker reads sampler_, ctx_ and the slot it fills outside the
+  // lock; begin() changes them only while the worker is idle and inactive.
+  mutable std::mutex mu_;
+  std::condition_variable worker_cv_, consumer_cv_;
+  FillContext ctx_;
+  int64_t generation_ = 0;  // bumped by begin(): a fill from an older one is discarded
+  bool active_ = false, failed_ = false, worker_busy_ = false, stop_ = false;
+  bool held_ = false;  // the consumer holds batch consumed_ - 1
+  int64_t epoch_ = 0, consumed_ = 0, next_fill_ = 0;
+  double fill_seconds_ = 0;
+
+  std::thread worker_;  // last: starts after everything above is built
+};
+
+}  // namespace braid::data

@@ -1,0 +1,384 @@
+// .npy reading: header validation, a strict parser for the header's python dict, and
+// chunked type conversion so loading never holds two copies of the data.
+#include "data/npy.h"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <type_traits>
+
+#include "core/error.h"
+
+namespace braid::data {
+
+static_assert(std::endian::native == std::endian::little, "the .npy reader assumes little-endian");
+
+size_t npy_type_size(NpyType t) {
+  switch (t) {
+    case NpyType::f4:
+      return 4;
+    case NpyType::f8:
+      return 8;
+    case NpyType::u1:
+      return 1;
+    case NpyType::i4:
+      return 4;
+    case NpyType::i8:
+      return 8;
+  }
+  return 0;
+}
+
+std::string_view npy_type_descr(NpyType t) {
+  switch (t) {
+    case NpyType::f4:
+      return "<f4";
+    case NpyType::f8:
+      return "<f8";
+    case NpyType::u1:
+      return "|u1";
+    case NpyType::i4:
+      return "<i4";
+    case NpyType::i8:
+      return "<i8";
+  }
+  return "?";
+}
+
+int64_t NpyHeader::numel() const {
+  int64_t n = 1;
+  for (const int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+constexpr const char* kSupported = "braid reads '<f4', '<f8', '|u1', '<i4' and '<i8'";
+
+// Recursive-descent parser for the subset of python literals numpy writes: a dict of
+// string keys to strings, True/False, and tuples of non-negative integers.
+class HeaderParser {
+ public:
+  explicit HeaderParser(std::string_view s) : s_(s) {}
+
+  NpyHeader parse() {
+    NpyHeader h;
+    bool has_descr = false, has_order = false, has_shape = false;
+    expect('{');
+    while (true) {
+      skip_space();
+      if (peek() == '}') break;
+      const std::string key = parse_string();
+      expect(':');
+      skip_space();
+      if (key == "descr") {
+        check_unique(has_descr, key);
+        h.type = parse_descr(parse_string());
+      } else if (key == "fortran_order") {
+        check_unique(has_order, key);
+        h.fortran_order = parse_bool();
+      } else if (key == "shape") {
+        check_unique(has_shape, key);
+        h.shape = parse_shape();
+      } else {
+        fail("unexpected key '" + key + "'");
+      }
+      skip_space();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() != '}') fail("expected ',' or '}'");
+    }
+    ++pos_;
+    skip_space();
+    if (pos_ != s_.size()) fail("unexpected text after the closing '}'");
+    if (!has_descr || !has_order || !has_shape)
+      fail("missing key '" +
+           std::string(!has_descr   ? "descr"
+                       : !has_order ? "fortran_order"
+                                    : "shape") +
+           "'");
+    return h;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    BRAID_THROW(Error, "bad .npy header at character ", pos_, ": ", what);
+  }
+  char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
+  void skip_space() {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' || s_[pos_] == '\r'))
+      ++pos_;
+  }
+  void expect(char c) {
+    skip_space();
+    if (peek() != c) fail(std::string("expected '") + c + "'");
+    ++pos_;
+  }
+  void check_unique(bool& seen, const std::string& key) const {
+    if (seen) fail("duplicate key '" + key + "'");
+    seen = true;
+  }
+  std::string parse_string() {
+    skip_space();
+    const char quote = peek();
+    if (quote != '\'' && quote != '"') fail("expected a quoted string");
+    const size_t end = s_.find(quote, pos_ + 1);
+    if (end == std::string_view::npos) fail("unterminated string");
+    std::string out(s_.substr(pos_ + 1, end - pos_ - 1));
+    if (out.find('\\') != std::string::npos) fail("escapes in strings are not supported");
+    pos_ = end + 1;
+    return out;
+  }
+  bool parse_bool() {
+    if (s_.substr(pos_, 4) == "True") {
+      pos_ += 4;
+      return true;
+    }
+    if (s_.substr(pos_, 5) == "False") {
+      pos_ += 5;
+      return false;
+    }
+    fail("expected True or False");
+  }
+  int64_t parse_int() {
+    skip_space();
+    if (peek() < '0' || peek() > '9') fail("expected a non-negative integer");
+    int64_t v = 0;
+    while (peek() >= '0' && peek() <= '9') {
+      if (v > (int64_t{1} << 50)) fail("dimension too large");
+      v = v * 10 + (peek() - '0');
+      ++pos_;
+    }
+    if (peek() == 'L') ++pos_;  // python 2 long literal
+    return v;
+  }
+  std::vector<int64_t> parse_shape() {
+    expect('(');
+    std::vector<int64_t> dims;
+    skip_space();
+    if (peek() == ')') {
+      ++pos_;
+      return dims;
+    }
+    while (true) {
+      if (dims.size() >= static_cast<size_t>(Shape::kMaxDims))
+        fail("more than " + std::to_string(Shape::kMaxDims) + " dimensions");
+      dims.push_back(parse_int());
+      skip_space();
+      if (peek() == ',') {
+        ++pos_;
+        skip_space();
+        if (peek() == ')') break;
+        continue;
+      }
+      if (peek() == ')') break;
+      fail("expected ',' or ')' in shape");
+    }
+    ++pos_;
+    return dims;
+  }
+  NpyType parse_descr(const std::string& d) const {
+    if (d == "<f4") return NpyType::f4;
+    if (d == "<f8") return NpyType::f8;
+    if (d == "|u1" || d == "<u1" || d == ">u1") return NpyType::u1;
+    if (d == "<i4") return NpyType::i4;
+    if (d == "<i8") return NpyType::i8;
+    if (!d.empty() && d[0] == '>')
+      BRAID_THROW(Error, "big-endian dtype '", d, "' is not supported; save with arr.astype('<",
+                  d.substr(1), "'); ", kSupported);
+    BRAID_THROW(Error, "dtype '", d, "' is not supported; ", kSupported);
+  }
+
+  std::string_view s_;
+  size_t pos_ = 0;
+};
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+
+// An open .npy file positioned at its data, with the header validated against the size.
+struct NpyReader {
+  std::string path;
+  std::unique_ptr<std::FILE, FileCloser> file;
+  NpyHeader header;
+  uint64_t data_bytes = 0;
+
+  explicit NpyReader(const std::string& p) : path(p) {
+    file.reset(std::fopen(p.c_str(), "rb"));
+    if (!file) {
+      const int err = errno;
+      BRAID_THROW(IoError, p, ": cannot open (", std::strerror(err), ")");
+    }
+    std::error_code ec;
+    const uint64_t file_size = std::filesystem::file_size(p, ec);
+    if (ec) BRAID_THROW(IoError, p, ": cannot read its size (", ec.message(), ")");
+
+    unsigned char pre[8];
+    if (read(pre, 8) < 8)
+      BRAID_THROW(IoError, p, ": truncated .npy header (", file_size, " bytes)");
+    if (std::memcmp(pre, "\x93NUMPY", 6) != 0)
+      BRAID_THROW(IoError, p, ": not a .npy file (bad magic); write it with numpy.save");
+    const int major = pre[6], minor = pre[7];
+    uint64_t header_len = 0, prefix = 0;
+    if (major == 1) {
+      unsigned char len[2];
+      if (read(len, 2) < 2) BRAID_THROW(IoError, p, ": truncated .npy header");
+      header_len = len[0] | (uint64_t{len[1]} << 8);
+      prefix = 10;
+    } else if (major == 2 || major == 3) {
+      unsigned char len[4];
+      if (read(len, 4) < 4) BRAID_THROW(IoError, p, ": truncated .npy header");
+      header_len =
+          len[0] | (uint64_t{len[1]} << 8) | (uint64_t{len[2]} << 16) | (uint64_t{len[3]} << 24);
+      prefix = 12;
+    } else {
+      BRAID_THROW(IoError, p, ": .npy format version ", major, ".", minor,
+                  " is not supported; braid reads versions 1.0, 2.0 and 3.0");
+    }
+    if (header_len > kNpyMaxHeaderBytes)
+      BRAID_THROW(IoError, p, ": .npy header length ", header_len, " exceeds the ",
+                  kNpyMaxHeaderBytes, "-byte limit; the file is corrupt");
+    std::string text(header_len, '\0');
+    if (read(text.data(), header_len) < header_len)
+      BRAID_THROW(IoError, p, ": truncated .npy header: expected ", header_len, " bytes");
+    try {
+      header = parse_npy_header(text);
+    } catch (const Error& e) {
+      BRAID_THROW(IoError, p, ": ", e.what());
+    }
+    if (header.fortran_order)
+      BRAID_THROW(IoError, p,
+                  ": array is stored in Fortran order; save a C-ordered copy "
+                  "(np.save(path, np.ascontiguousarray(arr)))");
+    uint64_t n = 1;
+    for (const int64_t d : header.shape)
+      if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n))
+        BRAID_THROW(IoError, p, ": .npy shape overflows; the header is corrupt");
+    if (__builtin_mul_overflow(n, npy_type_size(header.type), &data_bytes))
+      BRAID_THROW(IoError, p, ": .npy shape overflows; the header is corrupt");
+    const uint64_t header_bytes = prefix + header_len;
+    if (data_bytes > file_size || file_size - data_bytes < header_bytes)
+      BRAID_THROW(IoError, p, ": truncated: the header declares ", data_bytes,
+                  " data bytes after a ", header_bytes, "-byte header, but the file has ",
+                  file_size, " bytes");
+    if (file_size - data_bytes > header_bytes)
+      BRAID_THROW(IoError, p, ": ", file_size - data_bytes - header_bytes,
+                  " bytes after the data the header declares; the file is corrupt");
+  }
+
+  uint64_t read(void* dst, uint64_t n) { return std::fread(dst, 1, n, file.get()); }
+
+  void read_exact(void* dst, uint64_t n) {
+    const uint64_t got = read(dst, n);
+    if (got < n) BRAID_THROW(IoError, path, ": read failed (file changed while reading?)");
+  }
+
+  // Reads all elements converted to Out, a chunk at a time.
+  template <typename Out>
+  void read_converted(Out* dst) {
+    const size_t item = npy_type_size(header.type);
+    if ((std::is_same_v<Out, float> && header.type == NpyType::f4) ||
+        (std::is_same_v<Out, int64_t> && header.type == NpyType::i8)) {
+      read_exact(dst, data_bytes);
+      return;
+    }
+    std::vector<unsigned char> chunk(std::min<uint64_t>(data_bytes, 1 << 20));
+    const uint64_t per_chunk = chunk.size() / item;
+    for (uint64_t done = 0, total = data_bytes / item; done < total;) {
+      const uint64_t count = std::min(per_chunk, total - done);
+      read_exact(chunk.data(), count * item);
+      convert(chunk.data(), count, dst + done);
+      done += count;
+    }
+  }
+
+  template <typename Out>
+  void convert(const unsigned char* src, uint64_t count, Out* dst) const {
+    auto run = [&](auto tag) {
+      using In = decltype(tag);
+      for (uint64_t i = 0; i < count; ++i) {
+        In v;
+        std::memcpy(&v, src + i * sizeof(In), sizeof(In));
+        dst[i] = static_cast<Out>(v);
+      }
+    };
+    switch (header.type) {
+      case NpyType::f4:
+        run(float{});
+        break;
+      case NpyType::f8:
+        run(double{});
+        break;
+      case NpyType::u1:
+        run(uint8_t{});
+        break;
+      case NpyType::i4:
+        run(int32_t{});
+        break;
+      case NpyType::i8:
+        run(int64_t{});
+        break;
+    }
+  }
+};
+
+}  // namespace
+
+NpyHeader parse_npy_header(std::string_view text) { return HeaderParser(text).parse(); }
+
+NpyArray read_npy(const std::string& path) {
+  NpyReader in(path);
+  NpyArray out;
+  out.header = in.header;
+  out.data = Buffer(in.data_bytes, MemCategory::data);
+  in.read_exact(out.data.data(), in.data_bytes);
+  return out;
+}
+
+ArrayDataset load_npy_dataset(const std::string& features_path, const std::string& labels_path) {
+  NpyReader fx(features_path);
+  NpyReader fy(labels_path);
+  const auto& fs = fx.header.shape;
+  if (fs.size() < 2)
+    BRAID_THROW(IoError, features_path,
+                ": features must be [N, ...] with at least 2 dimensions, got ", fs.size());
+  if (fy.header.shape.size() != 1)
+    BRAID_THROW(IoError, labels_path, ": labels must be 1-dimensional [N], got ",
+                fy.header.shape.size(), " dimensions");
+  if (fy.header.shape[0] != fs[0])
+    BRAID_THROW(IoError, features_path, " holds ", fs[0], " samples but ", labels_path, " holds ",
+                fy.header.shape[0], " labels");
+  if (fy.header.type == NpyType::f4 || fy.header.type == NpyType::f8)
+    BRAID_THROW(IoError, labels_path, ": labels must be integers (class indices), got ",
+                npy_type_descr(fy.header.type), "; save them with labels.astype('int64')");
+
+  ArrayDataset d;
+  d.features = Tensor::empty(Shape(fs), DType::f32, MemCategory::data);
+  fx.read_converted(d.features.f32());
+
+  const int64_t n = fs[0];
+  std::vector<int64_t> raw(static_cast<size_t>(n));
+  fy.read_converted(raw.data());
+  d.labels = Tensor::empty({n}, DType::i32, MemCategory::data);
+  int32_t* labels = d.labels.data<int32_t>();
+  int64_t max_label = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (raw[i] < 0 || raw[i] >= INT32_MAX)
+      BRAID_THROW(IoError, labels_path, ": label ", raw[i], " at index ", i,
+                  " is not a class index in [0, 2^31 - 1)");
+    labels[i] = static_cast<int32_t>(raw[i]);
+    max_label = std::max(max_label, raw[i]);
+  }
+  d.num_classes = static_cast<int32_t>(max_label + 1);
+  return d;
+}
+
+}  // namespace braid::data

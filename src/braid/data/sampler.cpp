@@ -1,0 +1,56 @@
+// Shuffling and sharding; padding is implicit (position p of the padded order is p mod N of
+// the permutation), so it costs no memory.
+#include "data/sampler.h"
+
+#include <numeric>
+#include <utility>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace braid::data {
+
+Sampler::Sampler(int64_t size, SamplerOptions options) : size_(size), options_(options) {
+  BRAID_CHECK(size >= 0, "dataset size must be >= 0, got ", size);
+  BRAID_CHECK(options.world >= 1 && options.rank >= 0 && options.rank < options.world, "rank ",
+              options.rank, " is not in a world of ", options.world);
+  per_rank_ = (size + options.world - 1) / options.world;
+}
+
+void Sampler::set_epoch(int64_t epoch) {
+  BRAID_CHECK(epoch >= 0, "epoch must be >= 0, got ", epoch);
+  order_.resize(static_cast<size_t>(size_));
+  std::iota(order_.begin(), order_.end(), int64_t{0});
+  if (options_.shuffle) {
+    // Fisher-Yates: for i from N-1 down, swap i with a uniform j in [0, i].
+    Rng rng(options_.seed, static_cast<uint64_t>(epoch));
+    for (int64_t i = size_ - 1; i > 0; --i) {
+      const auto j = static_cast<int64_t>(rng.below(static_cast<uint64_t>(i + 1)));
+      std::swap(order_[static_cast<size_t>(i)], order_[static_cast<size_t>(j)]);
+    }
+  }
+  epoch_ = epoch;
+  cursor_ = 0;
+}
+
+int64_t Sampler::index(int64_t j) const {
+  BRAID_CHECK(epoch_ >= 0, "Sampler: call set_epoch() before drawing indices");
+  BRAID_CHECK(j >= 0 && j < per_rank_, "sample ", j, " of ", per_rank_, " per rank");
+  return order_[static_cast<size_t>(global_position(j) % size_)];
+}
+
+int64_t Sampler::next() {
+  if (cursor_ >= per_rank_) return -1;
+  return index(cursor_++);
+}
+
+void Sampler::restore(const SamplerState& state) {
+  BRAID_CHECK(state.cursor >= 0 && state.cursor <= per_rank_, "sampler cursor ", state.cursor,
+              " is outside the epoch's ", per_rank_,
+              " samples (was the state saved with another "
+              "dataset size or world size?)");
+  if (state.epoch != epoch_) set_epoch(state.epoch);
+  cursor_ = state.cursor;
+}
+
+}  // namespace braid::data

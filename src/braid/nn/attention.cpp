@@ -1,0 +1,106 @@
+#include "nn/attention.h"
+
+#include <cmath>
+
+#include "nn/attention_kernels.h"
+
+namespace braid::nn {
+namespace {
+
+class AttentionCache : public Cache {
+ public:
+  std::unique_ptr<Cache> c_attn, c_proj;
+  Tensor att;   // [B, H, T, T] probabilities, zero above the diagonal
+  Tensor y;     // [B, T, D] heads re-joined, c_proj's input
+  Tensor dqkv;  // [B, T, 3D]
+  Tensor work;  // per-head scratch of the kernels
+};
+
+}  // namespace
+
+CausalSelfAttention::CausalSelfAttention(int64_t dim, int64_t heads)
+    : dim_(dim),
+      heads_(heads),
+      head_dim_(heads > 0 ? dim / heads : 0),
+      c_attn_(dim, 3 * dim),
+      c_proj_(dim, dim) {
+  BRAID_CHECK(heads_ > 0 && dim_ % heads_ == 0, "CausalSelfAttention(", dim_, ", ", heads_,
+              "): the model width must be a positive multiple of the number of heads");
+}
+
+void CausalSelfAttention::declare(ParamSet& params, const std::string& prefix) {
+  c_attn_.declare(params, prefix + "c_attn.");
+  c_proj_.declare(params, prefix + "c_proj.");
+}
+
+void CausalSelfAttention::init(Rng& rng) {
+  c_attn_.init(rng);
+  c_proj_.init(rng);
+}
+
+Shape CausalSelfAttention::output_shape(const Shape& in) const {
+  BRAID_CHECK(in.rank() == 3 && in[2] == dim_, "CausalSelfAttention(", dim_, ", ", heads_,
+              "): input shape ", in.str(), " is not [batch, time, ", dim_, "]");
+  return in;
+}
+
+std::unique_ptr<Cache> CausalSelfAttention::make_cache() const {
+  auto cache = std::make_unique<AttentionCache>();
+  cache->c_attn = c_attn_.make_cache();
+  cache->c_proj = c_proj_.make_cache();
+  return cache;
+}
+
+const Tensor& CausalSelfAttention::forward(const Tensor& x, Cache& cache,
+                                           const ForwardContext& ctx) {
+  auto& c = static_cast<AttentionCache&>(cache);
+  BRAID_CHECK(x.dtype() == DType::f32, "CausalSelfAttention: input must be f32, got ",
+              dtype_name(x.dtype()));
+  const Shape shape = output_shape(x.shape());
+  const int64_t B = shape[0], T = shape[1], D = dim_, H = heads_, hd = head_dim_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float* qkv = c_attn_.forward(x, *c.c_attn, ctx).f32();
+  c.att.ensure({B, H, T, T});
+  c.y.ensure(shape);
+  c.work.ensure({attention_work_floats(T, hd)}, DType::f32, MemCategory::workspace);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      // q, k, v of this head: [T, hd] with row stride 3D inside the qkv buffer.
+      const float* q = qkv + b * T * 3 * D + h * hd;
+      attention_head_forward(q, q + D, q + 2 * D, 3 * D, T, hd, scale,
+                             c.att.f32() + (b * H + h) * T * T, c.y.f32() + b * T * D + h * hd, D,
+                             c.work.f32());
+    }
+  return c_proj_.forward(c.y, *c.c_proj, ctx);
+}
+
+const Tensor& CausalSelfAttention::backward(const Tensor& dy, Cache& cache, bool need_dx) {
+  auto& c = static_cast<AttentionCache&>(cache);
+  const Shape& shape = c.y.shape();
+  BRAID_CHECK(dy.shape() == shape, "CausalSelfAttention: backward got dy ", dy.shape().str(),
+              " for input ", shape.str());
+  const int64_t B = shape[0], T = shape[1], D = dim_, H = heads_, hd = head_dim_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float* dyh = c_proj_.backward(dy, *c.c_proj, true).f32();
+  const float* qkv = c.c_attn->out.f32();
+  c.dqkv.ensure({B, T, 3 * D});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const float* q = qkv + b * T * 3 * D + h * hd;
+      float* dq = c.dqkv.f32() + b * T * 3 * D + h * hd;
+      attention_head_backward(q, q + D, q + 2 * D, 3 * D, c.att.f32() + (b * H + h) * T * T,
+                              dyh + b * T * D + h * hd, D, T, hd, scale, dq, dq + D, dq + 2 * D,
+                              3 * D, c.work.f32());
+    }
+  return c_attn_.backward(c.dqkv, *c.c_attn, need_dx);
+}
+
+double CausalSelfAttention::forward_flops(const Shape& in) const {
+  // The projections plus the two attention GEMMs counted dense (q k^T and P v), the usual
+  // convention for model FLOP figures even though the causal half is skipped.
+  const double B = static_cast<double>(in[0]), T = static_cast<double>(in[1]);
+  return c_attn_.forward_flops(in) + c_proj_.forward_flops(in) +
+         4.0 * B * T * T * static_cast<double>(dim_);
+}
+
+}  // namespace braid::nn

@@ -1,0 +1,166 @@
+// Conv2d: shape checks, parameters, and the two algorithms' orchestration (conv2d.h).
+#include "nn/conv2d.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/gemm.h"
+#include "core/kernels.h"
+
+namespace braid::nn {
+namespace {
+
+class Conv2dCache : public Cache {
+ public:
+  ConvGeometry g;
+  bool direct = false;
+  Tensor cols;  // gemm: im2col of x, [B*OH*OW, taps]
+  Tensor xpad;  // direct with padding: x with a zero border, [B, H+2p, W+2p, C]
+};
+
+}  // namespace
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride,
+               int64_t padding, bool bias)
+    : in_(in_channels),
+      out_(out_channels),
+      k_(kernel),
+      stride_(stride),
+      pad_(padding),
+      has_bias_(bias) {
+  BRAID_CHECK(in_ > 0 && out_ > 0 && k_ > 0 && stride_ > 0 && pad_ >= 0, describe(),
+              ": channels, kernel and stride must be positive and padding non-negative");
+}
+
+std::string Conv2d::describe() const {
+  return detail::concat("Conv2d(", in_, " -> ", out_, ", kernel ", k_, ", stride ", stride_,
+                        ", padding ", pad_, ")");
+}
+
+void Conv2d::declare(ParamSet& params, const std::string& prefix) {
+  params_ = &params;
+  weight_ = params.declare(prefix + "weight", {out_, in_, k_, k_}, true);
+  if (has_bias_) bias_ = params.declare(prefix + "bias", {out_}, false);
+}
+
+// PyTorch's default: kaiming_uniform(a=sqrt(5)) == U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+// with fan_in = in*k*k, and the same bound for the bias.
+void Conv2d::init(Rng& rng) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(in_ * k_ * k_));
+  Tensor w = params_->param(weight_);
+  for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] = rng.uniform(-bound, bound);
+  if (has_bias_) {
+    Tensor b = params_->param(bias_);
+    for (int64_t i = 0; i < b.numel(); ++i) b.f32()[i] = rng.uniform(-bound, bound);
+  }
+}
+
+Shape Conv2d::output_shape(const Shape& in) const {
+  BRAID_CHECK(in.rank() == 4 && in[3] == in_, describe(), ": expects NHWC input [B, H, W, ", in_,
+              "], got ", in.str());
+  BRAID_CHECK(in[1] + 2 * pad_ >= k_ && in[2] + 2 * pad_ >= k_, describe(), ": input ", in.str(),
+              " is smaller than the ", k_, "x", k_, " kernel (padded size ", in[1] + 2 * pad_, "x",
+              in[2] + 2 * pad_, "); use a smaller kernel or more padding");
+  return {in[0], (in[1] + 2 * pad_ - k_) / stride_ + 1, (in[2] + 2 * pad_ - k_) / stride_ + 1,
+          out_};
+}
+
+ConvGeometry Conv2d::geometry(const Shape& in) const {
+  const Shape out = output_shape(in);
+  ConvGeometry g;
+  g.B = in[0], g.H = in[1], g.W = in[2], g.C = in_;
+  g.O = out_, g.k = k_, g.stride = stride_, g.pad = pad_;
+  g.OH = out[1], g.OW = out[2];
+  return g;
+}
+
+bool Conv2d::uses_direct() const {
+  if (algorithm_ == Algorithm::automatic) return in_ * k_ * k_ < kDirectMaxTaps;
+  return algorithm_ == Algorithm::direct;
+}
+
+std::unique_ptr<Cache> Conv2d::make_cache() const { return std::make_unique<Conv2dCache>(); }
+
+void Conv2d::repack_weight() {
+  const int64_t kk = k_ * k_;
+  wt_.ensure({kk * in_, out_}, DType::f32, MemCategory::workspace);
+  const float* w = params_->param(weight_).f32();
+  float* wt = wt_.f32();
+  // w[o, c, ky, kx] -> wt[(ky*k + kx)*in + c, o]
+  for (int64_t o = 0; o < out_; ++o)
+    for (int64_t c = 0; c < in_; ++c)
+      for (int64_t s = 0; s < kk; ++s) wt[(s * in_ + c) * out_ + o] = w[(o * in_ + c) * kk + s];
+}
+
+const Tensor& Conv2d::forward(const Tensor& x, Cache& cache_base, const ForwardContext&) {
+  auto& cache = static_cast<Conv2dCache&>(cache_base);
+  const ConvGeometry g = geometry(x.shape());
+  cache.g = g;
+  cache.direct = uses_direct();
+  cache.x = x;
+  cache.out.ensure({g.B, g.OH, g.OW, g.O});
+  repack_weight();
+  float* y = cache.out.f32();
+  const float* bias = has_bias_ ? params_->param(bias_).f32() : nullptr;
+  if (cache.direct) {
+    const float* xp = x.f32();
+    if (pad_ > 0) {
+      cache.xpad.ensure({g.B, g.padded_h(), g.padded_w(), g.C}, DType::f32, MemCategory::workspace);
+      pad_input(g, x.f32(), cache.xpad.f32());
+      xp = cache.xpad.f32();
+    }
+    conv_direct_forward(g, xp, wt_.f32(), bias, y);
+    return cache.out;
+  }
+  // y[M, O] = cols[M, T] wt[T, O] (+ bias broadcast first, GEMM with beta = 1).
+  const int64_t M = g.pixels(), T = g.taps();
+  cache.cols.ensure({M, T}, DType::f32, MemCategory::workspace);
+  im2col(g, x.f32(), cache.cols.f32());
+  if (bias)
+    for (int64_t r = 0; r < M; ++r) std::copy(bias, bias + g.O, y + r * g.O);
+  sgemm(false, false, M, g.O, T, 1.0f, cache.cols.f32(), wt_.f32(), bias ? 1.0f : 0.0f, y);
+  return cache.out;
+}
+
+const Tensor& Conv2d::backward(const Tensor& dy, Cache& cache_base, bool need_dx) {
+  auto& cache = static_cast<Conv2dCache&>(cache_base);
+  const ConvGeometry& g = cache.g;
+  BRAID_CHECK(dy.shape() == cache.out.shape(), describe(), ": backward got dy ", dy.shape().str(),
+              ", forward produced ", cache.out.shape().str());
+  const int64_t M = g.pixels(), T = g.taps(), kk = k_ * k_;
+
+  // dwt[T, O] = sum over pixels of columns x dy, in tap-major order.
+  dwt_.ensure({T, g.O}, DType::f32, MemCategory::workspace);
+  float* db = has_bias_ ? params_->grad(bias_).f32() : nullptr;
+  if (cache.direct) {
+    dwt_.zero();
+    conv_direct_weight_grad(g, pad_ > 0 ? cache.xpad.f32() : cache.x.f32(), dy.f32(), dwt_.f32(),
+                            db);
+  } else {
+    sgemm(true, false, T, g.O, M, 1.0f, cache.cols.f32(), dy.f32(), 0.0f, dwt_.f32());
+    if (db) sum_rows_into(dy.f32(), db, M, g.O);
+  }
+  // Back to PyTorch's layout: grad[o, c, ky, kx] += dwt[(ky*k + kx)*in + c, o].
+  float* gw = params_->grad(weight_).f32();
+  const float* dwt = dwt_.f32();
+  for (int64_t o = 0; o < out_; ++o)
+    for (int64_t c = 0; c < in_; ++c)
+      for (int64_t s = 0; s < kk; ++s) gw[(o * in_ + c) * kk + s] += dwt[(s * in_ + c) * out_ + o];
+  if (!need_dx) return no_grad();
+  cache.dx.ensure(cache.x.shape());
+
+  // dcols[M, T] = dy[M, O] wt[T, O]^T, then scatter the columns back onto the pixels.
+  repack_weight();
+  dcols_.ensure({M, T}, DType::f32, MemCategory::workspace);
+  sgemm(false, true, M, T, g.O, 1.0f, dy.f32(), wt_.f32(), 0.0f, dcols_.f32());
+  col2im(g, dcols_.f32(), cache.dx.f32());
+  return cache.dx;
+}
+
+double Conv2d::forward_flops(const Shape& in) const {
+  const Shape out = output_shape(in);
+  return 2.0 * static_cast<double>(out[0] * out[1] * out[2]) * static_cast<double>(out_) *
+         static_cast<double>(in_ * k_ * k_);
+}
+
+}  // namespace braid::nn

@@ -1,0 +1,226 @@
+#include "nn/gpt.h"
+
+#include <cmath>
+
+#include "core/gemm.h"
+#include "core/kernels.h"
+
+namespace braid::nn {
+namespace {
+
+class BlockCache : public Cache {
+ public:
+  std::unique_ptr<Cache> ln_1, attn, ln_2, c_fc, gelu, c_proj;
+  Tensor x1;   // x + attn(ln_1(x)), the second residual stream input
+  Tensor dx1;  // dL/dx1
+};
+
+class GptCache : public Cache {
+ public:
+  std::unique_ptr<Cache> wte, ln_f;
+  std::vector<std::unique_ptr<Cache>> blocks;
+  Tensor x0;  // [B, T, D] token + position embeddings
+  Tensor dh;  // [B, T, D] dL/d ln_f(x)
+};
+
+// Checked before any member is built, so a bad config fails with the GPT's own message.
+const GptConfig& validated(const GptConfig& c) {
+  BRAID_CHECK(c.vocab > 0 && c.context > 0 && c.d_model > 0 && c.heads > 0 && c.layers > 0 &&
+                  c.mlp_ratio > 0,
+              "GPT config: vocab (", c.vocab, "), context (", c.context, "), d_model (", c.d_model,
+              "), heads (", c.heads, "), layers (", c.layers, ") and mlp_ratio (", c.mlp_ratio,
+              ") must all be positive");
+  BRAID_CHECK(c.d_model % c.heads == 0, "GPT config: d_model (", c.d_model,
+              ") must be a multiple of heads (", c.heads, ")");
+  return c;
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+GptBlock::GptBlock(int64_t d_model, int64_t heads, int64_t mlp_ratio)
+    : ln_1_(d_model),
+      attn_(d_model, heads),
+      ln_2_(d_model),
+      c_fc_(d_model, mlp_ratio * d_model),
+      gelu_(GeluApprox::tanh),
+      c_proj_(mlp_ratio * d_model, d_model) {}
+
+void GptBlock::declare(ParamSet& params, const std::string& prefix) {
+  ln_1_.declare(params, prefix + "ln_1.");
+  attn_.declare(params, prefix + "attn.");
+  ln_2_.declare(params, prefix + "ln_2.");
+  c_fc_.declare(params, prefix + "mlp.c_fc.");
+  c_proj_.declare(params, prefix + "mlp.c_proj.");
+}
+
+void GptBlock::init(Rng& rng) {
+  ln_1_.init(rng);
+  attn_.init(rng);
+  ln_2_.init(rng);
+  c_fc_.init(rng);
+  c_proj_.init(rng);
+}
+
+std::unique_ptr<Cache> GptBlock::make_cache() const {
+  auto c = std::make_unique<BlockCache>();
+  c->ln_1 = ln_1_.make_cache();
+  c->attn = attn_.make_cache();
+  c->ln_2 = ln_2_.make_cache();
+  c->c_fc = c_fc_.make_cache();
+  c->gelu = gelu_.make_cache();
+  c->c_proj = c_proj_.make_cache();
+  return c;
+}
+
+// x [B, T, D] -> out [B, T, D]
+const Tensor& GptBlock::forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) {
+  auto& c = static_cast<BlockCache&>(cache);
+  const Tensor& a = attn_.forward(ln_1_.forward(x, *c.ln_1, ctx), *c.attn, ctx);
+  c.x1.ensure(x.shape());
+  add(x.f32(), a.f32(), c.x1.f32(), x.numel());
+  const Tensor& h = c_fc_.forward(ln_2_.forward(c.x1, *c.ln_2, ctx), *c.c_fc, ctx);  // [B,T,4D]
+  const Tensor& m = c_proj_.forward(gelu_.forward(h, *c.gelu, ctx), *c.c_proj, ctx);
+  c.out.ensure(x.shape());
+  add(c.x1.f32(), m.f32(), c.out.f32(), x.numel());
+  return c.out;
+}
+
+const Tensor& GptBlock::backward(const Tensor& dy, Cache& cache, bool need_dx) {
+  auto& c = static_cast<BlockCache&>(cache);
+  BRAID_CHECK(dy.shape() == c.x1.shape(), "GptBlock: backward got dy ", dy.shape().str(),
+              " for input ", c.x1.shape().str());
+  const Tensor& dgelu = c_proj_.backward(dy, *c.c_proj, true);
+  const Tensor& dfc = gelu_.backward(dgelu, *c.gelu, true);
+  const Tensor& dln2 = c_fc_.backward(dfc, *c.c_fc, true);
+  const Tensor& dx1_branch = ln_2_.backward(dln2, *c.ln_2, true);
+  c.dx1.ensure(dy.shape());
+  add(dy.f32(), dx1_branch.f32(), c.dx1.f32(), dy.numel());
+  const Tensor& dln1 = attn_.backward(c.dx1, *c.attn, true);
+  const Tensor& dx_branch = ln_1_.backward(dln1, *c.ln_1, need_dx);
+  if (!need_dx) return no_grad();
+  c.dx.ensure(dy.shape());
+  add(c.dx1.f32(), dx_branch.f32(), c.dx.f32(), dy.numel());
+  return c.dx;
+}
+
+double GptBlock::forward_flops(const Shape& in) const {
+  Shape hidden = in;
+  hidden[-1] = c_fc_.out_features();
+  return attn_.forward_flops(in) + c_fc_.forward_flops(in) + c_proj_.forward_flops(hidden);
+}
+
+Gpt::Gpt(const GptConfig& config)
+    : config_(validated(config)),
+      wte_(config.vocab, config.d_model),
+      wpe_(config.context, config.d_model),
+      ln_f_(config.d_model) {
+  for (int64_t i = 0; i < config.layers; ++i)
+    blocks_.push_back(std::make_unique<GptBlock>(config.d_model, config.heads, config.mlp_ratio));
+}
+
+void Gpt::declare(ParamSet& params, const std::string& prefix) {
+  params_ = &params;
+  first_ = params.layout().size();
+  wte_.declare(params, prefix + "wte.");
+  wpe_.declare(params, prefix + "wpe.");
+  for (size_t i = 0; i < blocks_.size(); ++i)
+    blocks_[i]->declare(params, prefix + "h." + std::to_string(i) + ".");
+  ln_f_.declare(params, prefix + "ln_f.");
+  end_ = params.layout().size();
+}
+
+// GPT-2's initialisation (nanoGPT's _init_weights), by parameter name: the residual
+// projections are scaled down by sqrt(2 layers) so the residual stream's variance does not
+// grow with depth.
+void Gpt::init(Rng& rng) {
+  const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config_.layers));
+  for (ParamSet::Id id = first_; id < end_; ++id) {
+    const std::string& name = params_->info(id).name;
+    Tensor w = params_->param(id);
+    float* v = w.f32();
+    if (ends_with(name, "bias")) {
+      fill(0.0f, v, w.numel());
+    } else if (ends_with(name, "ln_1.weight") || ends_with(name, "ln_2.weight") ||
+               ends_with(name, "ln_f.weight")) {
+      fill(1.0f, v, w.numel());
+    } else {
+      const float std = ends_with(name, "c_proj.weight") ? proj_std : 0.02f;
+      for (int64_t i = 0; i < w.numel(); ++i) v[i] = std * rng.normal();
+    }
+  }
+}
+
+Shape Gpt::output_shape(const Shape& in) const {
+  BRAID_CHECK(in.rank() == 2, "GPT: input shape ", in.str(), " is not [batch, time] of token ids");
+  BRAID_CHECK(in[1] >= 1 && in[1] <= config_.context, "GPT: sequence length ", in[1], " (input ",
+              in.str(), ") must be between 1 and the model's context of ", config_.context,
+              " tokens; shorten the sequences or raise the context");
+  return Shape{in[0], in[1], config_.vocab};
+}
+
+std::unique_ptr<Cache> Gpt::make_cache() const {
+  auto c = std::make_unique<GptCache>();
+  c->wte = wte_.make_cache();
+  for (const auto& b : blocks_) c->blocks.push_back(b->make_cache());
+  c->ln_f = ln_f_.make_cache();
+  return c;
+}
+
+// tokens [B, T] i32 -> logits [B, T, V]
+const Tensor& Gpt::forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) {
+  auto& c = static_cast<GptCache&>(cache);
+  const Shape out_shape = output_shape(x.shape());
+  const int64_t B = out_shape[0], T = out_shape[1], D = config_.d_model, V = config_.vocab;
+  const Tensor& tok = wte_.forward(x, *c.wte, ctx);  // checks dtype and ids
+  c.x0.ensure({B, T, D});
+  const float* pos = params_->param(wpe_.weight_id()).f32();
+  for (int64_t b = 0; b < B; ++b) add(tok.f32() + b * T * D, pos, c.x0.f32() + b * T * D, T * D);
+  const Tensor* h = &c.x0;
+  for (size_t i = 0; i < blocks_.size(); ++i) h = &blocks_[i]->forward(*h, *c.blocks[i], ctx);
+  const Tensor& hf = ln_f_.forward(*h, *c.ln_f, ctx);
+  c.out.ensure(out_shape);
+  // logits[BT, V] = hf[BT, D] wte[V, D]^T
+  sgemm(false, true, B * T, V, D, 1.0f, hf.f32(), params_->param(wte_.weight_id()).f32(), 0.0f,
+        c.out.f32());
+  return c.out;
+}
+
+const Tensor& Gpt::backward(const Tensor& dy, Cache& cache, bool need_dx) {
+  auto& c = static_cast<GptCache&>(cache);
+  BRAID_CHECK(!need_dx,
+              "GPT: backward asked for dL/dx, but the inputs are integer token ids "
+              "and have no gradient; call backward with need_dx = false");
+  BRAID_CHECK(dy.shape() == c.out.shape(), "GPT: backward got dlogits ", dy.shape().str(),
+              " for logits ", c.out.shape().str());
+  const int64_t B = dy.dim(0), T = dy.dim(1), D = config_.d_model, V = config_.vocab;
+  const Tensor& hf = c.ln_f->out;
+  const ParamSet::Id wte = wte_.weight_id();
+  // The tied head: dwte[V, D] += dlogits^T[V, BT] hf[BT, D]; dh[BT, D] = dlogits wte.
+  sgemm(true, false, V, D, B * T, 1.0f, dy.f32(), hf.f32(), 1.0f, params_->grad(wte).f32());
+  c.dh.ensure({B, T, D});
+  sgemm(false, false, B * T, D, V, 1.0f, dy.f32(), params_->param(wte).f32(), 0.0f, c.dh.f32());
+  const Tensor* g = &ln_f_.backward(c.dh, *c.ln_f, true);
+  for (size_t i = blocks_.size(); i-- > 0;) g = &blocks_[i]->backward(*g, *c.blocks[i], true);
+  float* dpos = params_->grad(wpe_.weight_id()).f32();
+  for (int64_t b = 0; b < B; ++b) add_inplace(g->f32() + b * T * D, dpos, T * D);
+  wte_.backward(*g, *c.wte, false);
+  return no_grad();
+}
+
+double Gpt::forward_flops(const Shape& in) const {
+  const Shape out = output_shape(in);
+  const Shape hidden{out[0], out[1], config_.d_model};
+  double total = 2.0 * static_cast<double>(out[0] * out[1]) * static_cast<double>(config_.d_model) *
+                 static_cast<double>(config_.vocab);
+  for (const auto& b : blocks_) total += b->forward_flops(hidden);
+  return total;
+}
+
+std::unique_ptr<Module> make_gpt(const GptConfig& config) { return std::make_unique<Gpt>(config); }
+
+}  // namespace braid::nn

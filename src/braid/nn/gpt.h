@@ -1,0 +1,83 @@
+// GPT: the GPT-2 architecture (as nanoGPT, without dropout), a decoder-only transformer.
+// Input i32 tokens [B, T] (T <= context), output f32 logits [B, T, vocab]:
+//   x = wte[tokens] + wpe[0:T]; per block x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))
+//   with mlp = c_proj(gelu_tanh(c_fc(.))); logits = ln_f(x) wte^T (LM head tied to wte).
+// Parameter names are those of the PyTorch module in bench/ (nanoGPT's, without the
+// "transformer." prefix and without a separate lm_head tensor): wte.weight, wpe.weight,
+// h.{i}.ln_1.*, h.{i}.attn.c_attn.*, h.{i}.attn.c_proj.*, h.{i}.ln_2.*, h.{i}.mlp.c_fc.*,
+// h.{i}.mlp.c_proj.*, ln_f.*. init() is GPT-2's: weights N(0, 0.02), c_proj weights
+// N(0, 0.02 / sqrt(2 layers)), biases 0, LayerNorm 1 / 0. Tokens have no gradient:
+// backward must be called with need_dx = false.
+#pragma once
+
+#include <vector>
+
+#include "nn/attention.h"
+#include "nn/embedding.h"
+#include "nn/gelu.h"
+#include "nn/layernorm.h"
+#include "nn/linear.h"
+
+namespace braid::nn {
+
+struct GptConfig {
+  int64_t vocab = 256;
+  int64_t context = 128;
+  int64_t d_model = 128;
+  int64_t heads = 4;
+  int64_t layers = 4;
+  int64_t mlp_ratio = 4;
+};
+
+// One pre-LN transformer block on [B, T, D] f32; its parameters are named
+// "<prefix>ln_1.", "attn.", "ln_2.", "mlp.c_fc.", "mlp.c_proj." (PyTorch defaults from init;
+// Gpt::init overrides them).
+class GptBlock : public Module {
+ public:
+  GptBlock(int64_t d_model, int64_t heads, int64_t mlp_ratio);
+
+  std::string_view kind() const override { return "GptBlock"; }
+  void declare(ParamSet& params, const std::string& prefix) override;
+  void init(Rng& rng) override;
+  Shape output_shape(const Shape& in) const override { return attn_.output_shape(in); }
+  std::unique_ptr<Cache> make_cache() const override;
+  const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
+  double forward_flops(const Shape& in) const override;
+
+ private:
+  LayerNorm ln_1_;
+  CausalSelfAttention attn_;
+  LayerNorm ln_2_;
+  Linear c_fc_;
+  Gelu gelu_;
+  Linear c_proj_;
+};
+
+class Gpt : public Module {
+ public:
+  explicit Gpt(const GptConfig& config);
+
+  std::string_view kind() const override { return "GPT"; }
+  void declare(ParamSet& params, const std::string& prefix) override;
+  void init(Rng& rng) override;
+  Shape output_shape(const Shape& in) const override;
+  std::unique_ptr<Cache> make_cache() const override;
+  const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
+  double forward_flops(const Shape& in) const override;
+
+  const GptConfig& config() const { return config_; }
+
+ private:
+  GptConfig config_;
+  Embedding wte_, wpe_;
+  std::vector<std::unique_ptr<GptBlock>> blocks_;
+  LayerNorm ln_f_;
+  ParamSet* params_ = nullptr;
+  ParamSet::Id first_ = 0, end_ = 0;  // this model's range of ids in the ParamSet
+};
+
+std::unique_ptr<Module> make_gpt(const GptConfig& config);
+
+}  // namespace braid::nn

@@ -1,0 +1,141 @@
+#include "optim/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "optim/adagrad.h"
+#include "optim/adam.h"
+#include "optim/lamb.h"
+#include "optim/lars.h"
+#include "optim/rmsprop.h"
+#include "optim/sgd.h"
+
+namespace braid::optim {
+
+Optimizer::Optimizer(std::vector<Segment> segments, int64_t buffer_size)
+    : segments_(std::move(segments)), buffer_size_(buffer_size) {
+  validate_segments(segments_, buffer_size_);
+}
+
+Optimizer::~Optimizer() = default;
+
+void Optimizer::step(float* params, const float* grads, float lr) {
+  BRAID_CHECK(std::isfinite(lr) && lr >= 0, name(), ": learning rate ", lr,
+              " must be finite and >= 0; check the schedule");
+  BRAID_CHECK((params && grads) || buffer_size_ == 0, name(),
+              ": step() needs parameter and gradient buffers");
+  update(params, grads, lr, steps_ + 1);
+  ++steps_;
+}
+
+float* Optimizer::add_state(std::string name) {
+  Tensor t = Tensor::empty(Shape{buffer_size_}, DType::f32, MemCategory::optimizer);
+  float* data = t.f32();
+  state_.emplace_back(std::move(name), std::move(t));
+  return data;
+}
+
+NamedTensors Optimizer::state() const {
+  NamedTensors out = state_;
+  Tensor step = Tensor::empty(Shape{}, DType::i64, MemCategory::optimizer);
+  *step.data<int64_t>() = steps_;
+  out.emplace_back("step", std::move(step));
+  return out;
+}
+
+namespace {
+
+std::string expected_names(const NamedTensors& expected) {
+  std::string out;
+  for (const auto& [name, t] : expected) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+}  // namespace
+
+void Optimizer::load_state(const NamedTensors& state) {
+  // Check everything before copying anything, so a bad checkpoint changes nothing.
+  const NamedTensors expected = this->state();
+  std::vector<const Tensor*> source(expected.size(), nullptr);
+  for (const auto& [name, t] : state) {
+    const auto it = std::find_if(expected.begin(), expected.end(),
+                                 [&](const auto& e) { return e.first == name; });
+    BRAID_CHECK(it != expected.end(), this->name(), ": unexpected optimizer state tensor '", name,
+                "' (this optimizer has: ", expected_names(expected),
+                "); was the checkpoint written by another optimizer?");
+    const size_t k = static_cast<size_t>(it - expected.begin());
+    BRAID_CHECK(source[k] == nullptr, this->name(), ": optimizer state tensor '", name,
+                "' given twice");
+    BRAID_CHECK(t.dtype() == it->second.dtype() && t.shape() == it->second.shape(), this->name(),
+                ": optimizer state tensor '", name, "' is ", dtype_name(t.dtype()), t.shape().str(),
+                " in the checkpoint but ", dtype_name(it->second.dtype()), it->second.shape().str(),
+                " here; the checkpoint was written for another parameter layout or shard");
+    source[k] = &t;
+  }
+  for (size_t k = 0; k < expected.size(); ++k) {
+    BRAID_CHECK(source[k] != nullptr, this->name(), ": optimizer state tensor '", expected[k].first,
+                "' is missing from the checkpoint");
+  }
+  const int64_t steps = *source.back()->data<int64_t>();  // "step" is last in state()
+  BRAID_CHECK(steps >= 0, this->name(), ": optimizer state 'step' is negative (", steps, ")");
+  for (size_t k = 0; k + 1 < expected.size(); ++k) state_[k].second.copy_from(*source[k]);
+  steps_ = steps;
+}
+
+namespace detail {
+
+void check_non_negative(std::string_view optimizer, std::string_view key, float value) {
+  BRAID_CHECK(std::isfinite(value) && value >= 0, optimizer, ": ", key, " = ", value,
+              " must be finite and >= 0");
+}
+
+void check_unit_interval(std::string_view optimizer, std::string_view key, float value) {
+  BRAID_CHECK(value >= 0 && value < 1, optimizer, ": ", key, " = ", value, " must be in [0, 1)");
+}
+
+}  // namespace detail
+
+const std::vector<std::string_view>& optimizer_names() {
+  static const std::vector<std::string_view> names = {"sgd",     "adam", "adamw", "rmsprop",
+                                                      "adagrad", "lars", "lamb"};
+  return names;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, std::vector<Segment> segments,
+                                          int64_t buffer_size) {
+  if (c.name == "sgd") {
+    return std::make_unique<Sgd>(std::move(segments), buffer_size,
+                                 SgdOptions{c.momentum, c.nesterov, c.weight_decay});
+  }
+  if (c.name == "adam" || c.name == "adamw") {
+    AdamOptions o{c.beta1, c.beta2, AdamOptions{}.eps, c.weight_decay, c.name == "adamw"};
+    o.eps = c.eps.value_or(o.eps);
+    return std::make_unique<Adam>(std::move(segments), buffer_size, o);
+  }
+  if (c.name == "rmsprop") {
+    RmsPropOptions o{c.alpha, RmsPropOptions{}.eps, c.momentum, c.weight_decay};
+    o.eps = c.eps.value_or(o.eps);
+    return std::make_unique<RmsProp>(std::move(segments), buffer_size, o);
+  }
+  if (c.name == "adagrad") {
+    AdagradOptions o{AdagradOptions{}.eps, c.lr_decay, c.initial_accumulator_value, c.weight_decay};
+    o.eps = c.eps.value_or(o.eps);
+    return std::make_unique<Adagrad>(std::move(segments), buffer_size, o);
+  }
+  if (c.name == "lars") {
+    return std::make_unique<Lars>(
+        std::move(segments), buffer_size,
+        LarsOptions{c.momentum, c.nesterov, c.weight_decay, c.trust_coefficient});
+  }
+  if (c.name == "lamb") {
+    LambOptions o{c.beta1, c.beta2, LambOptions{}.eps, c.weight_decay};
+    o.eps = c.eps.value_or(o.eps);
+    return std::make_unique<Lamb>(std::move(segments), buffer_size, o);
+  }
+  std::string names;
+  for (std::string_view n : optimizer_names()) (names += names.empty() ? "" : ", ") += n;
+  BRAID_THROW(Error, "unknown optimizer '", c.name, "'; accepted: ", names);
+}
+
+}  // namespace braid::optim

@@ -1,0 +1,60 @@
+// Checkpoints: a directory holding
+//
+//   model.safetensors      every parameter under its ParamSet layout name, then the named
+//                          buffers (BatchNorm's running stats; num_batches_tracked is I64
+//                          of shape []), exactly PyTorch's state_dict names, shapes and
+//                          dtypes, so torch's load_state_dict accepts the file unchanged
+//   optimizer.safetensors  the optimizer's named state tensors, as the caller gives them
+//   state.json             the commit record: {"format": "braid-checkpoint", "version": 1,
+//                          "files": {name: {"bytes": n, "xxh64": hex}}, "train_state": ...}
+//
+// Every file is replaced atomically (train/atomic_file.h). Saving first removes
+// state.json and writes it last, so at any moment the directory either holds a complete
+// checkpoint or lacks its commit record; and since the record holds each file's size and
+// XXH64, a directory mixing files from two saves is refused on load rather than resumed
+// with inconsistent state.
+//
+// The full logical layout is stored (no padding, no sharding), so a checkpoint loads into
+// any world size or strategy. Loading verifies everything before it changes the model: a
+// failed load leaves the ParamSet as it was.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "nn/params.h"
+#include "train/safetensors.h"
+
+namespace braid::train {
+
+inline constexpr int kCheckpointVersion = 1;
+inline constexpr char kCheckpointFormat[] = "braid-checkpoint";
+
+// The model's state as PyTorch names it: parameters (views into the flat buffer, no
+// padding) followed by the named buffers. Valid while `params` lives.
+std::vector<NamedTensor> state_dict(const nn::ParamSet& params);
+
+// Copies `file`'s tensors into the parameters and buffers after checking that names,
+// shapes and dtypes match exactly; otherwise throws one Error that lists every missing,
+// unexpected and mismatched tensor, prefixed by `source` (e.g. "checkpoint 'x/model.safetensors'").
+void load_state_dict(const SafetensorsFile& file, nn::ParamSet& params, const std::string& source);
+
+// Writes the checkpoint into `dir` (created if needed), replacing any checkpoint there.
+void save_checkpoint(const std::string& dir, const nn::ParamSet& params,
+                     const std::vector<NamedTensor>& optimizer_state,
+                     const nlohmann::json& train_state);
+
+struct LoadedCheckpoint {
+  nlohmann::json train_state;                // as given to save_checkpoint
+  std::vector<NamedTensor> optimizer_state;  // in the order given to save_checkpoint
+};
+
+// Verifies the files against state.json, then loads the weights and buffers into `params`.
+LoadedCheckpoint load_checkpoint(const std::string& dir, nn::ParamSet& params);
+
+// Loads weights alone from one safetensors file (a braid model.safetensors or one saved
+// from PyTorch's state_dict), with the same checks as load_checkpoint.
+void load_model_weights(const std::string& safetensors_path, nn::ParamSet& params);
+
+}  // namespace braid::train

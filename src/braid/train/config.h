@@ -1,0 +1,70 @@
+// TrainConfig: everything a training run needs, read from a JSON file and/or CLI flags
+// (flags override the file). Validation is strict: an unknown key, a wrong type or a
+// value out of range is an error naming the key and what is accepted, before any work
+// starts. to_json() round-trips, so the checkpoint sidecar records the exact config.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace braid::train {
+
+struct OptimizerSettings {
+  std::string name = "sgd";  // sgd, adam, adamw, rmsprop, adagrad, lars, lamb
+  double lr = 0.01;
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 0;                    // 0: the optimizer's own default
+  double alpha = 0.99;               // rmsprop smoothing
+  double trust_coefficient = 0.001;  // LARS eta
+  int64_t base_batch = 0;            // > 0: linear LR scaling, lr * batch / base_batch
+};
+
+struct ScheduleSettings {
+  std::string name = "constant";  // constant, step, cosine
+  int64_t warmup_steps = 0;
+  int64_t step_size = 1000;
+  double gamma = 0.1;
+  double min_lr = 0.0;
+};
+
+struct TrainConfig {
+  nlohmann::json model = "cnn";  // a built-in name or a layer list (see model_spec.h)
+  std::string dataset = "fashion-mnist";  // fashion-mnist, npy, text
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::vector<std::string> npy;         // train features, train labels, test features, test labels
+  std::vector<std::string> text_files;  // empty: the fortunes corpus
+  int64_t seq_len = 128;
+
+  int64_t epochs = 1;
+  int64_t max_steps = 0;  // > 0: stop after this many steps
+  int64_t batch = 128;
+  uint64_t seed = 0;
+  int threads = 1;
+
+  OptimizerSettings optimizer;
+  ScheduleSettings schedule;
+  double clip_grad_norm = 0.0;
+  bool augment_flip = false;
+  int64_t augment_crop_pad = 0;
+
+  std::string out = "runs/latest";
+  int64_t log_every = 50;
+  int64_t eval_every = 0;        // steps; 0: each epoch
+  int64_t eval_batches = 0;      // 0: the whole evaluation split
+  int64_t checkpoint_every = 0;  // steps; 0: each epoch
+};
+
+// Throws braid::Error naming the key ("optimizer.lr") and the accepted values.
+TrainConfig config_from_json(const nlohmann::json& j, TrainConfig base = {});
+TrainConfig load_config_file(const std::string& path);
+nlohmann::json to_json(const TrainConfig& c);
+// Checks cross-field constraints (positive sizes, known names).
+void validate(const TrainConfig& c);
+
+}  // namespace braid::train

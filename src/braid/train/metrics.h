@@ -1,0 +1,42 @@
+// Metrics as JSON lines (one object per line, appended and flushed), and the progress
+// line a person watches: redrawn in place on a terminal, plain lines otherwise.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace braid::train {
+
+class MetricsLog {
+ public:
+  MetricsLog() = default;
+  // Appends to `path` (created if missing).
+  explicit MetricsLog(const std::string& path);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
+  void write(const nlohmann::json& record);
+
+ private:
+  std::FILE* file_ = nullptr;
+};
+
+class Progress {
+ public:
+  Progress();
+  // "epoch 1/3  step 420/469  loss 0.4123  5,120 samples/s  ETA 0:12"
+  void update(const std::string& line);
+  // A line that stays (evaluation results, warnings); ends any in-place line first.
+  void print(const std::string& line);
+
+ private:
+  bool tty_;
+  bool dirty_ = false;
+};
+
+std::string format_duration(double seconds);  // "1:02:03" or "2:03"
+
+}  // namespace braid::train

@@ -1,0 +1,37 @@
+// Models from data: a JSON description (input shape and a list of layers, residual blocks
+// nested) becomes an nn::Sequential, validated layer by layer before any memory is
+// allocated. Input sizes (in_features, in_channels, normalised sizes) are inferred from
+// the running shape; a layer that cannot take the shape is an error naming the layer's
+// index, its type and both shapes. The built-in models are specs too, except gpt-tiny.
+//
+//   {"input": [28, 28, 1],
+//    "layers": [{"type": "conv2d", "out_channels": 32, "kernel": 3}, {"type": "relu"},
+//               {"type": "maxpool2d", "kernel": 2}, {"type": "flatten"},
+//               {"type": "linear", "out_features": 10}]}
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/shape.h"
+#include "nn/module.h"
+
+namespace braid::train {
+
+enum class Task { classification, language_model };
+
+struct BuiltModel {
+  std::unique_ptr<nn::Module> module;
+  Shape sample_shape;             // one input sample, without the batch dimension
+  DType input_dtype = DType::f32;  // i32 for token ids
+  Task task = Task::classification;
+  int64_t num_classes = 0;  // logits' last dimension
+};
+
+// `spec` is a built-in name (mlp, cnn, cnn-bn, gpt-tiny) or a spec object.
+BuiltModel build_model(const nlohmann::json& spec, int64_t seq_len = 128);
+nlohmann::json builtin_model_spec(const std::string& name);
+
+}  // namespace braid::train

@@ -1,0 +1,307 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "core/log.h"
+#include "core/timer.h"
+#include "data/loader.h"
+#include "nn/loss.h"
+#include "optim/clip.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "train/checkpoint.h"
+#include "train/data_setup.h"
+#include "train/metrics.h"
+
+namespace braid::train {
+namespace {
+
+std::vector<optim::Segment> segments_of(const nn::ParamSet& params) {
+  std::vector<optim::Segment> out;
+  for (const auto& p : params.layout()) out.push_back({p.name, p.offset, p.numel(), p.decay});
+  return out;
+}
+
+optim::OptimizerConfig optimizer_config(const OptimizerSettings& s) {
+  optim::OptimizerConfig c;
+  c.name = s.name;
+  c.momentum = static_cast<float>(s.momentum);
+  c.nesterov = s.nesterov;
+  c.weight_decay = static_cast<float>(s.weight_decay);
+  c.beta1 = static_cast<float>(s.beta1);
+  c.beta2 = static_cast<float>(s.beta2);
+  if (s.eps > 0) c.eps = static_cast<float>(s.eps);
+  c.alpha = static_cast<float>(s.alpha);
+  c.trust_coefficient = static_cast<float>(s.trust_coefficient);
+  // Adaptive methods take momentum from their betas; only these read `momentum`.
+  if (s.name != "sgd" && s.name != "rmsprop" && s.name != "lars") c.momentum = 0;
+  return c;
+}
+
+// Streams for the counter-based RNG: one purpose each, so adding a consumer never shifts
+// another's numbers.
+constexpr uint64_t kInitStream = 1;
+constexpr uint64_t kForwardStream = 2;
+
+}  // namespace
+
+Trainer::Trainer(const TrainConfig& config, bool load_data)
+    : config_(config), model_(build_model(config.model, config.seq_len)) {
+  validate(config_);
+  model_.module->declare(params_, "");
+  params_.allocate();
+  Rng init_rng(config_.seed, kInitStream);
+  model_.module->init(init_rng);
+  cache_ = model_.module->make_cache();
+
+  double lr = config_.optimizer.lr;
+  if (config_.optimizer.base_batch > 0)
+    lr = optim::scaled_lr(static_cast<float>(lr), config_.batch, config_.optimizer.base_batch);
+  optimizer_ = optim::make_optimizer(optimizer_config(config_.optimizer), segments_of(params_),
+                                     params_.size());
+  if (load_data) {
+    DataLoaders loaders = make_loaders(config_, model_);
+    train_loader_ = std::move(loaders.train);
+    eval_loader_ = std::move(loaders.eval);
+  }
+  optim::ScheduleConfig sc;
+  sc.name = config_.schedule.name;
+  sc.warmup_steps = config_.schedule.warmup_steps;
+  sc.step_size = config_.schedule.step_size;
+  sc.gamma = static_cast<float>(config_.schedule.gamma);
+  sc.min_lr = static_cast<float>(config_.schedule.min_lr);
+  sc.total_steps = config_.max_steps > 0 ? config_.max_steps
+                                         : config_.epochs * std::max<int64_t>(1, batches_per_epoch());
+  schedule_ = optim::make_schedule(sc, static_cast<float>(lr));
+}
+
+Trainer::~Trainer() = default;
+
+int64_t Trainer::batches_per_epoch() const {
+  return train_loader_ ? train_loader_->batches_per_epoch() : 0;
+}
+
+float Trainer::learning_rate() const { return schedule_->lr(step_); }
+
+double Trainer::train_step(const data::Batch& batch) {
+  Stopwatch watch;
+  const nn::ForwardContext ctx{nn::Mode::train, Rng(config_.seed, kForwardStream, 0).fork(
+                                                    static_cast<uint64_t>(step_))};
+  params_.zero_grads();
+  const Tensor& logits = model_.module->forward(batch.inputs, *cache_, ctx);
+  const nn::LossResult loss = nn::softmax_cross_entropy(logits, batch.targets, &dlogits_);
+  times_.forward = watch.lap();
+  model_.module->backward(dlogits_, *cache_, /*need_dx=*/false);
+  times_.backward = watch.lap();
+  if (config_.clip_grad_norm > 0)
+    optim::clip_grad_norm(params_.grads(), optimizer_->segments(),
+                          static_cast<float>(config_.clip_grad_norm));
+  optimizer_->step(params_.params(), params_.grads(), learning_rate());
+  times_.optimizer = watch.lap();
+  ++step_;
+  return loss.loss;
+}
+
+double Trainer::train_one_batch() {
+  BRAID_CHECK(train_loader_, "train_one_batch: this trainer was built without data");
+  if (!loader_started_) train_loader_->start_epoch(epoch_);
+  loader_started_ = true;
+  const double before = train_loader_->wait_seconds();
+  const data::Batch* batch = train_loader_->next();
+  if (!batch) {
+    train_loader_->start_epoch(++epoch_);
+    batch = train_loader_->next();
+  }
+  const double waited = train_loader_->wait_seconds() - before;
+  train_step(*batch);
+  return waited;
+}
+
+void Trainer::fill_random_batch(data::Batch& batch, uint64_t seed) const {
+  std::vector<int64_t> dims{config_.batch};
+  for (int i = 0; i < model_.sample_shape.rank(); ++i) dims.push_back(model_.sample_shape[i]);
+  Rng rng(seed);
+  batch.size = config_.batch;
+  batch.inputs = Tensor::empty(Shape(dims), model_.input_dtype, MemCategory::data);
+  if (model_.input_dtype == DType::i32) {
+    int32_t* x = batch.inputs.data<int32_t>();
+    for (int64_t i = 0; i < batch.inputs.numel(); ++i)
+      x[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(model_.num_classes)));
+  } else {
+    float* x = batch.inputs.f32();
+    for (int64_t i = 0; i < batch.inputs.numel(); ++i) x[i] = rng.normal();
+  }
+  const Shape target_shape = model_.task == Task::language_model
+                                 ? Shape{config_.batch, model_.sample_shape[0]}
+                                 : Shape{config_.batch};
+  batch.targets = Tensor::empty(target_shape, DType::i32, MemCategory::data);
+  int32_t* t = batch.targets.data<int32_t>();
+  for (int64_t i = 0; i < batch.targets.numel(); ++i)
+    t[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(model_.num_classes)));
+}
+
+EvalResult Trainer::evaluate(int64_t max_batches) {
+  BRAID_CHECK(eval_loader_, "evaluate: this trainer was built without data");
+  auto cache = model_.module->make_cache();
+  const nn::ForwardContext ctx{nn::Mode::eval, Rng(config_.seed, kForwardStream)};
+  double loss_sum = 0;
+  int64_t correct = 0, count = 0, batches = 0;
+  eval_loader_->start_epoch(0);
+  while (const data::Batch* b = eval_loader_->next()) {
+    const Tensor& logits = model_.module->forward(b->inputs, *cache, ctx);
+    const nn::LossResult r = nn::softmax_cross_entropy(logits, b->targets, nullptr);
+    loss_sum += r.loss * static_cast<double>(r.count);
+    correct += r.correct;
+    count += r.count;
+    if (max_batches > 0 && ++batches >= max_batches) break;
+  }
+  EvalResult out;
+  out.samples = count;
+  out.loss = count ? loss_sum / static_cast<double>(count) : 0;
+  out.accuracy = count ? static_cast<double>(correct) / static_cast<double>(count) : 0;
+  return out;
+}
+
+double Trainer::flops_per_step() const {
+  std::vector<int64_t> dims{config_.batch};
+  for (int i = 0; i < model_.sample_shape.rank(); ++i) dims.push_back(model_.sample_shape[i]);
+  // Backward costs twice the forward (dx and dW GEMMs), less the first layer's dx which
+  // is never computed; counted as 3x here, as PyTorch comparisons usually do.
+  return 3.0 * model_.module->forward_flops(Shape(dims));
+}
+
+void Trainer::run(int64_t stop_at_step) {
+  BRAID_CHECK(train_loader_, "run: this trainer was built without data");
+  std::filesystem::create_directories(config_.out);
+  MetricsLog metrics(config_.out + "/metrics.jsonl");
+  Progress progress;
+  const int64_t per_epoch = batches_per_epoch();
+  const int64_t total_steps =
+      config_.max_steps > 0 ? std::min(config_.max_steps, config_.epochs * per_epoch)
+                            : config_.epochs * per_epoch;
+  log_info("model ", model_.module->kind(), ": ", params_.count(), " parameters; ", total_steps,
+           " steps of batch ", config_.batch, "; optimizer ", optimizer_->name());
+  Stopwatch run_watch;
+  double window_loss = 0, window_seconds = 0;
+  int64_t window_steps = 0;
+  const bool is_lm = model_.task == Task::language_model;
+  auto sample_unit = is_lm ? "tokens/s" : "samples/s";
+  const double per_step_samples =
+      static_cast<double>(config_.batch) * (is_lm ? static_cast<double>(config_.seq_len) : 1.0);
+
+  auto evaluate_and_log = [&](const char* when) {
+    Stopwatch w;
+    const EvalResult r = evaluate(config_.eval_batches);
+    nlohmann::json rec = {{"event", "eval"}, {"when", when},   {"step", step_},
+                          {"epoch", epoch_},  {"loss", r.loss}, {"samples", r.samples},
+                          {"seconds", w.elapsed()}};
+    std::string line = detail::concat("eval  step ", step_, "  loss ", r.loss);
+    if (!is_lm) {
+      rec["accuracy"] = r.accuracy;
+      line += detail::concat("  accuracy ", r.accuracy);
+    } else {
+      rec["bits_per_byte"] = r.loss / std::log(2.0);
+    }
+    metrics.write(rec);
+    progress.print(line);
+  };
+  auto checkpoint = [&] {
+    save_checkpoint(config_.out + "/checkpoint");
+  };
+
+  bool done = step_ >= total_steps;
+  while (!done && epoch_ < config_.epochs) {
+    if (!resume_mid_epoch_) train_loader_->start_epoch(epoch_);
+    resume_mid_epoch_ = false;
+    while (true) {
+      Stopwatch step_watch;
+      const double wait_before = train_loader_->wait_seconds();
+      const data::Batch* batch = train_loader_->next();
+      if (!batch) break;
+      const double loss = train_step(*batch);
+      times_.data_wait = train_loader_->wait_seconds() - wait_before;
+      times_.total = step_watch.elapsed();
+      BRAID_CHECK(std::isfinite(loss), "training diverged: loss is ", loss, " at step ", step_,
+                  "; lower the learning rate (optimizer.lr) or enable clip_grad_norm");
+      window_loss += loss;
+      window_seconds += times_.total;
+      ++window_steps;
+      if (step_ % config_.log_every == 0 || step_ == total_steps) {
+        const double rate = per_step_samples * static_cast<double>(window_steps) / window_seconds;
+        const double eta = static_cast<double>(total_steps - step_) * window_seconds /
+                           static_cast<double>(window_steps);
+        const double mean_loss = window_loss / static_cast<double>(window_steps);
+        metrics.write({{"event", "train"}, {"step", step_}, {"epoch", epoch_},
+                       {"loss", mean_loss}, {"lr", learning_rate()}, {sample_unit, rate},
+                       {"seconds", run_watch.elapsed()}});
+        progress.update(detail::concat("epoch ", epoch_ + 1, "/", config_.epochs, "  step ", step_,
+                                       "/", total_steps, "  loss ", mean_loss, "  ",
+                                       static_cast<int64_t>(rate), " ", sample_unit, "  ETA ",
+                                       format_duration(eta)));
+        window_loss = window_seconds = 0;
+        window_steps = 0;
+      }
+      if (config_.eval_every > 0 && step_ % config_.eval_every == 0) evaluate_and_log("step");
+      if (config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0) checkpoint();
+      if (step_ >= total_steps || step_ == stop_at_step) {
+        done = true;
+        break;
+      }
+    }
+    const bool epoch_finished = train_loader_->state().position >= per_epoch;
+    if (epoch_finished) ++epoch_;
+    if (config_.eval_every == 0) evaluate_and_log("epoch");
+    if (config_.checkpoint_every == 0) checkpoint();
+  }
+  progress.print(detail::concat("done: ", step_, " steps in ", format_duration(run_watch.elapsed()),
+                                "; checkpoint in ", config_.out, "/checkpoint"));
+}
+
+}  // namespace braid::train
+
+namespace braid::train {
+
+void Trainer::save_checkpoint(const std::string& dir) const {
+  std::vector<NamedTensor> opt_state;
+  for (const auto& [name, tensor] : optimizer_->state()) opt_state.push_back({name, tensor});
+  nlohmann::json state = {{"step", step_}, {"epoch", epoch_}, {"config", to_json(config_)}};
+  if (train_loader_) {
+    const data::LoaderState ls = train_loader_->state();
+    state["loader"] = {{"epoch", ls.epoch}, {"position", ls.position}};
+  }
+  train::save_checkpoint(dir, params_, opt_state, state);
+}
+
+void Trainer::load_checkpoint(const std::string& dir) {
+  LoadedCheckpoint ck = train::load_checkpoint(dir, params_);
+  optim::NamedTensors opt_state;
+  for (auto& t : ck.optimizer_state) opt_state.emplace_back(t.name, t.tensor);
+  optimizer_->load_state(opt_state);
+  try {
+    step_ = ck.train_state.at("step").get<int64_t>();
+    epoch_ = ck.train_state.at("epoch").get<int64_t>();
+    if (train_loader_ && ck.train_state.contains("loader")) {
+      const auto& l = ck.train_state["loader"];
+      const data::LoaderState ls{l.at("epoch").get<int64_t>(), l.at("position").get<int64_t>()};
+      if (ls.epoch == epoch_ && ls.position > 0 && ls.position < train_loader_->batches_per_epoch()) {
+        train_loader_->restore(ls);
+        resume_mid_epoch_ = true;
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    BRAID_THROW(Error, "checkpoint '", dir, "': state.json lacks the training position (", e.what(),
+                "); it was not written by braid train");
+  }
+}
+
+void Trainer::load_weights(const std::string& path) {
+  if (std::filesystem::is_directory(path)) {
+    load_model_weights(path + "/model.safetensors", params_);
+  } else {
+    load_model_weights(path, params_);
+  }
+}
+
+}  // namespace braid::train
