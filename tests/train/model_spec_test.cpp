@@ -24,7 +24,7 @@ TEST(ModelSpec, CnnHasPyTorchSequentialNames) {
   EXPECT_EQ(m.sample_shape, Shape({28, 28, 1}));
   EXPECT_EQ(m.num_classes, 10);
   const std::vector<std::string> expected = {
-      "0.weight[32, 1, 3, 3]", "0.bias[32]", "3.weight[64, 32, 3, 3]", "3.bias[64]",
+      "0.weight[32, 1, 3, 3]", "0.bias[32]",  "3.weight[64, 32, 3, 3]", "3.bias[64]",
       "7.weight[128, 1600]",   "7.bias[128]", "9.weight[10, 128]",      "9.bias[10]"};
   EXPECT_EQ(names_of(*m.module), expected);
 }
@@ -80,9 +80,10 @@ TEST(ModelSpec, UnknownTypesAndKeysAreErrors) {
   EXPECT_NE(error_of(json::parse(R"({"input": [4], "layers": [{"type": "lstm"}]})"))
                 .find("unknown layer type 'lstm'"),
             std::string::npos);
-  EXPECT_NE(error_of(json::parse(R"({"input": [4], "layers": [{"type": "relu", "inplace": true}]})"))
-                .find("unknown key 'inplace'"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(json::parse(R"({"input": [4], "layers": [{"type": "relu", "inplace": true}]})"))
+          .find("unknown key 'inplace'"),
+      std::string::npos);
   EXPECT_NE(error_of("resnet50").find("unknown built-in model 'resnet50'"), std::string::npos);
 }
 

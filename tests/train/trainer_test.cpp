@@ -20,13 +20,14 @@ bool have_fashion_mnist() {
   return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
 }
 
-#define REQUIRE_FASHION_MNIST()                                                              \
-  if (!have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST missing: apt-get install "       \
-                                             "dataset-fashion-mnist (scripts/setup.sh does)"
+#define REQUIRE_FASHION_MNIST()                             \
+  if (!have_fashion_mnist())                                \
+  GTEST_SKIP() << "Fashion-MNIST missing: apt-get install " \
+                  "dataset-fashion-mnist (scripts/setup.sh does)"
 
 std::string temp_dir(const std::string& name) {
-  const fs::path p = fs::path(::testing::TempDir()) / ("braid_trainer_" + name + "_" +
-                                                       std::to_string(::getpid()));
+  const fs::path p =
+      fs::path(::testing::TempDir()) / ("braid_trainer_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
   fs::create_directories(p);
   return p.string();

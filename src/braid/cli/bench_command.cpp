@@ -43,10 +43,11 @@ void run_peak(bool json, double seconds) {
   };
   nlohmann::json out = {{"cpu", cpu_description()}, {"blas", blas_config()}};
   auto row = [&](const char* what, const PeakResult& r) {
-    out["peaks"].push_back({{"what", what}, {"available", r.available},
-                            {"best_gflops", r.best_gflops}, {"median_gflops", r.median_gflops}});
-    if (!json)
-      std::printf("%-34s %10.1f %10.1f\n", what, r.best_gflops, r.median_gflops);
+    out["peaks"].push_back({{"what", what},
+                            {"available", r.available},
+                            {"best_gflops", r.best_gflops},
+                            {"median_gflops", r.median_gflops}});
+    if (!json) std::printf("%-34s %10.1f %10.1f\n", what, r.best_gflops, r.median_gflops);
   };
   if (!json) {
     std::printf("%s\n%s\n\n%-34s %10s %10s\n", cpu_description().c_str(), blas_config().c_str(),
@@ -78,7 +79,8 @@ void run_train_bench(const std::string& model, int64_t batch, int steps, int war
   }
   train::Trainer trainer(config, /*load_data=*/!synthetic);
   const bool lm = trainer.model().task == train::Task::language_model;
-  const double per_step = static_cast<double>(batch) * (lm ? static_cast<double>(config.seq_len) : 1);
+  const double per_step =
+      static_cast<double>(batch) * (lm ? static_cast<double>(config.seq_len) : 1);
 
   data::Batch synthetic_batch;
   std::unique_ptr<data::Loader> loader;
@@ -110,7 +112,8 @@ void run_train_bench(const std::string& model, int64_t batch, int steps, int war
   const double step_s = median(total);
   const double rate = per_step / step_s;
   const double gflops = trainer.flops_per_step() / step_s * 1e-9;
-  const PeakResult peak = measure_fma_peak(best_isa() == Isa::scalar ? Isa::scalar : Isa::avx2, 0.3);
+  const PeakResult peak =
+      measure_fma_peak(best_isa() == Isa::scalar ? Isa::scalar : Isa::avx2, 0.3);
   const MemoryCounters mem = MemoryTracker::process().snapshot();
   const char* unit = lm ? "tokens_per_s" : "samples_per_s";
   nlohmann::json out = {{"model", model},

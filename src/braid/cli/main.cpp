@@ -1,7 +1,6 @@
 // braid: the command-line entry point. Parses flags with CLI11 and hands off to one
 // command per file; maps errors to exit codes and one clear line for the user.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <exception>
 

@@ -101,8 +101,8 @@ void run_eval(const std::string& checkpoint, int64_t batch, const std::string& d
   } catch (const nlohmann::json::parse_error& e) {
     BRAID_THROW(Error, "checkpoint '", checkpoint, "/state.json': not valid JSON: ", e.what());
   }
-  BRAID_CHECK(state.contains("train_state") || state.contains("config"), "checkpoint '",
-              checkpoint, "/state.json' holds no training config");
+  BRAID_CHECK(state.contains("train_state") || state.contains("config"), "checkpoint '", checkpoint,
+              "/state.json' holds no training config");
   const nlohmann::json& ts = state.contains("train_state") ? state["train_state"] : state;
   train::TrainConfig config = train::config_from_json(ts.at("config"));
   if (batch > 0) config.batch = batch;
@@ -134,7 +134,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--batch", flags->batch, "batch size");
   cmd->add_option("--seq-len", flags->seq_len, "context length for text");
   cmd->add_option("--lr", flags->lr, "learning rate");
-  cmd->add_option("--optimizer", flags->optimizer, "sgd, adam, adamw, rmsprop, adagrad, lars, lamb");
+  cmd->add_option("--optimizer", flags->optimizer,
+                  "sgd, adam, adamw, rmsprop, adagrad, lars, lamb");
   cmd->add_option("--weight-decay", flags->weight_decay, "weight decay");
   cmd->add_option("--momentum", flags->momentum, "momentum (sgd, rmsprop, lars)");
   cmd->add_option("--schedule", flags->schedule, "constant, step or cosine");

@@ -40,21 +40,22 @@ std::string concat(const Args&... args) {
 
 // Throws braid::Error("file:line: <message>") unless cond holds. The message is only
 // built on failure.
-#define BRAID_CHECK(cond, ...)                                                          \
-  do {                                                                                  \
-    if (!(cond)) [[unlikely]]                                                           \
+#define BRAID_CHECK(cond, ...)                                                                \
+  do {                                                                                        \
+    if (!(cond)) [[unlikely]]                                                                 \
       ::braid::detail::throw_error(__FILE__, __LINE__, ::braid::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 // Like BRAID_CHECK(a == b) but the message carries both values.
-#define BRAID_CHECK_EQ(a, b, ...)                                                         \
-  do {                                                                                    \
-    const auto& braid_a_ = (a);                                                           \
-    const auto& braid_b_ = (b);                                                           \
-    if (!(braid_a_ == braid_b_)) [[unlikely]]                                             \
-      ::braid::detail::throw_error(__FILE__, __LINE__,                                    \
-                                   ::braid::detail::concat(#a " == " #b " failed (", braid_a_, \
-                                                           " vs ", braid_b_, ") ", ##__VA_ARGS__)); \
+#define BRAID_CHECK_EQ(a, b, ...)                                                             \
+  do {                                                                                        \
+    const auto& braid_a_ = (a);                                                               \
+    const auto& braid_b_ = (b);                                                               \
+    if (!(braid_a_ == braid_b_)) [[unlikely]]                                                 \
+      ::braid::detail::throw_error(                                                           \
+          __FILE__, __LINE__,                                                                 \
+          ::braid::detail::concat(#a " == " #b " failed (", braid_a_, " vs ", braid_b_, ") ", \
+                                  ##__VA_ARGS__));                                            \
   } while (0)
 
 // Always throws ErrorType with the concatenated message (no file:line: these are for

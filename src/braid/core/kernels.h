@@ -8,14 +8,14 @@
 
 namespace braid {
 
-void add(const float* a, const float* b, float* out, int64_t n);        // out = a + b
-void add_inplace(const float* x, float* y, int64_t n);                  // y += x
-void axpy(float alpha, const float* x, float* y, int64_t n);            // y += alpha x
-void scale(float alpha, float* x, int64_t n);                           // x *= alpha
+void add(const float* a, const float* b, float* out, int64_t n);  // out = a + b
+void add_inplace(const float* x, float* y, int64_t n);            // y += x
+void axpy(float alpha, const float* x, float* y, int64_t n);      // y += alpha x
+void scale(float alpha, float* x, int64_t n);                     // x *= alpha
 void fill(float value, float* x, int64_t n);
 float sum(const float* x, int64_t n);
-double sum_squares(const float* x, int64_t n);                          // in double
-float max_value(const float* x, int64_t n);                             // n > 0
+double sum_squares(const float* x, int64_t n);  // in double
+float max_value(const float* x, int64_t n);     // n > 0
 // Adds bias[j] to every row of x[rows, cols].
 void add_bias_rows(float* x, const float* bias, int64_t rows, int64_t cols);
 // db[j] += sum over rows of dy[rows, cols][.., j].

@@ -8,9 +8,8 @@
 namespace braid {
 
 std::string_view mem_category_name(MemCategory c) {
-  static constexpr std::string_view names[] = {"parameters", "gradients", "optimizer",
-                                               "activations", "workspace",  "data",
-                                               "other"};
+  static constexpr std::string_view names[] = {
+      "parameters", "gradients", "optimizer", "activations", "workspace", "data", "other"};
   return names[static_cast<size_t>(c)];
 }
 
@@ -21,7 +20,8 @@ MemoryTracker& MemoryTracker::process() {
 
 void MemoryTracker::on_alloc(MemCategory c, size_t bytes) {
   const auto i = static_cast<size_t>(c);
-  const int64_t now = current_[i].fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
+  const int64_t now =
+      current_[i].fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
   int64_t peak = peak_[i].load(std::memory_order_relaxed);
   while (now > peak && !peak_[i].compare_exchange_weak(peak, now)) {
   }

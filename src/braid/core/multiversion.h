@@ -4,4 +4,5 @@
 // scalars so GCC vectorises them without -ffast-math.
 #pragma once
 
-#define BRAID_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define BRAID_MULTIVERSION \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))

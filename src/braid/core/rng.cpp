@@ -57,7 +57,8 @@ uint64_t Rng::below(uint64_t n) {
   uint64_t m = x * n;
   uint32_t low = static_cast<uint32_t>(m);
   if (n <= 0xFFFFFFFFull && low < static_cast<uint32_t>(n)) {
-    const uint32_t threshold = static_cast<uint32_t>(-static_cast<uint32_t>(n) % static_cast<uint32_t>(n));
+    const uint32_t threshold =
+        static_cast<uint32_t>(-static_cast<uint32_t>(n) % static_cast<uint32_t>(n));
     while (low < threshold) {
       x = next_u32();
       m = x * n;

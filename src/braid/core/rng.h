@@ -19,14 +19,16 @@ class Rng {
 
   uint32_t next_u32();
   uint64_t next_u64();
-  float uniform();                        // [0, 1)
-  float uniform(float lo, float hi);      // [lo, hi)
-  float normal();                         // standard normal, Box-Muller
-  uint64_t below(uint64_t n);             // uniform in [0, n), n > 0
+  float uniform();                    // [0, 1)
+  float uniform(float lo, float hi);  // [lo, hi)
+  float normal();                     // standard normal, Box-Muller
+  uint64_t below(uint64_t n);         // uniform in [0, n), n > 0
 
   // An independent stream for a sub-purpose (a layer's dropout, a sampler's epoch):
   // same seed, distinct stream id.
-  Rng fork(uint64_t stream) const { return Rng(seed_, stream_ * 0x9E3779B97F4A7C15ull + stream + 1); }
+  Rng fork(uint64_t stream) const {
+    return Rng(seed_, stream_ * 0x9E3779B97F4A7C15ull + stream + 1);
+  }
 
   uint64_t seed() const { return seed_; }
   uint64_t stream() const { return stream_; }

@@ -21,9 +21,8 @@
 // would test for an Intel Haswell *model* and never match an AMD CPU.
 #include <algorithm>
 
-#include "nn/conv2d_kernels.h"
-
 #include "core/multiversion.h"
+#include "nn/conv2d_kernels.h"
 #define BRAID_INLINE inline __attribute__((always_inline))
 
 // The vector helpers below are always inlined, so no vector crosses a call boundary and

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "core/memory.h"
-
 #include "core/multiversion.h"
 
 namespace braid::nn {

@@ -7,9 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "nn/conv2d_kernels.h"
-
 #include "core/multiversion.h"
+#include "nn/conv2d_kernels.h"
 
 namespace braid::nn {
 

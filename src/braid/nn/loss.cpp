@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "core/kernels.h"
-
 #include "core/multiversion.h"
 
 namespace braid::nn {

@@ -58,8 +58,8 @@ class ParamSet {
 
   float* params() const { return static_cast<float*>(params_.data()); }
   float* grads() const { return static_cast<float*>(grads_.data()); }
-  int64_t size() const { return total_; }   // floats in each flat buffer, padding included
-  int64_t count() const;                    // trainable scalars, padding excluded
+  int64_t size() const { return total_; }  // floats in each flat buffer, padding included
+  int64_t count() const;                   // trainable scalars, padding excluded
   void zero_grads();
 
  private:

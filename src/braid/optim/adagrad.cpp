@@ -9,8 +9,8 @@ namespace braid::optim {
 namespace {
 
 BRAID_MULTIVERSION void adagrad_kernel(float* __restrict p, const float* __restrict g,
-                                             float* __restrict sum, int64_t n, float clr, float eps,
-                                             float wd) {
+                                       float* __restrict sum, int64_t n, float clr, float eps,
+                                       float wd) {
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i] + wd * p[i];
     const float si = sum[i] + gi * gi;

@@ -10,10 +10,10 @@ namespace {
 // One pass over a segment. Adam passes l2 = wd and keep = 1; AdamW passes l2 = 0 and
 // keep = 1 - lr wd. The scalars are formed in double by the caller, as torch does in Python.
 BRAID_MULTIVERSION void adam_kernel(float* __restrict p, const float* __restrict g,
-                                          float* __restrict m, float* __restrict v, int64_t n,
-                                          float beta1, float one_minus_beta1, float beta2,
-                                          float one_minus_beta2, float l2, float keep,
-                                          float step_size, float bias_correction2_sqrt, float eps) {
+                                    float* __restrict m, float* __restrict v, int64_t n,
+                                    float beta1, float one_minus_beta1, float beta2,
+                                    float one_minus_beta2, float l2, float keep, float step_size,
+                                    float bias_correction2_sqrt, float eps) {
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i] + l2 * p[i];
     const float mi = beta1 * m[i] + one_minus_beta1 * gi;

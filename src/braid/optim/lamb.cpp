@@ -19,8 +19,8 @@ struct LambScalars {
 // Pass 1 over a decay segment: updates the moments and returns sum(r^2) and sum(p^2) in
 // double, in sixteen interleaved partial sums (vectorisable, and independent of the ISA).
 BRAID_MULTIVERSION void lamb_moments(const float* __restrict p, const float* __restrict g,
-                                           float* __restrict m, float* __restrict v, int64_t n,
-                                           const LambScalars& k, double* r_sq, double* p_sq) {
+                                     float* __restrict m, float* __restrict v, int64_t n,
+                                     const LambScalars& k, double* r_sq, double* p_sq) {
   double acc_r[16] = {}, acc_p[16] = {};
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -57,15 +57,15 @@ BRAID_MULTIVERSION void lamb_moments(const float* __restrict p, const float* __r
 // Pass 2: p -= step * r, recomputing r from the updated moments rather than storing it
 // (no scratch buffer; the same expression gives the same r).
 BRAID_MULTIVERSION void lamb_apply(float* __restrict p, const float* __restrict m,
-                                         const float* __restrict v, int64_t n, const LambScalars& k,
-                                         float step) {
+                                   const float* __restrict v, int64_t n, const LambScalars& k,
+                                   float step) {
   for (int64_t i = 0; i < n; ++i) p[i] -= step * direction(m[i], v[i], p[i], k);
 }
 
 // Segments without layer adaptation (ratio 1): moments and update in one pass.
 BRAID_MULTIVERSION void lamb_fused(float* __restrict p, const float* __restrict g,
-                                         float* __restrict m, float* __restrict v, int64_t n,
-                                         const LambScalars& k, float lr) {
+                                   float* __restrict m, float* __restrict v, int64_t n,
+                                   const LambScalars& k, float lr) {
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i];
     const float mi = k.beta1 * m[i] + k.one_minus_beta1 * gi;

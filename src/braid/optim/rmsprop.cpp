@@ -8,8 +8,8 @@ namespace braid::optim {
 namespace {
 
 BRAID_MULTIVERSION void rmsprop_kernel(float* __restrict p, const float* __restrict g,
-                                             float* __restrict sq, int64_t n, float lr, float alpha,
-                                             float one_minus_alpha, float eps, float wd) {
+                                       float* __restrict sq, int64_t n, float lr, float alpha,
+                                       float one_minus_alpha, float eps, float wd) {
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i] + wd * p[i];
     const float si = alpha * sq[i] + one_minus_alpha * gi * gi;
@@ -18,9 +18,11 @@ BRAID_MULTIVERSION void rmsprop_kernel(float* __restrict p, const float* __restr
   }
 }
 
-BRAID_MULTIVERSION void rmsprop_momentum_kernel(
-    float* __restrict p, const float* __restrict g, float* __restrict sq, float* __restrict buf,
-    int64_t n, float lr, float alpha, float one_minus_alpha, float eps, float wd, float momentum) {
+BRAID_MULTIVERSION void rmsprop_momentum_kernel(float* __restrict p, const float* __restrict g,
+                                                float* __restrict sq, float* __restrict buf,
+                                                int64_t n, float lr, float alpha,
+                                                float one_minus_alpha, float eps, float wd,
+                                                float momentum) {
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i] + wd * p[i];
     const float si = alpha * sq[i] + one_minus_alpha * gi * gi;

@@ -9,8 +9,8 @@ namespace detail {
 // exactly as the formula in sgd.h (scale * (g + wd p)), which is bitwise torch's when
 // scale == 1.
 BRAID_MULTIVERSION void sgd_update(float* __restrict p, const float* __restrict g,
-                                         float* __restrict buf, int64_t n, float lr, float scale,
-                                         float wd, float momentum, bool nesterov, bool first) {
+                                   float* __restrict buf, int64_t n, float lr, float scale,
+                                   float wd, float momentum, bool nesterov, bool first) {
   if (momentum == 0) {
     for (int64_t i = 0; i < n; ++i) p[i] -= lr * (scale * (g[i] + wd * p[i]));
   } else if (first && nesterov) {

@@ -54,11 +54,16 @@ class ObjectReader {
  private:
   template <typename T>
   static const char* expected() {
-    if constexpr (std::is_same_v<T, bool>) return "true or false";
-    else if constexpr (std::is_integral_v<T>) return "an integer";
-    else if constexpr (std::is_floating_point_v<T>) return "a number";
-    else if constexpr (std::is_same_v<T, std::string>) return "a string";
-    else return "a list of strings";
+    if constexpr (std::is_same_v<T, bool>)
+      return "true or false";
+    else if constexpr (std::is_integral_v<T>)
+      return "an integer";
+    else if constexpr (std::is_floating_point_v<T>)
+      return "a number";
+    else if constexpr (std::is_same_v<T, std::string>)
+      return "a string";
+    else
+      return "a list of strings";
   }
   const json& j_;
   std::string path_;
@@ -211,13 +216,23 @@ nlohmann::json to_json(const TrainConfig& c) {
       {"eval_batches", c.eval_batches},
       {"checkpoint_every", c.checkpoint_every},
       {"optimizer",
-       {{"name", o.name}, {"lr", o.lr}, {"momentum", o.momentum}, {"nesterov", o.nesterov},
-        {"weight_decay", o.weight_decay}, {"beta1", o.beta1}, {"beta2", o.beta2},
-        {"eps", o.eps}, {"alpha", o.alpha}, {"trust_coefficient", o.trust_coefficient},
+       {{"name", o.name},
+        {"lr", o.lr},
+        {"momentum", o.momentum},
+        {"nesterov", o.nesterov},
+        {"weight_decay", o.weight_decay},
+        {"beta1", o.beta1},
+        {"beta2", o.beta2},
+        {"eps", o.eps},
+        {"alpha", o.alpha},
+        {"trust_coefficient", o.trust_coefficient},
         {"base_batch", o.base_batch}}},
       {"schedule",
-       {{"name", s.name}, {"warmup_steps", s.warmup_steps}, {"step_size", s.step_size},
-        {"gamma", s.gamma}, {"min_lr", s.min_lr}}},
+       {{"name", s.name},
+        {"warmup_steps", s.warmup_steps},
+        {"step_size", s.step_size},
+        {"gamma", s.gamma},
+        {"min_lr", s.min_lr}}},
   };
 }
 

@@ -5,10 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace braid::train {
 
@@ -34,7 +33,7 @@ struct ScheduleSettings {
 };
 
 struct TrainConfig {
-  nlohmann::json model = "cnn";  // a built-in name or a layer list (see model_spec.h)
+  nlohmann::json model = "cnn";           // a built-in name or a layer list (see model_spec.h)
   std::string dataset = "fashion-mnist";  // fashion-mnist, npy, text
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::vector<std::string> npy;         // train features, train labels, test features, test labels

@@ -10,10 +10,11 @@ namespace braid::train {
 namespace {
 
 void check_fits(const data::Source& source, const BuiltModel& model, const char* what) {
-  BRAID_CHECK(source.input_shape() == model.sample_shape && source.input_dtype() == model.input_dtype,
-              what, " data gives samples of shape ", source.input_shape().str(), " (",
-              dtype_name(source.input_dtype()), ") but the model takes ", model.sample_shape.str(),
-              " (", dtype_name(model.input_dtype), "); set the model's 'input' to match the data");
+  BRAID_CHECK(
+      source.input_shape() == model.sample_shape && source.input_dtype() == model.input_dtype, what,
+      " data gives samples of shape ", source.input_shape().str(), " (",
+      dtype_name(source.input_dtype()), ") but the model takes ", model.sample_shape.str(), " (",
+      dtype_name(model.input_dtype), "); set the model's 'input' to match the data");
 }
 
 void check_labels(const Tensor& labels, int64_t num_classes, const char* what) {

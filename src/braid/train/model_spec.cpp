@@ -72,8 +72,8 @@ std::unique_ptr<nn::Sequential> build_layers(const json& layers, Shape& shape,
                                              const std::string& path);
 
 std::unique_ptr<nn::Module> build_layer(const json& spec, Shape& shape, const std::string& where0) {
-  BRAID_CHECK(spec.is_object() && spec.contains("type") && spec["type"].is_string(), "model: ",
-              where0, " must be an object with a string 'type'");
+  BRAID_CHECK(spec.is_object() && spec.contains("type") && spec["type"].is_string(),
+              "model: ", where0, " must be an object with a string 'type'");
   const std::string type = spec["type"];
   LayerReader r{spec, where0 + " (" + type + ")"};
   const std::string& where = r.where;
@@ -92,17 +92,22 @@ std::unique_ptr<nn::Module> build_layer(const json& spec, Shape& shape, const st
   } else if (type == "maxpool2d" || type == "avgpool2d") {
     expect_rank(where, shape, 4, "[batch, height, width, channels]");
     const int64_t k = r.integer("kernel");
-    if (type == "maxpool2d") m = std::make_unique<nn::MaxPool2d>(k);
-    else m = std::make_unique<nn::AvgPool2d>(k);
+    if (type == "maxpool2d")
+      m = std::make_unique<nn::MaxPool2d>(k);
+    else
+      m = std::make_unique<nn::AvgPool2d>(k);
   } else if (type == "global_avgpool") {
     expect_rank(where, shape, 4, "[batch, height, width, channels]");
     m = std::make_unique<nn::GlobalAvgPool>();
   } else if (type == "batchnorm") {
     BRAID_CHECK(shape.rank() == 2 || shape.rank() == 4, "model: ", where,
-                " expects [batch, features] or [batch, height, width, channels], got ", shape.str());
+                " expects [batch, features] or [batch, height, width, channels], got ",
+                shape.str());
     const int64_t c = r.integer("num_features", shape[-1]);
-    if (shape.rank() == 2) m = std::make_unique<nn::BatchNorm1d>(c);
-    else m = std::make_unique<nn::BatchNorm2d>(c);
+    if (shape.rank() == 2)
+      m = std::make_unique<nn::BatchNorm1d>(c);
+    else
+      m = std::make_unique<nn::BatchNorm2d>(c);
   } else if (type == "layernorm") {
     m = std::make_unique<nn::LayerNorm>(r.integer("normalized_shape", shape[-1]));
   } else if (type == "relu") {
@@ -162,7 +167,9 @@ json builtin_model_spec(const std::string& name) {
   const json relu = {{"type", "relu"}};
   const json flatten = {{"type", "flatten"}};
   const json pool = {{"type", "maxpool2d"}, {"kernel", 2}};
-  auto conv = [](int out) { return json{{"type", "conv2d"}, {"out_channels", out}, {"kernel", 3}}; };
+  auto conv = [](int out) {
+    return json{{"type", "conv2d"}, {"out_channels", out}, {"kernel", 3}};
+  };
   auto linear = [](int out) { return json{{"type", "linear"}, {"out_features", out}}; };
   const json bn = {{"type", "batchnorm"}};
   const json image = {28, 28, 1};
@@ -171,12 +178,24 @@ json builtin_model_spec(const std::string& name) {
             {"layers", {flatten, linear(1024), relu, linear(1024), relu, linear(10)}}};
   if (name == "cnn")
     return {{"input", image},
-            {"layers", {conv(32), relu, pool, conv(64), relu, pool, flatten, linear(128), relu,
-                        linear(10)}}};
+            {"layers",
+             {conv(32), relu, pool, conv(64), relu, pool, flatten, linear(128), relu, linear(10)}}};
   if (name == "cnn-bn")
     return {{"input", image},
-            {"layers", {conv(32), bn, relu, pool, conv(64), bn, relu, pool, flatten, linear(128),
-                        relu, {{"type", "dropout"}, {"p", 0.25}}, linear(10)}}};
+            {"layers",
+             {conv(32),
+              bn,
+              relu,
+              pool,
+              conv(64),
+              bn,
+              relu,
+              pool,
+              flatten,
+              linear(128),
+              relu,
+              {{"type", "dropout"}, {"p", 0.25}},
+              linear(10)}}};
   BRAID_THROW(Error, "model: unknown built-in model '", name,
               "'; accepted: mlp, cnn, cnn-bn, gpt-tiny (or a spec object with 'input' and "
               "'layers')");

@@ -11,9 +11,8 @@
 #pragma once
 
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/shape.h"
 #include "nn/module.h"
@@ -24,7 +23,7 @@ enum class Task { classification, language_model };
 
 struct BuiltModel {
   std::unique_ptr<nn::Module> module;
-  Shape sample_shape;             // one input sample, without the batch dimension
+  Shape sample_shape;              // one input sample, without the batch dimension
   DType input_dtype = DType::f32;  // i32 for token ids
   Task task = Task::classification;
   int64_t num_classes = 0;  // logits' last dimension

@@ -72,8 +72,9 @@ Trainer::Trainer(const TrainConfig& config, bool load_data)
   sc.step_size = config_.schedule.step_size;
   sc.gamma = static_cast<float>(config_.schedule.gamma);
   sc.min_lr = static_cast<float>(config_.schedule.min_lr);
-  sc.total_steps = config_.max_steps > 0 ? config_.max_steps
-                                         : config_.epochs * std::max<int64_t>(1, batches_per_epoch());
+  sc.total_steps = config_.max_steps > 0
+                       ? config_.max_steps
+                       : config_.epochs * std::max<int64_t>(1, batches_per_epoch());
   schedule_ = optim::make_schedule(sc, static_cast<float>(lr));
 }
 
@@ -87,8 +88,8 @@ float Trainer::learning_rate() const { return schedule_->lr(step_); }
 
 double Trainer::train_step(const data::Batch& batch) {
   Stopwatch watch;
-  const nn::ForwardContext ctx{nn::Mode::train, Rng(config_.seed, kForwardStream, 0).fork(
-                                                    static_cast<uint64_t>(step_))};
+  const nn::ForwardContext ctx{
+      nn::Mode::train, Rng(config_.seed, kForwardStream, 0).fork(static_cast<uint64_t>(step_))};
   params_.zero_grads();
   const Tensor& logits = model_.module->forward(batch.inputs, *cache_, ctx);
   const nn::LossResult loss = nn::softmax_cross_entropy(logits, batch.targets, &dlogits_);
@@ -178,9 +179,9 @@ void Trainer::run(int64_t stop_at_step) {
   MetricsLog metrics(config_.out + "/metrics.jsonl");
   Progress progress;
   const int64_t per_epoch = batches_per_epoch();
-  const int64_t total_steps =
-      config_.max_steps > 0 ? std::min(config_.max_steps, config_.epochs * per_epoch)
-                            : config_.epochs * per_epoch;
+  const int64_t total_steps = config_.max_steps > 0
+                                  ? std::min(config_.max_steps, config_.epochs * per_epoch)
+                                  : config_.epochs * per_epoch;
   log_info("model ", model_.module->kind(), ": ", params_.count(), " parameters; ", total_steps,
            " steps of batch ", config_.batch, "; optimizer ", optimizer_->name());
   Stopwatch run_watch;
@@ -194,8 +195,8 @@ void Trainer::run(int64_t stop_at_step) {
   auto evaluate_and_log = [&](const char* when) {
     Stopwatch w;
     const EvalResult r = evaluate(config_.eval_batches);
-    nlohmann::json rec = {{"event", "eval"}, {"when", when},   {"step", step_},
-                          {"epoch", epoch_},  {"loss", r.loss}, {"samples", r.samples},
+    nlohmann::json rec = {{"event", "eval"},       {"when", when},   {"step", step_},
+                          {"epoch", epoch_},       {"loss", r.loss}, {"samples", r.samples},
                           {"seconds", w.elapsed()}};
     std::string line = detail::concat("eval  step ", step_, "  loss ", r.loss);
     if (!is_lm) {
@@ -207,9 +208,7 @@ void Trainer::run(int64_t stop_at_step) {
     metrics.write(rec);
     progress.print(line);
   };
-  auto checkpoint = [&] {
-    save_checkpoint(config_.out + "/checkpoint");
-  };
+  auto checkpoint = [&] { save_checkpoint(config_.out + "/checkpoint"); };
 
   bool done = step_ >= total_steps;
   while (!done && epoch_ < config_.epochs) {
@@ -233,8 +232,12 @@ void Trainer::run(int64_t stop_at_step) {
         const double eta = static_cast<double>(total_steps - step_) * window_seconds /
                            static_cast<double>(window_steps);
         const double mean_loss = window_loss / static_cast<double>(window_steps);
-        metrics.write({{"event", "train"}, {"step", step_}, {"epoch", epoch_},
-                       {"loss", mean_loss}, {"lr", learning_rate()}, {sample_unit, rate},
+        metrics.write({{"event", "train"},
+                       {"step", step_},
+                       {"epoch", epoch_},
+                       {"loss", mean_loss},
+                       {"lr", learning_rate()},
+                       {sample_unit, rate},
                        {"seconds", run_watch.elapsed()}});
         progress.update(detail::concat("epoch ", epoch_ + 1, "/", config_.epochs, "  step ", step_,
                                        "/", total_steps, "  loss ", mean_loss, "  ",
@@ -285,7 +288,8 @@ void Trainer::load_checkpoint(const std::string& dir) {
     if (train_loader_ && ck.train_state.contains("loader")) {
       const auto& l = ck.train_state["loader"];
       const data::LoaderState ls{l.at("epoch").get<int64_t>(), l.at("position").get<int64_t>()};
-      if (ls.epoch == epoch_ && ls.position > 0 && ls.position < train_loader_->batches_per_epoch()) {
+      if (ls.epoch == epoch_ && ls.position > 0 &&
+          ls.position < train_loader_->batches_per_epoch()) {
         train_loader_->restore(ls);
         resume_mid_epoch_ = true;
       }

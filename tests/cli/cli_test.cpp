@@ -1,0 +1,93 @@
+// The braid executable as a user runs it: exit codes, error lines, outputs on disk.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string output;  // stdout and stderr
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(BRAID_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string temp_dir(const std::string& name) {
+  const fs::path p =
+      fs::path(::testing::TempDir()) / ("braid_cli_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+bool have_fashion_mnist() {
+  return fs::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz");
+}
+
+TEST(Cli, UnknownConfigKeyIsOneClearLineAndExitCode1) {
+  const std::string dir = temp_dir("badkey");
+  std::ofstream(dir + "/c.json") << R"({"model": "mlp", "optimiser": {"lr": 0.1}})";
+  const Result r = run("train --config " + dir + "/c.json");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("unknown key 'optimiser'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("c.json"), std::string::npos) << r.output;
+}
+
+TEST(Cli, MalformedConfigAndMissingFilesAreNamed) {
+  const std::string dir = temp_dir("malformed");
+  std::ofstream(dir + "/c.json") << R"({"model": "mlp",)";
+  Result r = run("train --config " + dir + "/c.json");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("not valid JSON"), std::string::npos) << r.output;
+  r = run("train --config " + dir + "/missing.json");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("missing.json"), std::string::npos) << r.output;
+  r = run("eval --checkpoint " + dir + "/nothing");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("no state.json"), std::string::npos) << r.output;
+}
+
+TEST(Cli, BadFlagValueNamesTheKey) {
+  const Result r = run("train --model mlp --batch 0");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("'batch' must be positive"), std::string::npos) << r.output;
+}
+
+TEST(Cli, TrainThenEvalTheCheckpoint) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "apt-get install dataset-fashion-mnist";
+  const std::string dir = temp_dir("train");
+  Result r = run("train --model mlp --steps 30 --batch 64 --lr 0.05 --eval-every 30 --out " + dir);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir + "/metrics.jsonl"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoint/model.safetensors"));
+  r = run("eval --checkpoint " + dir + "/checkpoint");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("over 10000 samples"), std::string::npos) << r.output;
+  // A corrupted checkpoint is refused with the file named.
+  {
+    std::fstream f(dir + "/checkpoint/model.safetensors",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-5, std::ios::end);
+    f.put('\x7f');
+  }
+  r = run("eval --checkpoint " + dir + "/checkpoint");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("model.safetensors"), std::string::npos) << r.output;
+}
+
+}  // namespace
