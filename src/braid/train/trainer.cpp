@@ -208,7 +208,22 @@ void Trainer::run(int64_t stop_at_step) {
     metrics.write(rec);
     progress.print(line);
   };
-  auto checkpoint = [&] { save_checkpoint(config_.out + "/checkpoint"); };
+  // A new checkpoint is complete on disk before the previous one goes: a crash at any
+  // point leaves at least one whole, verifiable checkpoint (checkpoint, .previous or
+  // .partial).
+  auto checkpoint = [&] {
+    namespace fs = std::filesystem;
+    const std::string final_dir = config_.out + "/checkpoint";
+    const std::string partial = final_dir + ".partial", previous = final_dir + ".previous";
+    fs::remove_all(partial);
+    save_checkpoint(partial);
+    if (fs::exists(final_dir)) {
+      fs::remove_all(previous);
+      fs::rename(final_dir, previous);
+    }
+    fs::rename(partial, final_dir);
+    fs::remove_all(previous);
+  };
 
   bool done = step_ >= total_steps;
   while (!done && epoch_ < config_.epochs) {
