@@ -2,8 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "core/error.h"
+#include "nn/activations.h"
+#include "nn/conv2d.h"
+#include "nn/flatten.h"
 #include "nn/params.h"
+#include "nn/pooling.h"
+#include "nn/sequential.h"
 
 namespace braid::train {
 namespace {
@@ -85,6 +92,52 @@ TEST(ModelSpec, UnknownTypesAndKeysAreErrors) {
           .find("unknown key 'inplace'"),
       std::string::npos);
   EXPECT_NE(error_of("resnet50").find("unknown built-in model 'resnet50'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace braid::train
+
+namespace braid::train {
+namespace {
+
+// The builder runs ReLU after MaxPool2d (cheaper); outputs and gradients must equal the
+// written order's bit for bit.
+TEST(ModelSpec, ReluMaxPoolReorderIsExact) {
+  const json spec = json::parse(R"({"input": [6, 6, 2], "layers": [
+      {"type": "conv2d", "out_channels": 3, "kernel": 3, "padding": 1}, {"type": "relu"},
+      {"type": "maxpool2d", "kernel": 2}, {"type": "flatten"}]})");
+  BuiltModel built = build_model(spec);
+  auto& seq = static_cast<nn::Sequential&>(*built.module);
+  EXPECT_EQ(seq[1].kind(), "MaxPool2d");
+  EXPECT_EQ(seq[2].kind(), "ReLU");
+  std::vector<std::unique_ptr<nn::Module>> written;
+  written.push_back(std::make_unique<nn::Conv2d>(2, 3, 3, 1, 1));
+  written.push_back(std::make_unique<nn::ReLU>());
+  written.push_back(std::make_unique<nn::MaxPool2d>(2));
+  written.push_back(std::make_unique<nn::Flatten>());
+  nn::Sequential reference(std::move(written));
+
+  nn::ParamSet pa, pb;
+  seq.declare(pa, "");
+  reference.declare(pb, "");
+  pa.allocate();
+  pb.allocate();
+  Rng ra(3), rb(3);
+  seq.init(ra);
+  reference.init(rb);
+  Tensor x = Tensor::empty({2, 6, 6, 2});
+  Rng rx(4);
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = rx.normal();
+  auto ca = seq.make_cache(), cb = reference.make_cache();
+  const Tensor& ya = seq.forward(x, *ca, {});
+  const Tensor& yb = reference.forward(x, *cb, {});
+  ASSERT_EQ(ya.shape(), yb.shape());
+  EXPECT_EQ(std::memcmp(ya.raw(), yb.raw(), ya.nbytes()), 0);
+  Tensor dy = Tensor::empty(ya.shape());
+  for (int64_t i = 0; i < dy.numel(); ++i) dy.f32()[i] = rx.normal();
+  seq.backward(dy, *ca, true);
+  reference.backward(dy, *cb, true);
+  EXPECT_EQ(std::memcmp(pa.grads(), pb.grads(), pa.size() * sizeof(float)), 0);
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 }
 
 std::string blas_config() {
-  return std::string("OpenBLAS ") + openblas_get_config() + " core=" + openblas_get_corename() +
+  return std::string(openblas_get_config()) + " core=" + openblas_get_corename() +
          " threads=" + std::to_string(openblas_get_num_threads());
 }
 

@@ -155,10 +155,19 @@ std::unique_ptr<nn::Sequential> build_layers(const json& layers, Shape& shape,
                                              const std::string& path) {
   BRAID_CHECK(layers.is_array() && !layers.empty(), "model: '", path.empty() ? "layers" : path,
               "' must be a non-empty list of layers");
-  auto seq = std::make_unique<nn::Sequential>();
+  std::vector<std::unique_ptr<nn::Module>> built;
   for (size_t i = 0; i < layers.size(); ++i)
-    seq->add(build_layer(layers[i], shape, path + "layer " + std::to_string(i)));
-  return seq;
+    built.push_back(build_layer(layers[i], shape, path + "layer " + std::to_string(i)));
+  // maxpool(relu(x)) == relu(maxpool(x)) exactly, gradients included (max and relu are
+  // both monotone, ties go to the same element), and the second order runs the ReLU on a
+  // tensor k*k times smaller. Neither layer has parameters, so state_dict names keep
+  // their PyTorch numbering.
+  for (size_t i = 0; i + 1 < built.size(); ++i)
+    if (built[i]->kind() == "ReLU" && built[i + 1]->kind() == "MaxPool2d") {
+      std::swap(built[i], built[i + 1]);
+      ++i;
+    }
+  return std::make_unique<nn::Sequential>(std::move(built));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "core/timer.h"
 #include "data/loader.h"
 #include "nn/loss.h"
+#include "nn/sequential.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -168,9 +169,19 @@ EvalResult Trainer::evaluate(int64_t max_batches) {
 double Trainer::flops_per_step() const {
   std::vector<int64_t> dims{config_.batch};
   for (int i = 0; i < model_.sample_shape.rank(); ++i) dims.push_back(model_.sample_shape[i]);
-  // Backward costs twice the forward (dx and dW GEMMs), less the first layer's dx which
-  // is never computed; counted as 3x here, as PyTorch comparisons usually do.
-  return 3.0 * model_.module->forward_flops(Shape(dims));
+  const Shape in(dims);
+  const double forward = model_.module->forward_flops(in);
+  // Backward costs twice the forward (the dx and dW products), except that the first
+  // layer's dx is never computed: count only the work done, as PyTorch's figures do.
+  double skipped = 0;
+  if (const auto* seq = dynamic_cast<const nn::Sequential*>(model_.module.get())) {
+    Shape s = in;
+    for (size_t i = 0; i < seq->size() && skipped == 0; ++i) {
+      skipped = (*seq)[i].forward_flops(s);
+      s = (*seq)[i].output_shape(s);
+    }
+  }
+  return 3.0 * forward - skipped;
 }
 
 void Trainer::run(int64_t stop_at_step) {
