@@ -31,9 +31,15 @@ struct GemmShape {
 };
 
 void run_peak(bool json, double seconds) {
-  const PeakResult avx512 = measure_fma_peak(Isa::avx512, seconds);
-  const PeakResult avx2 = measure_fma_peak(Isa::avx2, seconds);
-  const PeakResult bf16 = measure_bf16_dot_peak(seconds);
+  set_blas_threads(1);
+  // Levels this CPU lacks are reported as unavailable, not measured.
+  auto fma = [&](Isa isa) {
+    return isa_supported(isa) ? measure_fma_peak(isa, seconds) : PeakResult{};
+  };
+  const PeakResult avx512 = fma(Isa::avx512);
+  const PeakResult avx2 = fma(Isa::avx2);
+  const PeakResult bf16 =
+      isa_supported(Isa::avx512_bf16) ? measure_bf16_dot_peak(seconds) : PeakResult{};
   const GemmShape shapes[] = {
       {"reference 128x1024x1024", 128, 1024, 1024},
       {"mlp fc1 forward", 128, 1024, 784},
@@ -47,7 +53,11 @@ void run_peak(bool json, double seconds) {
                             {"available", r.available},
                             {"best_gflops", r.best_gflops},
                             {"median_gflops", r.median_gflops}});
-    if (!json) std::printf("%-34s %10.1f %10.1f\n", what, r.best_gflops, r.median_gflops);
+    if (json) return;
+    if (r.available)
+      std::printf("%-34s %10.1f %10.1f\n", what, r.best_gflops, r.median_gflops);
+    else
+      std::printf("%-34s %21s\n", what, "not on this CPU");
   };
   if (!json) {
     std::printf("%s\n%s\n\n%-34s %10s %10s\n", cpu_description().c_str(), blas_config().c_str(),
@@ -112,8 +122,7 @@ void run_train_bench(const std::string& model, int64_t batch, int steps, int war
   const double step_s = median(total);
   const double rate = per_step / step_s;
   const double gflops = trainer.flops_per_step() / step_s * 1e-9;
-  const PeakResult peak =
-      measure_fma_peak(best_isa() == Isa::scalar ? Isa::scalar : Isa::avx2, 0.3);
+  const PeakResult peak = measure_fma_peak(isa_supported(Isa::avx2) ? Isa::avx2 : best_isa(), 0.3);
   const MemoryCounters mem = MemoryTracker::process().snapshot();
   const char* unit = lm ? "tokens_per_s" : "samples_per_s";
   nlohmann::json out = {{"model", model},
