@@ -4,5 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh release
-build/release/braid train --model cnn --epochs 2 --batch 128 --out runs/quickstart
+build/release/braid train --config configs/cnn.json --epochs 2 --out runs/quickstart
 build/release/braid eval --checkpoint runs/quickstart/checkpoint
