@@ -8,7 +8,8 @@
 
 namespace braid {
 
-enum class DType : uint8_t { f32, bf16, f16, i32, i64 };
+// f64 exists for collectives (comm/ reduces doubles); tensors of the engine use the rest.
+enum class DType : uint8_t { f32, bf16, f16, i32, i64, f64 };
 
 struct BFloat16 {
   uint16_t bits;
@@ -29,6 +30,8 @@ constexpr size_t dtype_size(DType t) {
       return 4;
     case DType::i64:
       return 8;
+    case DType::f64:
+      return 8;
   }
   return 0;
 }
@@ -45,6 +48,8 @@ constexpr std::string_view dtype_name(DType t) {
       return "i32";
     case DType::i64:
       return "i64";
+    case DType::f64:
+      return "f64";
   }
   return "?";
 }
@@ -71,6 +76,10 @@ struct DTypeOf<int32_t> {
 template <>
 struct DTypeOf<int64_t> {
   static constexpr DType value = DType::i64;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::f64;
 };
 
 }  // namespace braid

@@ -212,6 +212,8 @@ std::string_view safetensors_dtype(DType dtype) {
       return "I32";
     case DType::i64:
       return "I64";
+    case DType::f64:
+      return "F64";
   }
   return "?";
 }

@@ -1,0 +1,92 @@
+// A Group is an ordered set of ranks that communicate: rank, size, tagged asynchronous
+// point-to-point with completion handles, sub-groups, and the call counter that gives
+// every collective its sequence number. Collectives (comm/collectives.h) are free
+// functions over a Group.
+//
+// Thread safety: like its Transport, a Group is driven by one thread at a time. Every
+// member must call collectives and split() in the same order. Lifetime: holds its
+// Transport (shared); sub-groups share their parent's transport.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "comm/deadline.h"
+#include "comm/transport.h"
+
+namespace braid::comm {
+
+class CollectiveBackend;
+
+struct GroupOptions {
+  std::chrono::milliseconds timeout = kDefaultTimeout;  // every wait of every call
+};
+
+class Group {
+ public:
+  // Every rank of `transport`, in transport order.
+  static std::shared_ptr<Group> world(std::shared_ptr<Transport> transport,
+                                      GroupOptions options = {});
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(members_.size()); }
+  // The transport rank of group rank r.
+  int global_rank(int r) const { return members_.at(static_cast<size_t>(r)); }
+  const std::vector<int>& members() const { return members_; }
+  uint32_t channel() const { return channel_; }
+  Transport& transport() const { return *transport_; }
+
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
+  void set_timeout(std::chrono::milliseconds t) { options_.timeout = t; }
+  Deadline deadline() const { return Deadline::after(options_.timeout); }
+
+  // The next call number; collectives take one each, so members agree on it.
+  uint32_t next_seq() { return ++seq_; }
+
+  // Point-to-point between group ranks, matched by (peer, tag). Requests complete in
+  // wait(); waits use the group's timeout.
+  RequestId isend(int to, uint32_t tag, const void* data, size_t bytes);
+  RequestId irecv(int from, uint32_t tag, void* data, size_t bytes);
+  void wait(std::span<const RequestId> requests);
+  void wait(RequestId request) { wait(std::span<const RequestId>(&request, 1)); }
+  bool test(RequestId request) { return transport_->test(request); }
+  void send(int to, uint32_t tag, const void* data, size_t bytes) { wait(isend(to, tag, data, bytes)); }
+  void recv(int from, uint32_t tag, void* data, size_t bytes) { wait(irecv(from, tag, data, bytes)); }
+
+  // Collective: members passing the same colour form a new group ordered by (key, rank).
+  // A negative colour joins no group and gets nullptr.
+  std::shared_ptr<Group> split(int colour, int key);
+
+  // When set, collectives on this group are handed to `backend` (e.g. MPI) instead of
+  // braid's algorithms.
+  void set_backend(std::shared_ptr<CollectiveBackend> backend) { backend_ = std::move(backend); }
+  CollectiveBackend* backend() const { return backend_.get(); }
+
+  Group(std::shared_ptr<Transport> transport, std::vector<int> members, uint32_t channel,
+        GroupOptions options);
+
+ private:
+  std::shared_ptr<Transport> transport_;
+  std::vector<int> members_;  // transport ranks, in group order
+  int rank_ = -1;
+  uint32_t channel_ = 0;
+  uint32_t seq_ = 0;
+  uint32_t splits_ = 0;
+  GroupOptions options_;
+  std::shared_ptr<CollectiveBackend> backend_;
+};
+
+// The axes of a data x tensor x pipeline mesh over `world` (size D*T*P). Ranks are laid
+// out tensor-fastest: rank = (p * D + d) * T + t, so a tensor group is T neighbouring
+// ranks (one host's shared memory where possible).
+struct Mesh {
+  int data_size = 1, tensor_size = 1, pipeline_size = 1;
+  int data_index = 0, tensor_index = 0, pipeline_index = 0;
+  std::shared_ptr<Group> data, tensor, pipeline;
+};
+Mesh make_mesh(Group& world, int data, int tensor, int pipeline);
+
+}  // namespace braid::comm

@@ -1,0 +1,36 @@
+// The job's shared secret: every store client and transport connection proves it knows
+// it (HMAC-SHA256 challenge-response, comm/auth.h) before a request is parsed. The
+// launcher makes a fresh one per job; ranks read it from BRAID_SECRET (hex) or the file
+// named by BRAID_SECRET_FILE. Value type.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace braid::comm {
+
+class Secret {
+ public:
+  Secret() = default;
+  // 32 random bytes from the OS (getrandom).
+  static Secret generate();
+  // From hex; throws braid::Error on odd length or a non-hex character.
+  static Secret from_hex(const std::string& hex);
+  // From a file holding the hex secret (surrounding whitespace ignored); IoError naming
+  // the file when it cannot be read, Error when it is not a secret.
+  static Secret from_file(const std::string& path);
+  // BRAID_SECRET, else BRAID_SECRET_FILE, else an empty secret. Throws as above when a
+  // variable is set but invalid.
+  static Secret from_environment();
+
+  std::string hex() const;
+  std::span<const uint8_t> bytes() const { return bytes_; }
+  bool empty() const { return bytes_.empty(); }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+}  // namespace braid::comm

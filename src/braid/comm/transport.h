@@ -1,0 +1,87 @@
+// A Transport moves tagged messages between the ranks of one job: in-process (ranks as
+// threads, for unit tests), shared memory (ranks on one host) or TCP (across hosts).
+// Collective algorithms are written against this interface only.
+//
+// Semantics every implementation keeps (tests/comm/transport_contract_test.cpp):
+// - A receive matches the earliest unmatched message from its peer with an equal Tag.
+//   Messages that arrive before their receive is posted are buffered (up to a bound; past
+//   it the transport fails the job with an error naming the peer rather than grow).
+// - Sizes must agree: a message whose tag matches but whose length differs from the
+//   receive's is a CollectiveMismatch naming both calls, as is a message with the
+//   receive's (channel, seq) but another CallSignature.
+// - A receive with a Reduction combines incoming bytes into its buffer
+//   (dst = op(dst, incoming)) as they arrive, without a staging copy where the transport
+//   can avoid one.
+// - Sends to and receives from the caller's own rank are allowed and are plain copies.
+// - Zero-byte messages are real messages: they match and complete.
+// - wait() drives all progress; nothing moves between calls unless an implementation
+//   says so. A peer whose connection closes or dies fails every wait involving it with
+//   PeerError naming the peer; a deadline that passes throws TimeoutError naming the
+//   peer, the call and the seconds waited.
+//
+// Thread safety: one thread drives a Transport at a time (the rank's compute or
+// communication thread). Lifetime: a Transport outlives every Group built on it; buffers
+// passed to isend/irecv must stay valid until their request completes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "comm/deadline.h"
+#include "comm/message.h"
+#include "core/error.h"
+
+namespace braid::comm {
+
+// A peer died, closed its connection or sent something that is not braid's protocol.
+class PeerError : public IoError {
+ public:
+  using IoError::IoError;
+};
+
+// Ranks disagree about the call they are in (signature, size or order).
+class CollectiveMismatch : public Error {
+ public:
+  using Error::Error;
+};
+
+using RequestId = uint64_t;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string_view name() const = 0;  // "inproc", "shm", "tcp"
+
+  // Starts sending `bytes` at `data` to global rank `peer`. `data` must stay valid and
+  // unchanged until the request completes.
+  virtual RequestId isend(int peer, const Tag& tag, const CallSignature& sig, const void* data,
+                          size_t bytes) = 0;
+  // Starts receiving exactly `bytes` from `peer` into `data`, combining with `reduce`
+  // when given (bytes must then be a multiple of the dtype's size).
+  virtual RequestId irecv(int peer, const Tag& tag, const CallSignature& sig, void* data,
+                          size_t bytes, std::optional<Reduction> reduce = std::nullopt) = 0;
+  // Drives progress until every request in `requests` has completed, then releases them.
+  // On error the requests are released too and the transport may be unusable.
+  virtual void wait(std::span<const RequestId> requests, Deadline deadline) = 0;
+  // Drives progress without blocking; true (and released) when `request` has completed.
+  virtual bool test(RequestId request) = 0;
+
+  // Conveniences.
+  void wait(RequestId request, Deadline deadline) { wait(std::span<const RequestId>(&request, 1), deadline); }
+  void send(int peer, const Tag& tag, const CallSignature& sig, const void* data, size_t bytes,
+            Deadline deadline) {
+    wait(isend(peer, tag, sig, data, bytes), deadline);
+  }
+  void recv(int peer, const Tag& tag, const CallSignature& sig, void* data, size_t bytes,
+            Deadline deadline, std::optional<Reduction> reduce = std::nullopt) {
+    wait(irecv(peer, tag, sig, data, bytes, reduce), deadline);
+  }
+};
+
+}  // namespace braid::comm

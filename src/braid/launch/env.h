@@ -1,0 +1,2 @@
+// Placeholder until launch/ lands: the environment conventions a rank reads.
+#pragma once
