@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: a Release build and an ASan+UBSan build, each running every test.
+# The whole test suite: a Release build and an ASan+UBSan build each run every test; a TSan
+# build runs the communication and launch tests (the code with threads and processes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -11,3 +12,8 @@ for flavour in release asan; do
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "build/$flavour" --output-on-failure -j"$jobs" --timeout 600
 done
+echo "== tsan build (comm, launch)"
+scripts/build.sh tsan
+echo "== tsan tests (comm, launch)"
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  ctest --test-dir build/tsan --output-on-failure -j"$jobs" --timeout 600 -L "comm|launch"

@@ -1,0 +1,43 @@
+// Builds the Transport of one rank of a job: every rank calls connect_transport() with the
+// same store and kind; connections are set up through the store and authenticated with
+// the job's secret before any frame is parsed.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "comm/deadline.h"
+#include "comm/secret.h"
+#include "comm/store.h"
+#include "comm/transport.h"
+
+namespace braid::comm {
+
+enum class TransportKind {
+  automatic,  // shm when every rank is on this host, tcp otherwise
+  shm,        // ring buffers in /dev/shm; all ranks on one host
+  tcp,        // TCP between every pair
+};
+std::string_view transport_kind_name(TransportKind k);
+// Throws braid::Error listing the accepted names ("auto", "shm", "tcp").
+TransportKind parse_transport_kind(std::string_view name);
+
+struct TransportOptions {
+  // tcp: the address peers use to reach this rank (BRAID_IFACE_ADDR overrides; default:
+  // the address this host uses to reach the store) and the interface to listen on.
+  std::string listen_host = "0.0.0.0";
+  std::string advertise_host;  // empty: work it out as above
+  // shm: bytes of each directed ring (rounded to pages; allocated and touched once).
+  size_t shm_ring_bytes = size_t{4} << 20;
+  // Bytes a peer may send ahead of the matching receive before the job fails.
+  size_t max_buffered_bytes = size_t{256} << 20;
+};
+
+// `store` should be private to this job and transport (see prefixed()); rank in [0, size).
+std::shared_ptr<Transport> connect_transport(TransportKind kind, Store& store, int rank, int size,
+                                             const Secret& secret, Deadline deadline,
+                                             const TransportOptions& options = {});
+
+}  // namespace braid::comm
