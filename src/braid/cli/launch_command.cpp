@@ -1,0 +1,55 @@
+// `braid launch -n N [--timeout S] [--transport auto|shm|tcp] -- CMD ARGS...`: runs N ranks
+// of a job on this machine (launch/launcher.h) and exits with the job's status.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "launch/launcher.h"
+
+namespace braid::cli {
+namespace {
+
+struct LaunchFlags {
+  int ranks = 1;
+  double timeout_s = 0;
+  std::string transport;
+  std::vector<std::string> command;
+};
+
+void run_launch(const CLI::App& cmd, const LaunchFlags& f) {
+  launch::LaunchOptions options;
+  options.ranks = f.ranks;
+  options.command = f.command;
+  if (cmd.count("--timeout") > 0)
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000 + 0.5));
+  if (cmd.count("--transport") > 0) options.transport = comm::parse_transport_kind(f.transport);
+  const launch::LaunchResult result = launch::launch(options);
+  if (result.exit_code != 0) {
+    // The job's status is the launcher's: a script sees the failing rank's exit code.
+    std::fprintf(stderr, "%s\n", result.message.c_str());
+    std::fflush(nullptr);
+    std::exit(result.exit_code);
+  }
+}
+
+}  // namespace
+
+void add_launch_command(CLI::App& app) {
+  auto flags = std::make_shared<LaunchFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "launch", "Run N ranks of a job on this machine: braid launch -n N -- CMD ARGS...");
+  cmd->add_option("-n,--nproc", flags->ranks, "Number of ranks")->required()->check(CLI::Range(1, 4096));
+  cmd->add_option("--timeout", flags->timeout_s,
+                  "Seconds any communication wait of a rank may take (sets BRAID_TIMEOUT_S)")
+      ->check(CLI::Range(0.001, 1e6));
+  cmd->add_option("--transport", flags->transport, "auto, shm or tcp (sets BRAID_TRANSPORT)")
+      ->check(CLI::IsMember({"auto", "shm", "tcp"}));
+  cmd->add_option("command", flags->command, "The program every rank runs and its arguments, after --")
+      ->required();
+  cmd->callback([cmd, flags] { run_launch(*cmd, *flags); });
+}
+
+}  // namespace braid::cli

@@ -1,0 +1,75 @@
+// `braid store`: a standalone rendezvous store server for jobs whose ranks are started by
+// something else (mpirun, srun, a Kubernetes operator). Serves until SIGINT or SIGTERM.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cli/commands.h"
+#include "comm/secret.h"
+#include "comm/store_server.h"
+#include "core/error.h"
+
+namespace braid::cli {
+namespace {
+
+struct StoreFlags {
+  std::string host = "127.0.0.1";
+  int port = 29500;
+  std::string secret_file;
+};
+
+void run_store(const StoreFlags& f) {
+  const comm::Secret secret = f.secret_file.empty() ? comm::Secret::from_environment()
+                                                    : comm::Secret::from_file(f.secret_file);
+  if (secret.empty())
+    BRAID_THROW(Error,
+                "braid store: no secret; pass --secret-file FILE or set BRAID_SECRET / "
+                "BRAID_SECRET_FILE (e.g. `openssl rand -hex 32 > secret`), and give the same "
+                "secret to every rank");
+  // Block the signals before the server thread starts, so it inherits the mask and
+  // sigwait() below is the only place they arrive.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  if (const int rc = pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr); rc != 0)
+    BRAID_THROW(Error, "braid store: cannot block SIGINT/SIGTERM: ", std::strerror(rc));
+
+  comm::StoreServerOptions options;
+  options.host = f.host;
+  options.port = static_cast<uint16_t>(f.port);
+  options.secret = secret;
+  comm::StoreServer server(std::move(options));
+  std::printf("braid store listening on %s\n", server.address().c_str());
+  std::fflush(stdout);
+
+  int signal = 0;
+  while (sigwait(&stop_signals, &signal) != 0) {
+  }
+  std::fprintf(stderr, "braid store: %s received, stopping\n", strsignal(signal));
+  server.stop();
+}
+
+}  // namespace
+
+void add_store_command(CLI::App& app) {
+  auto flags = std::make_shared<StoreFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "store", "Run a rendezvous store server for ranks started by mpirun, srun or others");
+  cmd->add_option("--host", flags->host,
+                  "interface address to listen on (0.0.0.0: every interface)")
+      ->capture_default_str();
+  cmd->add_option("--port", flags->port, "TCP port (0: pick a free one)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--secret-file", flags->secret_file,
+                  "file holding the job's secret in hex (default: BRAID_SECRET or "
+                  "BRAID_SECRET_FILE)");
+  cmd->callback([flags] { run_store(*flags); });
+}
+
+}  // namespace braid::cli

@@ -1,0 +1,498 @@
+// The in-process transport (comm/inproc_transport.h). One mutex guards the hub; data is
+// copied outside it. Life of a message:
+//   posted    -> the sender's buffer, in the destination's incoming queue or claimed by
+//                a receive; the receiver copies from it and marks it done;
+//   buffering -> the sender, waiting, copies it into the hub (unclaimed for the grace
+//                period) and then it is
+//   buffered  -> complete for the sender; delivered from the hub's copy;
+//   done / failed.
+// A message a receiver is copying from (`copying`) changes state only through that
+// receiver, so close() waits for such copies before the sender's buffers may go away.
+#include "comm/inproc_transport.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "comm/algorithm.h"
+#include "core/error.h"
+
+namespace braid::comm {
+
+namespace inproc_detail {
+
+struct Message {
+  int src = 0, dst = 0;
+  Tag tag;
+  CallSignature sig;
+  const uint8_t* data = nullptr;
+  size_t bytes = 0;
+  enum class State { posted, buffering, buffered, done, failed } state = State::posted;
+  bool claimed = false;  // attached to a receive, out of the incoming queue
+  bool copying = false;  // a receiver reads `data` outside the lock
+  std::unique_ptr<uint8_t[]> copy;
+  std::string error;
+  Clock::time_point posted_at;
+};
+
+struct Receive {
+  int src = 0, dst = 0;
+  Tag tag;
+  CallSignature sig;
+  uint8_t* data = nullptr;
+  size_t bytes = 0;
+  std::optional<Reduction> reduce;
+  enum class State { posted, matched, done, failed } state = State::posted;
+  std::shared_ptr<Message> msg;
+  std::string error;
+};
+
+}  // namespace inproc_detail
+
+using inproc_detail::Message;
+using inproc_detail::Receive;
+using MsgState = Message::State;
+using RecvState = Receive::State;
+
+struct InprocTransport::Request {
+  std::shared_ptr<Message> send;
+  std::shared_ptr<Receive> recv;
+};
+
+namespace {
+
+// How long a waiting sender leaves its message for the receive to claim before copying
+// it into the hub. Only performance depends on it: long enough that a receiver a little
+// behind in the same algorithm step copies straight from the sender's buffer.
+constexpr auto kBufferGrace = std::chrono::microseconds(200);
+
+std::string describe(const CallSignature& sig, const Tag& tag) {
+  if (sig.call == CallKind::p2p) return detail::concat("send/recv with tag ", tag.step);
+  std::string s = describe_call(sig, tag.seq);
+  if (sig.algorithm != 0)
+    s += detail::concat(" via ", algorithm_name(static_cast<Algorithm>(sig.algorithm)));
+  return s;
+}
+
+bool same_call(const Tag& a, const Tag& b) { return a.channel == b.channel && a.seq == b.seq; }
+
+}  // namespace
+
+class InprocHub {
+ public:
+  struct Rank {
+    std::condition_variable cv;  // the rank's thread waits here; notified on any change
+    std::vector<std::deque<std::shared_ptr<Message>>> incoming;  // [src], unmatched, in order
+    std::vector<std::deque<std::shared_ptr<Receive>>> posted;    // [src], unmatched, in order
+    std::vector<std::shared_ptr<Receive>> matched;               // matched receives not yet copied
+    std::vector<std::shared_ptr<Receive>> work;                  // reused scratch of the copy phase
+    std::vector<size_t> buffered_from;                           // [src], bytes held in the hub
+    std::map<int, std::string> mismatch;                         // peer -> why this pair disagrees
+    int copying_from = 0;  // receivers now reading this rank's send buffers
+    bool dead = false;
+    std::string death;
+  };
+
+  InprocHub(int size, size_t max_buffered)
+      : ranks(static_cast<size_t>(size)), max_buffered(max_buffered) {
+    for (auto& r : ranks) {
+      r.incoming.resize(static_cast<size_t>(size));
+      r.posted.resize(static_cast<size_t>(size));
+      r.buffered_from.assign(static_cast<size_t>(size), 0);
+    }
+  }
+
+  int size() const { return static_cast<int>(ranks.size()); }
+
+  // Both ranks of a disagreeing pair learn it: each one's waits involving the other
+  // throw CollectiveMismatch with `text`.
+  void record_mismatch(int a, int b, const std::string& text) {
+    ranks[static_cast<size_t>(a)].mismatch.emplace(b, text);
+    ranks[static_cast<size_t>(b)].mismatch.emplace(a, text);
+    ranks[static_cast<size_t>(a)].cv.notify_all();
+    ranks[static_cast<size_t>(b)].cv.notify_all();
+  }
+
+  static std::string call_text(int rank, const CallSignature& sig, const Tag& tag) {
+    return detail::concat("rank ", rank, " is in ", describe(sig, tag));
+  }
+  static std::string advice() {
+    return "; every rank must make the same calls in the same order with the same count, "
+           "dtype, op and root";
+  }
+  static std::string mismatch_text(const Receive& r, const Message& m) {
+    if (r.tag == m.tag && r.bytes != m.bytes)
+      return detail::concat(
+          "ranks disagree about the call they are in: ", call_text(r.dst, r.sig, r.tag),
+          " and expects ", r.bytes, " bytes (step ", r.tag.step, ") from rank ", r.src, ", but ",
+          call_text(m.src, m.sig, m.tag), " and sent ", m.bytes, " bytes", advice());
+    return detail::concat(
+        "ranks disagree about the call they are in: ", call_text(r.dst, r.sig, r.tag), ", ",
+        call_text(m.src, m.sig, m.tag), advice());
+  }
+
+  // Collective calls with the same (channel, seq) must agree on the whole signature;
+  // point-to-point messages match by tag alone.
+  static bool conflicts(const Tag& ta, const CallSignature& a, const Tag& tb,
+                        const CallSignature& b) {
+    return same_call(ta, tb) && a.call != CallKind::p2p && b.call != CallKind::p2p && !(a == b);
+  }
+  static bool conflicts(const Receive& r, const Message& m) {
+    return conflicts(r.tag, r.sig, m.tag, m.sig);
+  }
+
+  // Rank `me` starts an operation with `peer` in call (tag, sig): compare with what the
+  // peer already does towards `me` in the same call (its receives from `me`, its messages
+  // to `me`), so two ranks that only wait for each other still learn they disagree.
+  bool check_peer(int me, int peer, const Tag& tag, const CallSignature& sig) {
+    for (const auto& r : ranks[static_cast<size_t>(peer)].posted[static_cast<size_t>(me)])
+      if (conflicts(tag, sig, r->tag, r->sig)) {
+        record_mismatch(
+            me, peer,
+            detail::concat("ranks disagree about the call they are in: ", call_text(me, sig, tag),
+                           ", ", call_text(peer, r->sig, r->tag), advice()));
+        return false;
+      }
+    for (const auto& m : ranks[static_cast<size_t>(me)].incoming[static_cast<size_t>(peer)])
+      if (conflicts(tag, sig, m->tag, m->sig)) {
+        record_mismatch(
+            me, peer,
+            detail::concat("ranks disagree about the call they are in: ", call_text(me, sig, tag),
+                           ", ", call_text(peer, m->sig, m->tag), advice()));
+        return false;
+      }
+    return true;
+  }
+
+  void match(const std::shared_ptr<Receive>& r, const std::shared_ptr<Message>& m) {
+    m->claimed = true;
+    r->msg = m;
+    r->state = RecvState::matched;
+    auto& dst = ranks[static_cast<size_t>(r->dst)];
+    dst.matched.push_back(r);
+    dst.cv.notify_all();
+  }
+
+  void post_send(const std::shared_ptr<Message>& m) {
+    auto& dst = ranks[static_cast<size_t>(m->dst)];
+    if (dst.dead) {
+      m->state = MsgState::failed;
+      m->error = detail::concat("peer rank ", m->dst, " is gone (", dst.death, ")");
+      return;
+    }
+    if (!check_peer(m->src, m->dst, m->tag, m->sig)) return;
+    auto& posted = dst.posted[static_cast<size_t>(m->src)];
+    for (auto it = posted.begin(); it != posted.end(); ++it) {
+      if (conflicts(**it, *m) || ((*it)->tag == m->tag && (*it)->bytes != m->bytes))
+        return record_mismatch(m->src, m->dst, mismatch_text(**it, *m));
+      if ((*it)->tag == m->tag) {
+        auto r = *it;
+        posted.erase(it);
+        return match(r, m);
+      }
+    }
+    dst.incoming[static_cast<size_t>(m->src)].push_back(m);
+  }
+
+  void post_recv(const std::shared_ptr<Receive>& r) {
+    auto& me = ranks[static_cast<size_t>(r->dst)];
+    if (!check_peer(r->dst, r->src, r->tag, r->sig)) return;
+    auto& incoming = me.incoming[static_cast<size_t>(r->src)];
+    for (auto it = incoming.begin(); it != incoming.end(); ++it) {
+      if (conflicts(*r, **it) || ((*it)->tag == r->tag && (*it)->bytes != r->bytes))
+        return record_mismatch(r->src, r->dst, mismatch_text(*r, **it));
+      if ((*it)->tag == r->tag) {
+        auto m = *it;
+        incoming.erase(it);
+        return match(r, m);
+      }
+    }
+    me.posted[static_cast<size_t>(r->src)].push_back(r);
+  }
+
+  // Copies every matched receive of `rank` whose data is ready; false if there was none.
+  bool copy_matched(int rank, std::unique_lock<std::mutex>& lock) {
+    auto& me = ranks[static_cast<size_t>(rank)];
+    auto& work = me.work;
+    work.clear();
+    std::erase_if(me.matched, [&](const std::shared_ptr<Receive>& r) {
+      Message& m = *r->msg;
+      if (m.state == MsgState::failed) {
+        r->state = RecvState::failed;
+        r->error = m.error;
+        return true;
+      }
+      if (m.state != MsgState::posted && m.state != MsgState::buffered) return false;
+      m.copying = true;
+      if (m.state == MsgState::posted) ++ranks[static_cast<size_t>(m.src)].copying_from;
+      work.push_back(r);
+      return true;
+    });
+    if (work.empty()) return false;
+    lock.unlock();
+    for (const auto& r : work) {
+      const Message& m = *r->msg;  // stable while `copying`
+      if (m.bytes == 0) continue;
+      if (r->reduce)
+        reduce_into(r->reduce->dtype, r->reduce->op, r->data, m.data,
+                    m.bytes / dtype_size(r->reduce->dtype));
+      else
+        std::memcpy(r->data, m.data, m.bytes);
+    }
+    lock.lock();
+    for (const auto& r : work) {
+      Message& m = *r->msg;
+      auto& src = ranks[static_cast<size_t>(m.src)];
+      m.copying = false;
+      if (m.state == MsgState::buffered) {
+        me.buffered_from[static_cast<size_t>(m.src)] -= m.bytes;
+        m.copy.reset();
+      } else {
+        --src.copying_from;
+      }
+      m.state = MsgState::done;
+      r->state = RecvState::done;
+      r->msg.reset();
+      src.cv.notify_all();
+    }
+    work.clear();
+    return true;
+  }
+
+  void fail(int rank, const std::string& reason, std::unique_lock<std::mutex>& lock) {
+    auto& me = ranks[static_cast<size_t>(rank)];
+    if (!me.dead) {
+      me.dead = true;
+      me.death = reason;
+      const std::string gone = detail::concat("peer rank ", rank, " is gone (", reason, ")");
+      for (auto& other : ranks) {
+        // This rank's sends that nobody has started copying can no longer be read.
+        std::erase_if(other.incoming[static_cast<size_t>(rank)], [&](const auto& m) {
+          if (m->state != MsgState::posted) return false;
+          m->state = MsgState::failed;
+          m->error = gone;
+          return true;
+        });
+        for (const auto& r : other.matched) {
+          Message& m = *r->msg;
+          if (m.src == rank && m.state == MsgState::posted && !m.copying) {
+            m.state = MsgState::failed;
+            m.error = gone;
+          }
+        }
+        other.cv.notify_all();
+      }
+      for (auto& q : me.incoming) q.clear();
+      for (auto& q : me.posted) q.clear();
+      me.matched.clear();
+      std::fill(me.buffered_from.begin(), me.buffered_from.end(), 0);
+    }
+    me.cv.wait(lock, [&] { return me.copying_from == 0; });
+  }
+
+  std::mutex mutex;
+  std::vector<Rank> ranks;
+  const size_t max_buffered;
+};
+
+InprocTransport::InprocTransport(std::shared_ptr<InprocHub> hub, int rank)
+    : hub_(std::move(hub)), rank_(rank) {}
+
+InprocTransport::~InprocTransport() { close("its transport was destroyed"); }
+
+int InprocTransport::size() const { return hub_->size(); }
+
+void InprocTransport::close(const std::string& reason) {
+  std::unique_lock lock(hub_->mutex);
+  hub_->fail(rank_, reason, lock);
+}
+
+RequestId InprocTransport::isend(int peer, const Tag& tag, const CallSignature& sig,
+                                 const void* data, size_t bytes) {
+  BRAID_CHECK(peer >= 0 && peer < size(), "inproc isend: peer ", peer, " is not a rank of ",
+              size());
+  BRAID_CHECK(data != nullptr || bytes == 0, "inproc isend: null buffer for ", bytes, " bytes");
+  auto m = std::make_shared<Message>();
+  m->src = rank_;
+  m->dst = peer;
+  m->tag = tag;
+  m->sig = sig;
+  m->data = static_cast<const uint8_t*>(data);
+  m->bytes = bytes;
+  m->posted_at = Clock::now();
+  {
+    std::lock_guard lock(hub_->mutex);
+    hub_->post_send(m);
+  }
+  const RequestId id = next_id_++;
+  requests_.emplace(id, std::make_shared<Request>(Request{std::move(m), nullptr}));
+  return id;
+}
+
+RequestId InprocTransport::irecv(int peer, const Tag& tag, const CallSignature& sig, void* data,
+                                 size_t bytes, std::optional<Reduction> reduce) {
+  BRAID_CHECK(peer >= 0 && peer < size(), "inproc irecv: peer ", peer, " is not a rank of ",
+              size());
+  BRAID_CHECK(data != nullptr || bytes == 0, "inproc irecv: null buffer for ", bytes, " bytes");
+  BRAID_CHECK(!reduce || bytes % dtype_size(reduce->dtype) == 0, "inproc irecv: ", bytes,
+              " bytes is not a whole number of ", dtype_name(reduce->dtype), " elements");
+  auto r = std::make_shared<Receive>();
+  r->src = peer;
+  r->dst = rank_;
+  r->tag = tag;
+  r->sig = sig;
+  r->data = static_cast<uint8_t*>(data);
+  r->bytes = bytes;
+  r->reduce = reduce;
+  {
+    std::lock_guard lock(hub_->mutex);
+    hub_->post_recv(r);
+  }
+  const RequestId id = next_id_++;
+  requests_.emplace(id, std::make_shared<Request>(Request{nullptr, std::move(r)}));
+  return id;
+}
+
+namespace {
+
+bool complete(const InprocTransport::Request& q) {
+  if (q.send) return q.send->state == MsgState::buffered || q.send->state == MsgState::done;
+  return q.recv->state == RecvState::done;
+}
+
+int peer_of(const InprocTransport::Request& q) { return q.send ? q.send->dst : q.recv->src; }
+
+std::string describe_request(const InprocTransport::Request& q) {
+  if (q.send)
+    return detail::concat("sending ", q.send->bytes, " bytes (step ", q.send->tag.step,
+                          ") to rank ", q.send->dst, " in ", describe(q.send->sig, q.send->tag));
+  return detail::concat("receiving ", q.recv->bytes, " bytes (step ", q.recv->tag.step,
+                        ") from rank ", q.recv->src, " in ", describe(q.recv->sig, q.recv->tag));
+}
+
+}  // namespace
+
+bool InprocTransport::progress(std::span<const RequestId> ids, bool block, Deadline deadline) {
+  InprocHub& hub = *hub_;
+  std::unique_lock lock(hub.mutex);
+  auto& me = hub.ranks[static_cast<size_t>(rank_)];
+  for (;;) {
+    if (me.dead) BRAID_THROW(PeerError, "rank ", rank_, " is closed (", me.death, ")");
+    if (hub.copy_matched(rank_, lock)) continue;
+
+    const auto now = Clock::now();
+    bool all_done = true;
+    const Request* first_pending = nullptr;
+    std::shared_ptr<Message> to_buffer;
+    auto next_buffer = Clock::time_point::max();
+    for (RequestId id : ids) {
+      auto it = requests_.find(id);
+      BRAID_CHECK(it != requests_.end(), "inproc wait: unknown or released request ", id);
+      const Request& q = *it->second;
+      if (complete(q)) continue;
+      all_done = false;
+      if (!first_pending) first_pending = &q;
+      const int peer = peer_of(q);
+      // After a mismatch this rank's call is broken whichever peer it now waits for.
+      if (!me.mismatch.empty())
+        BRAID_THROW(CollectiveMismatch, "rank ", rank_, ": ", me.mismatch.begin()->second);
+      if (q.send && q.send->state == MsgState::failed)
+        BRAID_THROW(PeerError, "rank ", rank_, ": ", q.send->error, " while ", describe_request(q));
+      if (q.recv && q.recv->state == RecvState::failed)
+        BRAID_THROW(PeerError, "rank ", rank_, ": ", q.recv->error, " while ", describe_request(q));
+      const auto& other = hub.ranks[static_cast<size_t>(peer)];
+      // A dead peer's buffered messages stay deliverable; nothing else involving it can
+      // complete.
+      if (other.dead && (q.send || q.recv->state == RecvState::posted))
+        BRAID_THROW(PeerError, "rank ", rank_, ": peer rank ", peer, " is gone (", other.death,
+                    ") while ", describe_request(q));
+      if (q.send && !q.send->claimed && q.send->state == MsgState::posted) {
+        // Nobody else can post the receive of a message to oneself while we wait.
+        const auto when =
+            q.send->dst == rank_ ? q.send->posted_at : q.send->posted_at + kBufferGrace;
+        if (now >= when) {
+          if (!to_buffer) to_buffer = q.send;
+        } else {
+          next_buffer = std::min(next_buffer, when);
+        }
+      }
+    }
+    if (all_done) return true;
+
+    if (to_buffer) {
+      Message& m = *to_buffer;
+      auto& dst = hub.ranks[static_cast<size_t>(m.dst)];
+      size_t& held = dst.buffered_from[static_cast<size_t>(rank_)];
+      if (held + m.bytes > hub.max_buffered)
+        BRAID_THROW(IoError, "rank ", rank_, ": ", held + m.bytes, " bytes sent to rank ", m.dst,
+                    " would wait for receives it has not posted, over the limit of ",
+                    hub.max_buffered, " bytes (max_buffered_bytes); rank ", m.dst,
+                    " is far behind or never receives them (",
+                    describe_request(Request{to_buffer, nullptr}), ")");
+      held += m.bytes;
+      m.state = MsgState::buffering;
+      lock.unlock();
+      auto copy = std::make_unique<uint8_t[]>(std::max<size_t>(m.bytes, 1));
+      if (m.bytes) std::memcpy(copy.get(), m.data, m.bytes);
+      lock.lock();
+      m.copy = std::move(copy);
+      m.data = m.copy.get();
+      m.state = MsgState::buffered;
+      if (m.claimed) dst.cv.notify_all();
+      continue;
+    }
+
+    if (!block) return false;
+    if (deadline.expired())
+      BRAID_THROW(TimeoutError, "rank ", rank_, ": timed out after ", deadline.waited_seconds(),
+                  " s ", describe_request(*first_pending), "; rank ", peer_of(*first_pending),
+                  " is stuck, slower, or not making this call (raise the timeout if it is "
+                  "only slow)");
+    const auto wake = std::min(deadline.at(), next_buffer);
+    if (wake == Clock::time_point::max())
+      me.cv.wait(lock);
+    else
+      me.cv.wait_until(lock, wake);
+  }
+}
+
+void InprocTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
+  try {
+    progress(ids, true, deadline);
+  } catch (const std::exception& e) {
+    for (RequestId id : ids) requests_.erase(id);
+    close(detail::concat("it failed: ", e.what()));
+    throw;
+  }
+  for (RequestId id : ids) requests_.erase(id);
+}
+
+bool InprocTransport::test(RequestId id) {
+  const RequestId ids[] = {id};
+  bool done = false;
+  try {
+    done = progress(ids, false, Deadline::never());
+  } catch (const std::exception& e) {
+    requests_.erase(id);
+    close(detail::concat("it failed: ", e.what()));
+    throw;
+  }
+  if (done) requests_.erase(id);
+  return done;
+}
+
+std::vector<std::shared_ptr<Transport>> make_inproc_transports(int size,
+                                                               size_t max_buffered_bytes) {
+  BRAID_CHECK(size >= 1, "make_inproc_transports: size must be >= 1, got ", size);
+  auto hub = std::make_shared<InprocHub>(size, max_buffered_bytes);
+  std::vector<std::shared_ptr<Transport>> out;
+  out.reserve(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) out.push_back(std::make_shared<InprocTransport>(hub, r));
+  return out;
+}
+
+}  // namespace braid::comm

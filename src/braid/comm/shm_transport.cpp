@@ -1,0 +1,560 @@
+// ShmTransport: see shm_transport.h for the design. This file is the connection setup
+// through the store, the per-peer send and receive pumps, and the wait loop.
+#include "comm/shm_transport.h"
+
+#include <immintrin.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <new>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "comm/frame.h"
+#include "comm/receive_matcher.h"
+#include "comm/shm_ring.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace braid::comm {
+
+namespace {
+
+using namespace std::chrono_literals;
+using shm::kPageBytes;
+using shm::kRingAlign;
+
+// Pieces of a message move between publishes; big enough that a publish (one cache line
+// handed over) is cheap per byte, small enough that the receiver starts early.
+constexpr size_t kPieceBytes = size_t{64} << 10;
+constexpr size_t kMinRingBytes = size_t{64} << 10;
+// All of one rank's inbound rings together; past it rings shrink (many local ranks).
+constexpr size_t kMaxSegmentBytes = size_t{512} << 20;
+constexpr std::chrono::nanoseconds kLivenessInterval = 100ms;
+
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+std::string read_first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+uint64_t pid_namespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+std::string random_hex(size_t bytes) {
+  std::vector<uint8_t> raw(bytes);
+  size_t got = 0;
+  while (got < bytes) {
+    const ssize_t n = ::getrandom(raw.data() + got, bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    BRAID_CHECK(n > 0, "getrandom failed: ", std::strerror(errno));
+    got += static_cast<size_t>(n);
+  }
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (const uint8_t b : raw) {
+    s += digits[b >> 4];
+    s += digits[b & 15];
+  }
+  return s;
+}
+
+struct IdlePolicy {
+  std::chrono::nanoseconds spin;   // idle time spent spinning on the rings
+  std::chrono::nanoseconds yield;  // idle time after which sched_yield gives way to sleeping
+};
+
+IdlePolicy idle_policy(int ranks) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  // With more ranks than cores a spinning rank steals the core its peer needs.
+  const bool oversubscribed = static_cast<unsigned>(ranks) > cores;
+  IdlePolicy p{oversubscribed ? std::chrono::nanoseconds(2us) : std::chrono::nanoseconds(50us),
+               oversubscribed ? std::chrono::nanoseconds(200us) : std::chrono::nanoseconds(1ms)};
+  if (const char* v = std::getenv("BRAID_SHM_SPIN_US")) p.spin = std::chrono::microseconds(std::atol(v));
+  if (const char* v = std::getenv("BRAID_SHM_YIELD_US")) p.yield = std::chrono::microseconds(std::atol(v));
+  p.yield = std::max(p.yield, p.spin);
+  return p;
+}
+
+int pidfd_open(int pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+// Without a pidfd: gone when the pid is free or a zombie (a killed child not yet reaped).
+bool process_gone(int pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  const std::string stat = read_first_line(("/proc/" + std::to_string(pid) + "/stat").c_str());
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() &&
+         (stat[close + 2] == 'Z' || stat[close + 2] == 'X');
+}
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd& operator=(Fd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+// Unlinks a segment's name when dropped unless disarmed.
+struct UnlinkGuard {
+  std::string name;
+  ~UnlinkGuard() { unlink(); }
+  void unlink() {
+    if (!name.empty()) ::shm_unlink(name.c_str());
+    name.clear();
+  }
+};
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(Store& store, int rank, int size, Deadline deadline,
+               const TransportOptions& options);
+  ~ShmTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string_view name() const override { return "shm"; }
+
+  RequestId isend(int peer, const Tag& tag, const CallSignature& sig, const void* data,
+                  size_t bytes) override;
+  RequestId irecv(int peer, const Tag& tag, const CallSignature& sig, void* data, size_t bytes,
+                  std::optional<Reduction> reduce) override;
+  void wait(std::span<const RequestId> requests, Deadline deadline) override;
+  bool test(RequestId request) override;
+
+ private:
+  struct Peer {
+    // Outbound: the ring this rank writes, in the peer's segment.
+    shm::Mapping header_map;  // the peer's header page (its doorbell, pid, closed flag)
+    shm::Mapping ring_map;
+    shm::SegmentHeader* header = nullptr;
+    shm::Producer out;
+    std::deque<uint32_t> sends;  // queued send slots; the front is being written
+    bool header_written = false;
+    bool out_broken = false;  // a half-written frame was abandoned
+    // Inbound: the peer's ring in this rank's segment.
+    shm::Consumer in;
+    bool parked = false;  // `parked_header` is read but its receive is not posted
+    FrameHeader parked_header;
+    // Liveness.
+    int pid = 0;
+    Fd pidfd;
+    uint64_t checked = 0;  // the liveness round that last looked at this peer
+  };
+
+  bool progress();
+  bool push(int p);
+  bool pull(int p, bool absorb);
+  bool absorb_stalled();
+  bool check_liveness(std::span<const RequestId> ids);
+  std::string gone_reason(int p);
+  std::string timeout_hint(std::span<const RequestId> ids);
+  void release_all(std::span<const RequestId> ids);
+
+  int rank_;
+  int size_;
+  ReceiveMatcher matcher_;
+  IdlePolicy policy_;
+  UnlinkGuard unlink_;
+  shm::Mapping own_;
+  shm::SegmentHeader* own_header_ = nullptr;
+  std::vector<Peer> peers_;
+  uint64_t liveness_round_ = 0;
+  Clock::time_point next_test_check_{};
+};
+
+ShmTransport::ShmTransport(Store& store, int rank, int size, Deadline deadline,
+                           const TransportOptions& options)
+    : rank_(rank),
+      size_(size),
+      matcher_(rank, size, options.max_buffered_bytes),
+      policy_(idle_policy(size)),
+      peers_(static_cast<size_t>(size)) {
+  BRAID_CHECK(size >= 1 && rank >= 0 && rank < size, "shm transport: rank ", rank,
+              " of a job of ", size, " ranks");
+  if (size == 1) return;
+
+  size_t ring_bytes = round_up(std::max(options.shm_ring_bytes, kMinRingBytes), kPageBytes);
+  const size_t cap = round_up(std::max(kMaxSegmentBytes / static_cast<size_t>(size - 1),
+                                       kMinRingBytes),
+                              kPageBytes);
+  if (ring_bytes > cap) {
+    log_debug("shm transport: ", size, " local ranks, so rings of ", cap, " bytes instead of ",
+              ring_bytes);
+    ring_bytes = cap;
+  }
+  const shm::SegmentLayout layout{ring_bytes, rank, size};
+  const std::string name = "/braid-" + random_hex(8) + "-r" + std::to_string(rank);
+  {
+    const Fd fd(shm::create_segment(name, layout.total()));
+    unlink_.name = name;
+    own_ = shm::Mapping(fd.get(), 0, layout.total(), "this rank's shared-memory segment");
+  }
+  own_header_ = new (own_.data()) shm::SegmentHeader{};
+  own_header_->rank = rank;
+  own_header_->size = size;
+  own_header_->pid = static_cast<int32_t>(::getpid());
+  own_header_->ring_bytes = ring_bytes;
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    uint8_t* at = own_.data() + layout.ring_offset(p);
+    peers_[p].in = shm::Consumer(new (at) shm::RingHeader{}, at + kPageBytes, ring_bytes);
+  }
+
+  const std::string boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
+  const uint64_t pidns = pid_namespace();
+  std::ostringstream mine;
+  mine << name << ' ' << ::getpid() << ' ' << pidns << ' ' << ring_bytes << ' ' << boot_id;
+  store.set("shm/seg/" + std::to_string(rank), mine.str());
+
+  std::vector<std::string> mapped_keys;
+  for (int p = 0; p < size; ++p) {
+    mapped_keys.push_back("shm/mapped/" + std::to_string(p));
+    if (p == rank) continue;
+    std::istringstream theirs(store.get_string("shm/seg/" + std::to_string(p), deadline));
+    std::string peer_name, peer_boot;
+    int pid = 0;
+    uint64_t peer_pidns = 0;
+    size_t peer_ring = 0;
+    theirs >> peer_name >> pid >> peer_pidns >> peer_ring >> peer_boot;
+    BRAID_CHECK(!theirs.fail() && peer_ring >= kMinRingBytes && peer_ring % kPageBytes == 0,
+                "shm transport: rank ", p, " published a malformed segment record");
+    if (peer_boot != boot_id)
+      BRAID_THROW(IoError, "shm transport: rank ", p,
+                  " runs on another host (boot id ", peer_boot, ", here ", boot_id,
+                  "); shared memory needs every rank on one host: use the tcp or auto transport");
+    const std::string what = "rank " + std::to_string(p) + "'s shared-memory segment";
+    const shm::SegmentLayout theirs_layout{peer_ring, p, size};
+    Peer& q = peers_[p];
+    {
+      const Fd fd(shm::open_segment(peer_name, theirs_layout.total(), what));
+      q.header_map = shm::Mapping(fd.get(), 0, kPageBytes, what);
+      q.ring_map = shm::Mapping(fd.get(), theirs_layout.ring_offset(rank),
+                                theirs_layout.ring_stride(), what);
+    }
+    q.header = reinterpret_cast<shm::SegmentHeader*>(q.header_map.data());
+    if (q.header->magic != shm::kSegmentMagic || q.header->version != shm::kSegmentVersion ||
+        q.header->rank != p || q.header->size != size || q.header->ring_bytes != peer_ring)
+      BRAID_THROW(IoError, what, " (/dev/shm", peer_name,
+                  ") is not a braid segment of this job (another braid version?)");
+    q.out = shm::Producer(reinterpret_cast<shm::RingHeader*>(q.ring_map.data()),
+                          q.ring_map.data() + kPageBytes, peer_ring);
+    // A pid means something only in our pid namespace; elsewhere, closing and the
+    // deadline still end a wait.
+    if (pid > 0 && peer_pidns == pidns) {
+      q.pid = pid;
+      q.pidfd = Fd(pidfd_open(pid));
+    }
+  }
+  store.set(mapped_keys[static_cast<size_t>(rank)], std::string("1"));
+  store.wait(mapped_keys, deadline);
+  unlink_.unlink();  // every peer has it mapped: the name is no longer needed
+}
+
+ShmTransport::~ShmTransport() {
+  if (!own_header_) return;
+  own_header_->closed.store(1, std::memory_order_release);
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_ && peers_[p].header) shm::ring(peers_[p].header->doorbell);
+}
+
+RequestId ShmTransport::isend(int peer, const Tag& tag, const CallSignature& sig,
+                              const void* data, size_t bytes) {
+  const RequestId id = matcher_.add_send(peer, tag, sig, data, bytes);
+  if (peer != rank_) {
+    Peer& q = peers_[peer];
+    q.sends.push_back(matcher_.slot_of(id));
+    if (q.sends.size() == 1 && !q.out_broken) push(peer);  // start copying now
+  }
+  return id;
+}
+
+RequestId ShmTransport::irecv(int peer, const Tag& tag, const CallSignature& sig, void* data,
+                              size_t bytes, std::optional<Reduction> reduce) {
+  return matcher_.add_recv(peer, tag, sig, data, bytes, reduce);
+}
+
+bool ShmTransport::push(int p) {
+  Peer& q = peers_[p];
+  bool moved = false;
+  while (!q.sends.empty()) {
+    Request& r = matcher_.slot(q.sends.front());
+    if (!q.header_written) {
+      const auto span = q.out.reserve(kRingAlign);
+      if (span.size() < kRingAlign) break;
+      FrameHeader h;
+      h.tag = r.tag;
+      h.sig = r.sig;
+      h.bytes = r.bytes;
+      std::memcpy(span.data(), &h, sizeof(h));
+      std::memset(span.data() + sizeof(h), 0, kRingAlign - sizeof(h));
+      q.out.advance(kRingAlign);
+      q.header_written = true;
+      moved = true;
+    }
+    while (r.done < r.bytes) {
+      const uint64_t left = r.bytes - r.done;
+      const auto span = q.out.reserve(std::min<uint64_t>(round_up(left, kRingAlign), kPieceBytes));
+      if (span.empty()) break;
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(span.size(), left));
+      std::memcpy(span.data(), r.data + r.done, n);
+      q.out.advance(round_up(n, kRingAlign));
+      r.done += n;
+      moved = true;
+      if (r.done < r.bytes && q.out.publish()) shm::ring(q.header->doorbell);
+    }
+    if (r.done < r.bytes) break;
+    r.complete = true;
+    q.sends.pop_front();
+    q.header_written = false;
+  }
+  if (q.out.publish()) shm::ring(q.header->doorbell);
+  return moved;
+}
+
+bool ShmTransport::pull(int p, bool absorb) {
+  Peer& q = peers_[p];
+  bool moved = false;
+  try {
+    for (;;) {
+      if (!matcher_.in_message(p)) {
+        if (!q.parked) {
+          const auto span = q.in.peek(kRingAlign);
+          if (span.size() < kRingAlign) break;
+          q.parked_header = parse_frame_header(span.first(sizeof(FrameHeader)), kMaxFrameBytes, p);
+          q.in.advance(kRingAlign);
+          moved = true;
+          if (q.parked_header.type != FrameType::data)
+            BRAID_THROW(PeerError, "rank ", p, " sent a goodbye frame on a shared-memory ring");
+          q.parked = true;
+        }
+        if (matcher_.begin_matched(p, q.parked_header)) {
+          q.parked = false;
+        } else if (absorb || matcher_.has_posted(p)) {
+          matcher_.begin_early(p, q.parked_header);
+          q.parked = false;
+        } else {
+          break;  // stays in the ring until its receive is posted
+        }
+        moved = true;
+      }
+      const uint64_t left = matcher_.remaining(p);
+      if (left == 0) continue;  // a zero-byte message completed at its header
+      const auto span = q.in.peek(std::min<uint64_t>(round_up(left, kRingAlign), kPieceBytes));
+      if (span.empty()) break;
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(span.size(), left));
+      matcher_.deliver(p, span.data(), n);
+      q.in.advance(n == left ? round_up(n, kRingAlign) : n);
+      moved = true;
+      if (q.in.publish()) shm::ring(q.header->doorbell);
+    }
+  } catch (const PeerError& e) {
+    matcher_.fail_peer(p, e.what());
+    throw;
+  }
+  if (q.in.publish()) shm::ring(q.header->doorbell);
+  return moved;
+}
+
+bool ShmTransport::progress() {
+  bool moved = false;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    Peer& q = peers_[p];
+    if (!q.sends.empty() && !q.out_broken) moved |= push(p);
+    if ((matcher_.in_message(p) || matcher_.has_posted(p)) && !matcher_.peer_failed(p))
+      moved |= pull(p, false);
+  }
+  return moved;
+}
+
+bool ShmTransport::absorb_stalled() {
+  // A sender blocked on a full ring may be what everyone waits for: buffer its message.
+  bool moved = false;
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_ && !matcher_.peer_failed(p) && peers_[p].in.full()) moved |= pull(p, true);
+  return moved;
+}
+
+std::string ShmTransport::gone_reason(int p) {
+  Peer& q = peers_[p];
+  if (q.header->closed.load(std::memory_order_acquire))
+    return detail::concat("rank ", p, " closed its shm transport (it finished or failed)");
+  bool dead = false;
+  if (q.pidfd.get() >= 0) {
+    pollfd pfd{q.pidfd.get(), POLLIN, 0};
+    dead = ::poll(&pfd, 1, 0) > 0;
+  } else if (q.pid > 0) {
+    dead = process_gone(q.pid);
+  }
+  return dead ? detail::concat("rank ", p, " (process ", q.pid, ") died") : std::string();
+}
+
+bool ShmTransport::check_liveness(std::span<const RequestId> ids) {
+  ++liveness_round_;
+  bool found = false;
+  for (const RequestId id : ids) {
+    const Request& r = matcher_.get(id);
+    if (r.complete || r.peer == rank_ || matcher_.peer_failed(r.peer)) continue;
+    Peer& q = peers_[r.peer];
+    if (q.checked == liveness_round_) continue;
+    q.checked = liveness_round_;
+    const std::string reason = gone_reason(r.peer);
+    if (reason.empty()) continue;
+    // What it wrote before it went is still in the ring: deliver that first.
+    while (pull(r.peer, true)) {
+    }
+    matcher_.fail_peer(r.peer, reason);
+    found = true;
+  }
+  return found;
+}
+
+std::string ShmTransport::timeout_hint(std::span<const RequestId> ids) {
+  for (const RequestId id : ids) {
+    const Request& r = matcher_.get(id);
+    if (r.complete || r.peer == rank_) continue;
+    const Peer& q = peers_[r.peer];
+    if (r.is_send)
+      return detail::concat("rank ", r.peer, " (process ", q.pid,
+                            ") is alive but did not take the message");
+    return detail::concat("rank ", r.peer, " (process ", q.pid,
+                          ") is alive but did not send the message",
+                          q.parked ? detail::concat("; its next message is for ",
+                                                    describe_call(q.parked_header.sig,
+                                                                  q.parked_header.tag.seq),
+                                                    " step ", q.parked_header.tag.step)
+                                   : std::string());
+  }
+  return {};
+}
+
+void ShmTransport::release_all(std::span<const RequestId> ids) {
+  for (const RequestId id : ids) {
+    if (!matcher_.valid(id)) continue;
+    const uint32_t s = matcher_.slot_of(id);
+    const Request& r = matcher_.slot(s);
+    if (r.is_send && !r.complete && r.peer != rank_) {
+      Peer& q = peers_[r.peer];
+      if (!q.sends.empty() && q.sends.front() == s && q.header_written) {
+        // Half a frame is in the ring and its source may now go away: the stream to this
+        // peer cannot continue.
+        q.out_broken = true;
+        q.header_written = false;
+        matcher_.fail_peer(r.peer, detail::concat("rank ", rank_,
+                                                  " abandoned a partly sent message to rank ",
+                                                  r.peer, " after an earlier error"));
+      }
+      std::erase(q.sends, s);
+    }
+    matcher_.release(id);
+  }
+}
+
+void ShmTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
+  if (ids.empty()) return;
+  try {
+    Clock::time_point next_check = Clock::now() + kLivenessInterval;
+    Clock::time_point idle_since{};
+    bool idle = false;
+    for (;;) {
+      const bool moved = progress();
+      if (matcher_.finished(ids, deadline)) break;
+      if (moved || absorb_stalled()) {
+        idle = false;
+        continue;
+      }
+      const Clock::time_point now = Clock::now();
+      if (!idle) {
+        idle = true;
+        idle_since = now;
+      }
+      if (now >= next_check) {
+        next_check = now + kLivenessInterval;
+        if (check_liveness(ids)) continue;
+      }
+      if (now >= deadline.at()) matcher_.throw_timeout(ids, deadline, timeout_hint(ids));
+      const auto idle_for = now - idle_since;
+      if (idle_for < policy_.spin) {
+        for (int i = 0; i < 4; ++i) _mm_pause();
+      } else if (idle_for < policy_.yield) {
+        ::sched_yield();
+      } else {
+        const auto until = std::min(deadline.at(), next_check);
+        shm::sleep_until_rung(
+            own_header_->doorbell, [&] { return progress() || absorb_stalled(); },
+            std::chrono::duration_cast<std::chrono::nanoseconds>(until - now));
+      }
+    }
+  } catch (...) {
+    release_all(ids);
+    throw;
+  }
+  release_all(ids);
+}
+
+bool ShmTransport::test(RequestId request) {
+  const std::span<const RequestId> ids(&request, 1);
+  try {
+    if (!progress()) absorb_stalled();
+    if (!matcher_.finished(ids, Deadline::never())) {
+      const Clock::time_point now = Clock::now();
+      if (now >= next_test_check_ && size_ > 1) {
+        next_test_check_ = now + kLivenessInterval;
+        if (check_liveness(ids)) matcher_.finished(ids, Deadline::never());  // throws
+      }
+      return false;
+    }
+  } catch (...) {
+    release_all(ids);
+    throw;
+  }
+  release_all(ids);
+  return true;
+}
+
+}  // namespace
+
+std::shared_ptr<Transport> connect_shm_transport(Store& store, int rank, int size,
+                                                 Deadline deadline,
+                                                 const TransportOptions& options) {
+  return std::make_shared<ShmTransport>(store, rank, size, deadline, options);
+}
+
+}  // namespace braid::comm

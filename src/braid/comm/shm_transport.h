@@ -1,0 +1,42 @@
+// The shared-memory transport, for ranks on one host.
+//
+// How it works: every rank creates one segment in /dev/shm holding its doorbell and one
+// inbound ring per peer (shm_ring.h); names travel through the store, every peer maps the
+// ring it writes plus the owner's header page, and once all have mapped, each rank unlinks
+// its segment, so nothing is left behind however the job ends. A message is a FrameHeader
+// (padded to 64 bytes) then its payload, streamed through the ring in pieces of up to
+// 64 KiB so a message may be larger than the ring and the receiver works on one piece while
+// the sender writes the next. The receiver validates each header, then copies or reduces
+// straight from the ring into the posted destination. A message whose receive is not yet
+// posted stays parked in the ring (costing nothing) unless the stream must move past it:
+// a later receive from that peer is posted, or the ring is full while this rank has nothing
+// else to do (the sender may be stalled on it); then it is buffered (ReceiveMatcher).
+//
+// Waiting: wait() moves every pending send and receive a piece at a time, interleaved, so
+// a ring step's send and receive progress together. When nothing moves it spins briefly,
+// then yields the core, then sleeps on its futex doorbell, which peers ring after writing
+// to it or freeing space it waits for; with more ranks than cores it spins less. While it
+// waits it watches the peers it waits on (pidfd), so a peer killed with SIGKILL fails the
+// wait with PeerError within about 0.1 s.
+//
+// Tuning (for benchmarks): BRAID_SHM_SPIN_US and BRAID_SHM_YIELD_US override how long an
+// idle wait spins, and then yields, before it sleeps.
+#pragma once
+
+#include <memory>
+
+#include "comm/deadline.h"
+#include "comm/store.h"
+#include "comm/transport.h"
+#include "comm/transport_factory.h"
+
+namespace braid::comm {
+
+// Collective over the ranks sharing `store`; returns when every rank has mapped its rings.
+// IoError when /dev/shm is missing or full or a peer is on another host; TimeoutError at
+// the deadline.
+std::shared_ptr<Transport> connect_shm_transport(Store& store, int rank, int size,
+                                                 Deadline deadline,
+                                                 const TransportOptions& options = {});
+
+}  // namespace braid::comm

@@ -1,0 +1,94 @@
+// join_job: env -> secret -> store (hosted or connected) -> transport -> world group, all
+// under one deadline.
+#include "launch/job.h"
+
+#include <string>
+
+#include "comm/memory_store.h"
+#include "comm/tcp_store.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace braid::launch {
+namespace {
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// Rank 0 listens on the store's address. A loopback address is bound as given; any other
+// (a hostname, a service address in front of this pod) is bound on every interface, as
+// torch's TCPStore does, because the name others use need not be an address of this
+// host. The secret keeps strangers out either way.
+std::string bind_host(const std::string& store_host) {
+  if (is_loopback(store_host)) return store_host == "localhost" ? "127.0.0.1" : store_host;
+  return store_host.find(':') != std::string::npos ? "::" : "0.0.0.0";
+}
+
+std::string connect_host(const std::string& store_host) {
+  const std::string bound = bind_host(store_host);
+  if (bound == "0.0.0.0") return "127.0.0.1";
+  if (bound == "::") return "::1";
+  return bound;
+}
+
+}  // namespace
+
+Job join_job(const JoinOptions& options) {
+  Job job;
+  job.env = read_rank_env(options.getenv);
+  const RankEnv& env = job.env;
+  const std::chrono::milliseconds timeout = options.timeout ? *options.timeout : read_timeout(options.getenv);
+  const comm::Deadline deadline = comm::Deadline::after(timeout);
+  if (options.transport) {
+    job.transport_kind = *options.transport;
+  } else if (const char* t = options.getenv("BRAID_TRANSPORT"); t != nullptr && *t != '\0') {
+    try {
+      job.transport_kind = comm::parse_transport_kind(t);
+    } catch (const Error& e) {
+      BRAID_THROW(Error, "BRAID_TRANSPORT: ", e.what());
+    }
+  }
+
+  // Secret::from_environment reads the real environment; a test's getenv cannot feed it.
+  job.secret = comm::Secret::from_environment();
+  if (env.world_size == 1) {
+    // Nobody else connects, so a local store and a throwaway secret do.
+    if (job.secret.empty()) job.secret = comm::Secret::generate();
+    job.store = std::make_shared<comm::MemoryStore>();
+  } else {
+    if (job.secret.empty())
+      BRAID_THROW(Error, "rank ", env.rank, " of ", env.world_size,
+                  ": a job of several ranks needs a shared secret to authenticate its "
+                  "connections: set BRAID_SECRET (e.g. BRAID_SECRET=$(openssl rand -hex 32), the "
+                  "same on every rank) or BRAID_SECRET_FILE, or start the job with `braid launch`");
+    if (env.rank == 0 && !env.store_hosted) {
+      comm::StoreServerOptions server;
+      server.host = bind_host(env.store_host);
+      server.port = env.store_port;
+      server.secret = job.secret;
+      job.hosted_store = std::make_unique<comm::StoreServer>(std::move(server));
+      log_debug("rank 0 hosts the store on ", job.hosted_store->address());
+    }
+    // Rank 0 reaches its own store over loopback: the name others use may not route back.
+    const std::string host = job.hosted_store ? connect_host(env.store_host) : env.store_host;
+    try {
+      job.store = comm::connect_store(host, env.store_port, job.secret, deadline);
+    } catch (const TimeoutError& e) {
+      BRAID_THROW(TimeoutError, "rank ", env.rank, " of ", env.world_size, ": cannot reach the job's store (",
+                  env.source, "'s variables): ", e.what());
+    } catch (const IoError& e) {
+      BRAID_THROW(IoError, "rank ", env.rank, " of ", env.world_size, ": cannot reach the job's store (",
+                  env.source, "'s variables): ", e.what());
+    }
+  }
+
+  auto transport_store = comm::prefixed(job.store, "transport/0");
+  auto transport = comm::connect_transport(job.transport_kind, *transport_store, env.rank,
+                                           env.world_size, job.secret, deadline,
+                                           options.transport_options);
+  job.world = comm::Group::world(std::move(transport), comm::GroupOptions{timeout});
+  return job;
+}
+
+}  // namespace braid::launch

@@ -1,0 +1,49 @@
+// Joining a job: what every rank does first. Reads its place in the job (launch/env.h)
+// and the job's secret, meets the other ranks at the store (rank 0 hosts it unless the
+// launcher does), connects the transport and returns the world group.
+//
+// Lifetime: a Job owns everything it made; destroying it closes the group, the transport,
+// the store connection and (on rank 0) the hosted store, in that order. Rank 0 should
+// therefore outlive the others' use of the store: every rank's store use ends inside
+// join_job, so a barrier before exit is enough.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "comm/group.h"
+#include "comm/secret.h"
+#include "comm/store.h"
+#include "comm/store_server.h"
+#include "comm/transport_factory.h"
+#include "launch/env.h"
+
+namespace braid::launch {
+
+struct JoinOptions {
+  // Unset: BRAID_TRANSPORT (auto, shm, tcp), else automatic.
+  std::optional<comm::TransportKind> transport;
+  // Deadline of joining and the world group's timeout. Unset: BRAID_TIMEOUT_S, else
+  // comm::kDefaultTimeout.
+  std::optional<std::chrono::milliseconds> timeout;
+  comm::TransportOptions transport_options;
+  GetEnv getenv = ::getenv;
+};
+
+// Members are declared in the order they are built, so they are destroyed in reverse.
+struct Job {
+  RankEnv env;
+  comm::Secret secret;
+  std::unique_ptr<comm::StoreServer> hosted_store;  // rank 0's, unless the launcher hosts it
+  std::shared_ptr<comm::Store> store;
+  std::shared_ptr<comm::Group> world;
+  comm::TransportKind transport_kind = comm::TransportKind::automatic;  // as requested
+};
+
+// Throws braid::Error for a bad environment or a multi-rank job without a secret,
+// IoError when the store or a peer cannot be reached, TimeoutError naming what was awaited
+// when the deadline passes.
+Job join_job(const JoinOptions& options = {});
+
+}  // namespace braid::launch

@@ -1,0 +1,39 @@
+// Splits one rank's output stream into whole lines and hands each batch of complete lines,
+// every line prefixed (e.g. "[rank 2] "), to a sink in one call, so the launcher never
+// writes half a line of one rank between lines of another. A line longer than `max_line`
+// bytes is passed on in pieces rather than buffered without bound.
+//
+// Not thread-safe: one prefixer per stream, fed by one thread.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace braid::launch {
+
+class OutputPrefixer {
+ public:
+  using Sink = std::function<void(std::string_view)>;
+  OutputPrefixer(std::string prefix, Sink sink, size_t max_line = size_t{64} << 10);
+
+  // Passes on every line completed by `data`; keeps the unfinished rest.
+  void feed(std::string_view data);
+  // End of stream: passes on an unfinished last line with a newline added.
+  void finish();
+
+ private:
+  void emit_line(std::string& batch, std::string_view line);
+
+  std::string prefix_;
+  Sink sink_;
+  size_t max_line_;
+  std::string pending_;  // the unfinished line so far
+};
+
+// A Sink writing to a file descriptor (all of it, retrying on EINTR). Errors such as
+// EPIPE (the reader went away) drop the output: supervising the ranks matters more.
+OutputPrefixer::Sink fd_sink(int fd);
+
+}  // namespace braid::launch

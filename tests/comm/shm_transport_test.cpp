@@ -1,0 +1,160 @@
+// The shm transport with real processes and real faults: forked ranks exchanging and
+// reducing, a peer killed with SIGKILL, segments that never outlive the connection, and a
+// peer on another host. The shared contract is in transport_contract_test.cpp.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <sstream>
+
+#include "comm/shm_transport.h"
+#include "transport_test_util.h"
+
+namespace braid::comm {
+namespace {
+
+using namespace testing;
+
+CallSignature sig_of(CallKind call, uint64_t count) {
+  CallSignature s;
+  s.call = call;
+  s.count = count;
+  return s;
+}
+
+bool segment_exists(const std::string& name) {
+  struct stat st {};
+  return ::stat(("/dev/shm" + name).c_str(), &st) == 0;
+}
+
+std::string segment_name(Store& store, int rank) {
+  std::istringstream in(store.get_string("shm/seg/" + std::to_string(rank), soon()));
+  std::string name;
+  in >> name;
+  return name;
+}
+
+// Every rank: a ring of reducing steps, then a message to every rank of its own size.
+void exchange(Transport& t) {
+  const int n = t.size(), me = t.rank();
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  const size_t count = 300'000;  // larger than the 64 KiB test rings
+  std::vector<float> out(count, static_cast<float>(me + 1)), acc(count, 0.5f);
+  for (uint32_t step = 0; step < 3; ++step) {
+    const RequestId ids[] = {
+        t.isend(right, {1, 1, step}, sig_of(CallKind::allreduce, count), out.data(), count * 4),
+        t.irecv(left, {1, 1, step}, sig_of(CallKind::allreduce, count), acc.data(), count * 4,
+                Reduction{DType::f32, ReduceOp::sum})};
+    t.wait(ids, soon());
+  }
+  for (size_t i = 0; i < count; i += 4099)
+    require(acc[i] == 0.5f + 3.0f * static_cast<float>(left + 1), "reduced value");
+  std::vector<std::vector<uint8_t>> in(static_cast<size_t>(n));
+  std::vector<std::vector<uint8_t>> outs(static_cast<size_t>(n));
+  std::vector<RequestId> ids;
+  for (int p = 0; p < n; ++p) {
+    const size_t bytes = 70'000 * static_cast<size_t>(p + 1) + 3;
+    in[p].resize(70'000 * static_cast<size_t>(me + 1) + 3);
+    outs[p] = pattern(me * 10 + p, bytes);
+    ids.push_back(t.irecv(p, {1, 0, 2}, sig_of(CallKind::p2p, in[p].size()), in[p].data(),
+                          in[p].size()));
+    ids.push_back(t.isend(p, {1, 0, 2}, sig_of(CallKind::p2p, bytes), outs[p].data(), bytes));
+  }
+  t.wait(ids, soon());
+  for (int p = 0; p < n; ++p)
+    require(in[p] == pattern(p * 10 + me, in[p].size()), "bytes from rank " + std::to_string(p));
+}
+
+TransportOptions small_rings() {
+  TransportOptions o;
+  o.shm_ring_bytes = 64 << 10;
+  return o;
+}
+
+TEST(ShmTransport, ForkedProcessesExchangeAndReduce) {
+  const int n = 3;
+  ForkedRanks ranks(n, [](int rank, Store& store) {
+    auto t = connect_shm_transport(store, rank, n, soon(), small_rings());
+    exchange(*t);
+  });
+  auto t = connect_shm_transport(ranks.store(), 0, n, soon(), small_rings());
+  EXPECT_EQ(t->name(), "shm");
+  exchange(*t);
+  EXPECT_TRUE(ranks.join());
+}
+
+TEST(ShmTransport, AKilledPeerFailsEveryWaitOnItWithPeerError) {
+  ForkedRanks ranks(2, [](int rank, Store& store) {
+    auto t = connect_shm_transport(store, rank, 2, soon(), small_rings());
+    uint32_t hello = 7, never = 0;
+    t->send(0, {1, 0, 1}, sig_of(CallKind::p2p, 4), &hello, 4, soon());
+    t->recv(0, {1, 0, 2}, sig_of(CallKind::p2p, 4), &never, 4, soon());  // killed in here
+  });
+  auto t = connect_shm_transport(ranks.store(), 0, 2, soon(), small_rings());
+  uint32_t got = 0;
+  t->recv(1, {1, 0, 1}, sig_of(CallKind::p2p, 4), &got, 4, soon());
+  EXPECT_EQ(got, 7u);
+  ranks.kill(1);  // left a zombie: detection must not depend on the parent reaping it
+  try {
+    t->recv(1, {1, 5, 3}, sig_of(CallKind::allreduce, 1), &got, 4, soon());
+    FAIL() << "no PeerError";
+  } catch (const PeerError& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(contains(what, "rank 1")) << what;
+    EXPECT_TRUE(contains(what, "died")) << what;
+    EXPECT_TRUE(contains(what, "allreduce #5")) << what;
+  }
+  // A send that cannot fit in the ring fails too, rather than waiting for the deadline.
+  std::vector<uint8_t> big(1 << 20);
+  EXPECT_THROW(t->send(1, {1, 0, 4}, sig_of(CallKind::p2p, big.size()), big.data(), big.size(),
+                       soon()),
+               PeerError);
+}
+
+TEST(ShmTransport, SegmentsAreUnlinkedOnceEveryRankHasMappedThem) {
+  MemoryStore store;
+  World w(2);
+  run_threads(2, [&](int r) { w[r] = connect_shm_transport(store, r, 2, soon(), small_rings()); });
+  for (int r = 0; r < 2; ++r) {
+    const std::string name = segment_name(store, r);
+    EXPECT_EQ(name.rfind("/braid-", 0), 0u) << name;
+    EXPECT_FALSE(segment_exists(name)) << name;
+  }
+  uint32_t v = 3, got = 0;  // and the rings still work
+  w[0]->send(1, {1, 0, 0}, sig_of(CallKind::p2p, 4), &v, 4, soon());
+  w[1]->recv(0, {1, 0, 0}, sig_of(CallKind::p2p, 4), &got, 4, soon());
+  EXPECT_EQ(got, 3u);
+}
+
+TEST(ShmTransport, AFailedConnectLeavesNoSegmentBehind) {
+  MemoryStore store;  // rank 1 never comes
+  EXPECT_THROW(connect_shm_transport(store, 0, 2, Deadline::after(100ms), small_rings()),
+               TimeoutError);
+  const std::string name = segment_name(store, 0);
+  EXPECT_FALSE(segment_exists(name)) << name;
+}
+
+TEST(ShmTransport, APeerOnAnotherHostIsAnIoErrorSayingSo) {
+  MemoryStore store;
+  store.set("shm/seg/1", std::string("/braid-elsewhere-r1 1 0 65536 another-boot-id"));
+  try {
+    connect_shm_transport(store, 0, 2, Deadline::after(5s), small_rings());
+    FAIL() << "connected";
+  } catch (const IoError& e) {
+    EXPECT_TRUE(contains(e.what(), "another host")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "tcp")) << e.what();
+  }
+  EXPECT_FALSE(segment_exists(segment_name(store, 0)));
+}
+
+TEST(ShmTransport, OneRankNeedsNoSegment) {
+  MemoryStore store;
+  auto t = connect_shm_transport(store, 0, 1, soon());
+  std::vector<float> a = {1, 2}, b = {3, 4};
+  t->send(0, {0, 1, 0}, sig_of(CallKind::allreduce, 2), a.data(), 8, soon());
+  t->recv(0, {0, 1, 0}, sig_of(CallKind::allreduce, 2), b.data(), 8, soon(),
+          Reduction{DType::f32, ReduceOp::max});
+  EXPECT_EQ(b, (std::vector<float>{3, 4}));
+}
+
+}  // namespace
+}  // namespace braid::comm

@@ -1,0 +1,193 @@
+// Joining a job for real: `braid launch -n N -- braid comm-check` over shm and tcp (each
+// rank checks allreduce results against closed forms), ranks started by hand with
+// torchrun's variables (rank 0 hosts the store), a hung rank turning into a TimeoutError
+// that names it, a failing rank stopping the job, and a multi-rank job without a secret.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+// braid with `args` and the test's environment plus `vars`; stdout and stderr together.
+class Braid {
+ public:
+  Braid(const std::vector<std::string>& args, const std::map<std::string, std::string>& vars = {}) {
+    std::vector<std::string> all = {BRAID_BINARY};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry = *e;
+      const std::string name = entry.substr(0, entry.find('='));
+      // A test run under some launcher must not hand its variables to these ranks.
+      if (vars.count(name) == 0 && name.rfind("BRAID_", 0) != 0) env.push_back(entry);
+    }
+    for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
+    std::vector<char*> argv, envp;
+    for (std::string& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    int out[2];
+    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::dup2(out[1], 2);
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    fd_ = out[0];
+  }
+  ~Braid() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      finish();
+    }
+  }
+  // Exit code, or 128 + signal.
+  int finish() {
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd_, buf, sizeof buf)) != 0) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      output_.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd_);
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  const std::string& output() const { return output_; }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string output_;
+};
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+void expect_every_rank_ok(const std::string& out, int n, const std::string& transport) {
+  for (int r = 0; r < n; ++r) {
+    const std::string line = "rank " + std::to_string(r) + "/" + std::to_string(n) + " ok: transport " + transport;
+    EXPECT_TRUE(contains(out, line)) << "no '" << line << "' in:\n" << out;
+  }
+}
+
+// A port nobody listens on right now (the kernel's next ephemeral one); only for the
+// hand-started job below, whose rank 0 must bind a port known in advance.
+int free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+TEST(CommCheck, SingleProcessNeedsNoLauncher) {
+  Braid b({"comm-check"});
+  ASSERT_EQ(b.finish(), 0) << b.output();
+  EXPECT_TRUE(contains(b.output(), "rank 0/1 ok")) << b.output();
+}
+
+class LaunchedCommCheck : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(LaunchedCommCheck, EveryRankChecksOut) {
+  const auto& [n, transport] = GetParam();
+  Braid b({"launch", "-n", std::to_string(n), "--timeout", "60", "--", BRAID_BINARY, "comm-check",
+           "--transport", transport});
+  ASSERT_EQ(b.finish(), 0) << b.output();
+  expect_every_rank_ok(b.output(), n, transport);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, LaunchedCommCheck,
+                         ::testing::Combine(::testing::Values(2, 3), ::testing::Values("shm", "tcp")));
+
+TEST(CommCheck, LauncherPassesTheTransportOn) {
+  Braid b({"launch", "-n", "2", "--transport", "tcp", "--", BRAID_BINARY, "comm-check", "--elements", "7",
+           "100003"});
+  ASSERT_EQ(b.finish(), 0) << b.output();
+  expect_every_rank_ok(b.output(), 2, "tcp");
+  EXPECT_TRUE(contains(b.output(), "sum of 7, 100003 elements")) << b.output();
+}
+
+TEST(CommCheck, HandStartedRanksWithTorchrunVariables) {
+  const std::map<std::string, std::string> common = {
+      {"WORLD_SIZE", "3"},
+      {"MASTER_ADDR", "127.0.0.1"},
+      {"MASTER_PORT", std::to_string(free_port())},
+      {"BRAID_SECRET", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"},
+      {"BRAID_TIMEOUT_S", "60"}};
+  std::vector<std::unique_ptr<Braid>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    auto vars = common;
+    vars["RANK"] = std::to_string(r);
+    ranks.push_back(std::make_unique<Braid>(std::vector<std::string>{"comm-check", "--elements", "1000"}, vars));
+  }
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(ranks[r]->finish(), 0) << ranks[r]->output();
+    EXPECT_TRUE(contains(ranks[r]->output(), "rank " + std::to_string(r) + "/3 ok")) << ranks[r]->output();
+    EXPECT_TRUE(contains(ranks[r]->output(), "torchrun's variables")) << ranks[r]->output();
+  }
+}
+
+TEST(CommCheck, HungRankBecomesATimeoutNamingIt) {
+  Braid b({"launch", "-n", "2", "--timeout", "3", "--", BRAID_BINARY, "comm-check", "--hang-rank", "1"});
+  EXPECT_NE(b.finish(), 0) << b.output();
+  EXPECT_TRUE(contains(b.output(), "[rank 0] braid: timeout:")) << b.output();
+  EXPECT_TRUE(contains(b.output(), "from rank 1")) << b.output();
+  EXPECT_TRUE(contains(b.output(), "braid launch: rank 0 exited with code 3; stopped the other rank")) << b.output();
+}
+
+TEST(CommCheck, HungRankOfThreeOverTcp) {
+  Braid b({"launch", "-n", "3", "--timeout", "3", "--transport", "tcp", "--", BRAID_BINARY, "comm-check",
+           "--hang-rank", "1"});
+  EXPECT_NE(b.finish(), 0) << b.output();
+  EXPECT_TRUE(contains(b.output(), "braid: timeout:")) << b.output();
+  EXPECT_TRUE(contains(b.output(), "rank 1")) << b.output();
+  EXPECT_TRUE(contains(b.output(), "braid launch: rank ")) << b.output();
+}
+
+TEST(CommCheck, FailingRankZeroStopsTheJobButNotTheStore) {
+  // The launcher hosts the store, so rank 0's exit is reported as such, not as others
+  // losing their store.
+  Braid b({"launch", "-n", "3", "--", BRAID_BINARY, "comm-check", "--fail-rank", "0", "--fail-code", "5"});
+  EXPECT_EQ(b.finish(), 5) << b.output();
+  EXPECT_TRUE(contains(b.output(), "braid launch: rank 0 exited with code 5; stopped the other 2 ranks")) << b.output();
+}
+
+TEST(CommCheck, SeveralRanksWithoutASecretAreRefused) {
+  Braid b({"comm-check"}, {{"BRAID_RANK", "1"}, {"BRAID_WORLD_SIZE", "2"}, {"BRAID_STORE_ADDR", "127.0.0.1:9"}});
+  EXPECT_EQ(b.finish(), 1) << b.output();
+  EXPECT_TRUE(contains(b.output(), "BRAID_SECRET")) << b.output();
+  EXPECT_TRUE(contains(b.output(), "braid launch")) << b.output();
+}
+
+TEST(CommCheck, BadEnvironmentIsNamed) {
+  Braid b({"comm-check"}, {{"BRAID_RANK", "2"}, {"BRAID_WORLD_SIZE", "2"}});
+  EXPECT_EQ(b.finish(), 1) << b.output();
+  EXPECT_TRUE(contains(b.output(), "BRAID_RANK=2 but BRAID_WORLD_SIZE=2")) << b.output();
+}
+
+}  // namespace

@@ -1,0 +1,276 @@
+// `braid launch` with real processes (the braid binary running sh): prefixed output, the
+// environment it gives ranks, a failing or killed rank stopping the others, SIGINT to the
+// launcher stopping everyone, and commands that cannot run. Ranks announce themselves on
+// stdout, so the tests wait for those lines, never for time.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "launch/output_prefixer.h"
+
+namespace {
+
+// The launcher as a child of the test, with its stdout and stderr on pipes.
+class Launcher {
+ public:
+  explicit Launcher(const std::vector<std::string>& args) {
+    int out[2], err[2];
+    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
+    std::vector<std::string> all = {BRAID_BINARY, "launch"};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    fds_[0] = out[0];
+    fds_[1] = err[0];
+  }
+  ~Launcher() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      finish();
+    }
+  }
+
+  // Reads until stdout holds `count` lines containing `word` (or the launcher closes it).
+  void wait_for_lines(const std::string& word, int count) {
+    while (occurrences(out_, word) < count && pump()) {
+    }
+  }
+  void signal(int signo) { ::kill(pid_, signo); }
+
+  // Reads everything, reaps the launcher; exit code or 128 + signal.
+  int finish() {
+    while (pump()) {
+    }
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  const std::string& out() const { return out_; }
+  const std::string& err() const { return err_; }
+  std::string both() const { return "stdout:\n" + out_ + "stderr:\n" + err_; }
+
+  static int occurrences(const std::string& s, const std::string& word) {
+    int n = 0;
+    for (size_t p = s.find(word); p != std::string::npos; p = s.find(word, p + 1)) ++n;
+    return n;
+  }
+
+ private:
+  // One poll round; false once both pipes are closed.
+  bool pump() {
+    std::vector<pollfd> p;
+    for (int fd : fds_)
+      if (fd >= 0) p.push_back({fd, POLLIN, 0});
+    if (p.empty()) return false;
+    if (::poll(p.data(), p.size(), -1) < 0) return errno == EINTR;
+    for (const pollfd& q : p) {
+      if (q.revents == 0) continue;
+      const int i = q.fd == fds_[0] ? 0 : 1;
+      char buf[4096];
+      const ssize_t n = ::read(q.fd, buf, sizeof buf);
+      if (n > 0) {
+        (i == 0 ? out_ : err_).append(buf, static_cast<size_t>(n));
+      } else {
+        ::close(fds_[i]);
+        fds_[i] = -1;
+      }
+    }
+    return true;
+  }
+
+  pid_t pid_ = -1;
+  int fds_[2] = {-1, -1};
+  std::string out_, err_;
+};
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> v;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) v.push_back(l);
+  return v;
+}
+
+// The pids ranks printed as "pid N"; after the launcher returns none may be alive.
+std::vector<pid_t> printed_pids(const std::string& out) {
+  std::vector<pid_t> pids;
+  const std::regex re("pid ([0-9]+)");
+  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it)
+    pids.push_back(static_cast<pid_t>(std::stol((*it)[1])));
+  return pids;
+}
+
+void expect_all_gone(const std::vector<pid_t>& pids) {
+  for (pid_t p : pids) EXPECT_TRUE(::kill(p, 0) != 0 && errno == ESRCH) << "process " << p << " outlived the launcher";
+}
+
+TEST(Launch, ThreeRanksPrintPrefixedLinesAndExitZero) {
+  Launcher l({"-n", "3", "--", "sh", "-c", "echo hello from $BRAID_RANK; echo err from $BRAID_RANK >&2"});
+  ASSERT_EQ(l.finish(), 0) << l.both();
+  const std::vector<std::string> out = lines(l.out()), err = lines(l.err());
+  EXPECT_EQ(std::set<std::string>(out.begin(), out.end()),
+            (std::set<std::string>{"[rank 0] hello from 0", "[rank 1] hello from 1", "[rank 2] hello from 2"}))
+      << l.both();
+  EXPECT_EQ(out.size(), 3u) << l.both();
+  EXPECT_EQ(std::set<std::string>(err.begin(), err.end()),
+            (std::set<std::string>{"[rank 0] err from 0", "[rank 1] err from 1", "[rank 2] err from 2"}))
+      << l.both();
+}
+
+TEST(Launch, RanksGetBraidsVariables) {
+  Launcher l({"-n", "3", "--timeout", "7", "--transport", "tcp", "--", "sh", "-c",
+              "echo $BRAID_RANK $BRAID_WORLD_SIZE $BRAID_LOCAL_RANK $BRAID_LOCAL_WORLD_SIZE "
+              "$BRAID_STORE_HOSTED ${#BRAID_SECRET} $BRAID_TIMEOUT_S $BRAID_TRANSPORT $BRAID_STORE_ADDR"});
+  ASSERT_EQ(l.finish(), 0) << l.both();
+  const std::regex re(R"(\[rank (\d)\] (\d) 3 (\d) 3 1 64 7\.000 tcp (127\.0\.0\.1:\d+))");
+  std::set<std::string> addrs;
+  int matched = 0;
+  for (const std::string& line : lines(l.out())) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, re)) << line;
+    EXPECT_EQ(m[1], m[2]);
+    EXPECT_EQ(m[1], m[3]);
+    addrs.insert(m[4]);
+    ++matched;
+  }
+  EXPECT_EQ(matched, 3);
+  EXPECT_EQ(addrs.size(), 1u) << "every rank must get the same store";
+}
+
+TEST(Launch, LinesNeverInterleaveAndAnUnfinishedLastLineIsKept) {
+  // Each line is written in three pieces; ranks race each other.
+  Launcher l({"-n", "4", "--", "sh", "-c",
+              "i=0; while [ $i -lt 200 ]; do printf 'line %s ' $i; printf 'of rank %s' $BRAID_RANK; "
+              "echo ' end'; i=$((i+1)); done; printf 'no newline %s' $BRAID_RANK"});
+  ASSERT_EQ(l.finish(), 0) << l.both();
+  const std::regex re(R"(\[rank (\d)\] (line \d+ of rank (\d) end|no newline (\d)))");
+  int count = 0;
+  for (const std::string& line : lines(l.out())) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, re)) << "mangled line: " << line;
+    EXPECT_EQ(m[1], m[3].matched ? m[3] : m[4]) << line;
+    ++count;
+  }
+  EXPECT_EQ(count, 4 * 201);
+  EXPECT_EQ(l.out().back(), '\n');
+}
+
+TEST(Launch, FailingRankStopsTheOthersAndIsNamed) {
+  const auto start = std::chrono::steady_clock::now();
+  Launcher l({"-n", "4", "--", "sh", "-c",
+              "echo pid $$; if [ $BRAID_RANK = 2 ]; then exit 3; fi; exec sleep 30"});
+  const int code = l.finish();
+  EXPECT_EQ(code, 3) << l.both();
+  EXPECT_NE(l.err().find("braid launch: rank 2 exited with code 3"), std::string::npos) << l.both();
+  EXPECT_NE(l.err().find("stopped the other"), std::string::npos) << l.both();
+  expect_all_gone(printed_pids(l.out()));
+  // A correctness bound, not a speed one: unstopped ranks would sleep their 30 s.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(25));
+}
+
+TEST(Launch, StoppedCountNamesEveryRankStillRunning) {
+  // Every rank has exec'd before supervision starts and the others never exit on their
+  // own, so all three are running when rank 1's exit is seen.
+  Launcher l({"-n", "4", "--", "sh", "-c", "if [ $BRAID_RANK = 1 ]; then exit 5; fi; exec sleep 30"});
+  EXPECT_EQ(l.finish(), 5) << l.both();
+  EXPECT_NE(l.err().find("rank 1 exited with code 5; stopped the other 3 ranks"), std::string::npos)
+      << l.both();
+}
+
+TEST(Launch, RankKilledBySignalIsNamed) {
+  Launcher l({"-n", "2", "--", "sh", "-c",
+              "echo pid $$; if [ $BRAID_RANK = 1 ]; then kill -9 $$; fi; exec sleep 30"});
+  EXPECT_EQ(l.finish(), 128 + 9) << l.both();
+  EXPECT_NE(l.err().find("rank 1 was killed by signal 9 (SIGKILL); stopped the other rank"), std::string::npos)
+      << l.both();
+  expect_all_gone(printed_pids(l.out()));
+}
+
+TEST(Launch, SigintToTheLauncherStopsEveryone) {
+  Launcher l({"-n", "3", "--", "sh", "-c", "echo ready pid $$; exec sleep 30"});
+  l.wait_for_lines("ready", 3);
+  ASSERT_EQ(Launcher::occurrences(l.out(), "ready"), 3) << l.both();
+  l.signal(SIGINT);
+  EXPECT_EQ(l.finish(), 128 + SIGINT) << l.both();
+  EXPECT_NE(l.err().find("braid launch: interrupted by SIGINT; stopped 3 ranks"), std::string::npos) << l.both();
+  expect_all_gone(printed_pids(l.out()));
+}
+
+TEST(Launch, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
+  Launcher l({"-n", "2", "--", "sh", "-c", "trap '' TERM INT; echo ready pid $$; while :; do sleep 1; done"});
+  l.wait_for_lines("ready", 2);
+  l.signal(SIGTERM);
+  EXPECT_EQ(l.finish(), 128 + SIGTERM) << l.both();
+  EXPECT_NE(l.err().find("2 did not stop within"), std::string::npos) << l.both();
+  expect_all_gone(printed_pids(l.out()));
+}
+
+TEST(Launch, LeftoverProcessesOfARankAreKilled) {
+  // The rank exits 0 but leaves a background process holding its stdout.
+  Launcher l({"-n", "1", "--", "sh", "-c", "sleep 30 & echo pid $!"});
+  EXPECT_EQ(l.finish(), 0) << l.both();
+  expect_all_gone(printed_pids(l.out()));
+}
+
+TEST(Launch, CommandThatCannotRunIsNamed) {
+  Launcher missing({"-n", "2", "--", "no-such-braid-command"});
+  EXPECT_EQ(missing.finish(), 1) << missing.both();
+  EXPECT_NE(missing.err().find("cannot run 'no-such-braid-command'"), std::string::npos) << missing.both();
+  Launcher not_exec({"-n", "2", "--", BRAID_SOURCE_DIR "/CMakeLists.txt"});
+  EXPECT_EQ(not_exec.finish(), 1) << not_exec.both();
+  EXPECT_NE(not_exec.err().find("CMakeLists.txt': not an executable file"), std::string::npos) << not_exec.both();
+}
+
+TEST(Launch, BadArgumentsAreRefused) {
+  Launcher zero({"-n", "0", "--", "true"});
+  EXPECT_NE(zero.finish(), 0);
+  Launcher no_command({"-n", "2"});
+  EXPECT_NE(no_command.finish(), 0);
+  Launcher bad_transport({"-n", "2", "--transport", "carrier-pigeon", "--", "true"});
+  EXPECT_NE(bad_transport.finish(), 0);
+}
+
+TEST(OutputPrefixer, CompleteLinesInOneSinkCallLongLinesInPieces) {
+  std::vector<std::string> calls;
+  braid::launch::OutputPrefixer p("[rank 7] ", [&](std::string_view s) { calls.emplace_back(s); }, 8);
+  p.feed("ab");
+  EXPECT_TRUE(calls.empty());
+  p.feed("c\nde\nf");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0], "[rank 7] abc\n[rank 7] de\n");
+  p.feed("0123456789");  // "f0123456789": a whole piece of 8 goes out, 3 bytes wait
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1], "[rank 7] f0123456\n");
+  p.feed("");
+  p.finish();
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[2], "[rank 7] 789\n");
+  p.finish();
+  EXPECT_EQ(calls.size(), 3u);
+}
+
+}  // namespace
