@@ -109,18 +109,17 @@ TEST(Algorithm, BadTablesNameTheProblem) {
   EXPECT_NE(error_of(R"({"rules": [{"call": "allreduce", "algorithm": "auto"}]})")
                 .find("no algorithm 'auto'"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"rules": [{"call": "allreduce", "algorithm": "ring", "min_bytes": -1}]})")
-                .find("'min_bytes' must be a non-negative integer"),
+  // An allreduce ring rule with extra fields.
+  auto ring_rule = [](const std::string& fields) {
+    return R"({"rules": [{"call": "allreduce", "algorithm": "ring", )" + fields + "}]}";
+  };
+  EXPECT_NE(
+      error_of(ring_rule(R"("min_bytes": -1)")).find("'min_bytes' must be a non-negative integer"),
+      std::string::npos);
+  EXPECT_NE(error_of(ring_rule(R"("min_ranks": 5, "max_ranks": 2)")).find("min_ranks <= max_ranks"),
             std::string::npos);
   EXPECT_NE(
-      error_of(
-          R"({"rules": [{"call": "allreduce", "algorithm": "ring", "min_ranks": 5, "max_ranks": 2}]})")
-          .find("min_ranks <= max_ranks"),
-      std::string::npos);
-  EXPECT_NE(
-      error_of(
-          R"({"rules": [{"call": "allreduce", "algorithm": "ring", "min_bytes": 5, "max_bytes": 2}]})")
-          .find("min_bytes 5 > max_bytes 2"),
+      error_of(ring_rule(R"("min_bytes": 5, "max_bytes": 2)")).find("min_bytes 5 > max_bytes 2"),
       std::string::npos);
   EXPECT_THROW(SelectionTable::from_json_file("/nonexistent/table.json"), IoError);
 }

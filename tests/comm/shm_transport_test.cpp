@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "comm/shm_ring.h"
 #include "comm/shm_transport.h"
 #include "transport_test_util.h"
 
@@ -68,6 +69,77 @@ TransportOptions small_rings() {
   TransportOptions o;
   o.shm_ring_bytes = 64 << 10;
   return o;
+}
+
+// One ring in ordinary memory, producer and consumer on this thread.
+class ShmRing : public ::testing::Test {
+ protected:
+  static constexpr size_t kCapacity = 4096;
+  void write(size_t bytes) {
+    size_t done = 0;
+    while (done < bytes) {
+      const auto span = producer.reserve(bytes - done);
+      ASSERT_FALSE(span.empty());
+      for (auto& b : span) b = next_write++;
+      producer.advance(span.size());
+      done += span.size();
+    }
+    producer.publish();
+  }
+  void read(size_t bytes) {
+    size_t done = 0;
+    while (done < bytes) {
+      const auto span = consumer.peek(bytes - done);
+      ASSERT_FALSE(span.empty());
+      for (const uint8_t b : span) ASSERT_EQ(b, next_read++);
+      consumer.advance(span.size());
+      done += span.size();
+    }
+    consumer.publish();
+  }
+  shm::RingHeader header;
+  std::vector<uint8_t> data = std::vector<uint8_t>(kCapacity);
+  shm::Producer producer{&header, data.data(), kCapacity};
+  shm::Consumer consumer{&header, data.data(), kCapacity};
+  uint8_t next_write = 0, next_read = 0;
+};
+
+TEST_F(ShmRing, BytesArriveInOrderAcrossTheWrap) {
+  for (int round = 0; round < 40; ++round) {
+    const size_t bytes = shm::kRingAlign * static_cast<size_t>(1 + round % 16);
+    write(bytes);
+    read(bytes);
+    EXPECT_TRUE(consumer.peek(shm::kRingAlign).empty());
+  }
+}
+
+TEST_F(ShmRing, AFullRingTakesNoMoreUntilTheConsumerPublishes) {
+  write(kCapacity);
+  EXPECT_TRUE(consumer.full());
+  EXPECT_TRUE(producer.reserve(shm::kRingAlign).empty());
+  consumer.advance(shm::kRingAlign);  // taken but not yet published
+  EXPECT_TRUE(producer.reserve(shm::kRingAlign).empty());
+  consumer.publish();
+  EXPECT_FALSE(consumer.full());
+  EXPECT_EQ(producer.reserve(kCapacity).size(), shm::kRingAlign);
+}
+
+TEST_F(ShmRing, AnEmptyRingRewindsToItsStartBehindASkipMarker) {
+  write(128);
+  read(128);
+  producer.rewind_if_empty();
+  producer.publish();
+  const auto marker = consumer.peek(shm::kRingAlign);
+  ASSERT_EQ(marker.data(), data.data() + 128);
+  EXPECT_TRUE(consumer.skip(marker));
+  EXPECT_EQ(producer.reserve(shm::kRingAlign).data(), data.data());
+  write(64);
+  EXPECT_EQ(consumer.peek(shm::kRingAlign).data(), data.data());
+  EXPECT_FALSE(consumer.skip(consumer.peek(shm::kRingAlign)));  // a record, not a marker
+  // Not empty: no rewind.
+  producer.rewind_if_empty();
+  EXPECT_EQ(producer.reserve(shm::kRingAlign).data(), data.data() + 64);
+  read(64);
 }
 
 TEST(ShmTransport, ForkedProcessesExchangeAndReduce) {

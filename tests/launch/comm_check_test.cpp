@@ -82,11 +82,14 @@ class Braid {
   std::string output_;
 };
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 void expect_every_rank_ok(const std::string& out, int n, const std::string& transport) {
   for (int r = 0; r < n; ++r) {
-    const std::string line = "rank " + std::to_string(r) + "/" + std::to_string(n) + " ok: transport " + transport;
+    const std::string line =
+        "rank " + std::to_string(r) + "/" + std::to_string(n) + " ok: transport " + transport;
     EXPECT_TRUE(contains(out, line)) << "no '" << line << "' in:\n" << out;
   }
 }
@@ -122,11 +125,12 @@ TEST_P(LaunchedCommCheck, EveryRankChecksOut) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, LaunchedCommCheck,
-                         ::testing::Combine(::testing::Values(2, 3), ::testing::Values("shm", "tcp")));
+                         ::testing::Combine(::testing::Values(2, 3),
+                                            ::testing::Values("shm", "tcp")));
 
 TEST(CommCheck, LauncherPassesTheTransportOn) {
-  Braid b({"launch", "-n", "2", "--transport", "tcp", "--", BRAID_BINARY, "comm-check", "--elements", "7",
-           "100003"});
+  Braid b({"launch", "-n", "2", "--transport", "tcp", "--", BRAID_BINARY, "comm-check",
+           "--elements", "7", "100003"});
   ASSERT_EQ(b.finish(), 0) << b.output();
   expect_every_rank_ok(b.output(), 2, "tcp");
   EXPECT_TRUE(contains(b.output(), "sum of 7, 100003 elements")) << b.output();
@@ -143,26 +147,31 @@ TEST(CommCheck, HandStartedRanksWithTorchrunVariables) {
   for (int r = 0; r < 3; ++r) {
     auto vars = common;
     vars["RANK"] = std::to_string(r);
-    ranks.push_back(std::make_unique<Braid>(std::vector<std::string>{"comm-check", "--elements", "1000"}, vars));
+    ranks.push_back(std::make_unique<Braid>(
+        std::vector<std::string>{"comm-check", "--elements", "1000"}, vars));
   }
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(ranks[r]->finish(), 0) << ranks[r]->output();
-    EXPECT_TRUE(contains(ranks[r]->output(), "rank " + std::to_string(r) + "/3 ok")) << ranks[r]->output();
+    EXPECT_TRUE(contains(ranks[r]->output(), "rank " + std::to_string(r) + "/3 ok"))
+        << ranks[r]->output();
     EXPECT_TRUE(contains(ranks[r]->output(), "torchrun's variables")) << ranks[r]->output();
   }
 }
 
 TEST(CommCheck, HungRankBecomesATimeoutNamingIt) {
-  Braid b({"launch", "-n", "2", "--timeout", "3", "--", BRAID_BINARY, "comm-check", "--hang-rank", "1"});
+  Braid b({"launch", "-n", "2", "--timeout", "3", "--", BRAID_BINARY, "comm-check", "--hang-rank",
+           "1"});
   EXPECT_NE(b.finish(), 0) << b.output();
   EXPECT_TRUE(contains(b.output(), "[rank 0] braid: timeout:")) << b.output();
   EXPECT_TRUE(contains(b.output(), "from rank 1")) << b.output();
-  EXPECT_TRUE(contains(b.output(), "braid launch: rank 0 exited with code 3; stopped the other rank")) << b.output();
+  EXPECT_TRUE(
+      contains(b.output(), "braid launch: rank 0 exited with code 3; stopped the other rank"))
+      << b.output();
 }
 
 TEST(CommCheck, HungRankOfThreeOverTcp) {
-  Braid b({"launch", "-n", "3", "--timeout", "3", "--transport", "tcp", "--", BRAID_BINARY, "comm-check",
-           "--hang-rank", "1"});
+  Braid b({"launch", "-n", "3", "--timeout", "3", "--transport", "tcp", "--", BRAID_BINARY,
+           "comm-check", "--hang-rank", "1"});
   EXPECT_NE(b.finish(), 0) << b.output();
   EXPECT_TRUE(contains(b.output(), "braid: timeout:")) << b.output();
   EXPECT_TRUE(contains(b.output(), "rank 1")) << b.output();
@@ -172,13 +181,17 @@ TEST(CommCheck, HungRankOfThreeOverTcp) {
 TEST(CommCheck, FailingRankZeroStopsTheJobButNotTheStore) {
   // The launcher hosts the store, so rank 0's exit is reported as such, not as others
   // losing their store.
-  Braid b({"launch", "-n", "3", "--", BRAID_BINARY, "comm-check", "--fail-rank", "0", "--fail-code", "5"});
+  Braid b({"launch", "-n", "3", "--", BRAID_BINARY, "comm-check", "--fail-rank", "0", "--fail-code",
+           "5"});
   EXPECT_EQ(b.finish(), 5) << b.output();
-  EXPECT_TRUE(contains(b.output(), "braid launch: rank 0 exited with code 5; stopped the other 2 ranks")) << b.output();
+  EXPECT_TRUE(
+      contains(b.output(), "braid launch: rank 0 exited with code 5; stopped the other 2 ranks"))
+      << b.output();
 }
 
 TEST(CommCheck, SeveralRanksWithoutASecretAreRefused) {
-  Braid b({"comm-check"}, {{"BRAID_RANK", "1"}, {"BRAID_WORLD_SIZE", "2"}, {"BRAID_STORE_ADDR", "127.0.0.1:9"}});
+  Braid b({"comm-check"},
+          {{"BRAID_RANK", "1"}, {"BRAID_WORLD_SIZE", "2"}, {"BRAID_STORE_ADDR", "127.0.0.1:9"}});
   EXPECT_EQ(b.finish(), 1) << b.output();
   EXPECT_TRUE(contains(b.output(), "BRAID_SECRET")) << b.output();
   EXPECT_TRUE(contains(b.output(), "braid launch")) << b.output();

@@ -35,7 +35,8 @@ std::string error_of(const Vars& vars) {
 void expect_error(const Vars& vars, std::initializer_list<const char*> fragments) {
   const std::string message = error_of(vars);
   ASSERT_FALSE(message.empty()) << "no error";
-  for (const char* f : fragments) EXPECT_NE(message.find(f), std::string::npos) << "'" << f << "' not in: " << message;
+  for (const char* f : fragments)
+    EXPECT_NE(message.find(f), std::string::npos) << "'" << f << "' not in: " << message;
 }
 
 TEST(RankEnv, NoVariablesIsASingleProcessJob) {
@@ -184,10 +185,17 @@ TEST(RankEnv, SlurmStepVariablesAndNtasksPerNode) {
 }
 
 TEST(RankEnv, PrecedenceBraidTorchrunOpenMpiPmiSlurm) {
-  Vars all = {{"BRAID_RANK", "0"},   {"BRAID_WORLD_SIZE", "2"},    {"RANK", "1"},
-              {"WORLD_SIZE", "3"},   {"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-              {"PMI_RANK", "3"},     {"PMI_SIZE", "5"},             {"SLURM_PROCID", "4"},
-              {"SLURM_NTASKS", "6"}, {"BRAID_STORE_ADDR", "h:1"}};
+  Vars all = {{"BRAID_RANK", "0"},
+              {"BRAID_WORLD_SIZE", "2"},
+              {"RANK", "1"},
+              {"WORLD_SIZE", "3"},
+              {"OMPI_COMM_WORLD_RANK", "2"},
+              {"OMPI_COMM_WORLD_SIZE", "4"},
+              {"PMI_RANK", "3"},
+              {"PMI_SIZE", "5"},
+              {"SLURM_PROCID", "4"},
+              {"SLURM_NTASKS", "6"},
+              {"BRAID_STORE_ADDR", "h:1"}};
   const char* order[][3] = {{"braid", "BRAID_RANK", "BRAID_WORLD_SIZE"},
                             {"torchrun", "RANK", "WORLD_SIZE"},
                             {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
@@ -231,7 +239,8 @@ TEST(RankEnv, MalformedIntegers) {
 
 TEST(RankEnv, HalfAConvention) {
   expect_error({{"RANK", "0"}}, {"RANK is set but WORLD_SIZE is not", "torchrun"});
-  expect_error({{"OMPI_COMM_WORLD_SIZE", "2"}}, {"OMPI_COMM_WORLD_SIZE is set but OMPI_COMM_WORLD_RANK is not"});
+  expect_error({{"OMPI_COMM_WORLD_SIZE", "2"}},
+               {"OMPI_COMM_WORLD_SIZE is set but OMPI_COMM_WORLD_RANK is not"});
 }
 
 TEST(RankEnv, LocalRankAndSizeInconsistent) {
@@ -252,14 +261,17 @@ TEST(RankEnv, LocalRankAndSizeInconsistent) {
 }
 
 TEST(RankEnv, MultiRankJobNeedsAStore) {
-  expect_error({{"BRAID_RANK", "0"}, {"BRAID_WORLD_SIZE", "2"}}, {"BRAID_STORE_ADDR", "2 ranks", "braid launch"});
-  expect_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}}, {"BRAID_STORE_ADDR", "MASTER_ADDR and MASTER_PORT"});
+  expect_error({{"BRAID_RANK", "0"}, {"BRAID_WORLD_SIZE", "2"}},
+               {"BRAID_STORE_ADDR", "2 ranks", "braid launch"});
+  expect_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}},
+               {"BRAID_STORE_ADDR", "MASTER_ADDR and MASTER_PORT"});
   expect_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}},
                {"MASTER_ADDR is set but MASTER_PORT is not"});
 }
 
 TEST(RankEnv, MalformedStoreAddresses) {
-  for (const char* bad : {"nohost", "h:", ":1", "h:0", "h:65536", "h:port", "[::1]", "[::1]5", "a:b:1"})
+  for (const char* bad :
+       {"nohost", "h:", ":1", "h:0", "h:65536", "h:port", "[::1]", "[::1]5", "a:b:1"})
     expect_error({{"BRAID_RANK", "0"}, {"BRAID_WORLD_SIZE", "2"}, {"BRAID_STORE_ADDR", bad}},
                  {"BRAID_STORE_ADDR", "host:port"});
   expect_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}},

@@ -125,26 +125,31 @@ std::vector<pid_t> printed_pids(const std::string& out) {
 }
 
 void expect_all_gone(const std::vector<pid_t>& pids) {
-  for (pid_t p : pids) EXPECT_TRUE(::kill(p, 0) != 0 && errno == ESRCH) << "process " << p << " outlived the launcher";
+  for (pid_t p : pids)
+    EXPECT_TRUE(::kill(p, 0) != 0 && errno == ESRCH) << "process " << p << " outlived the launcher";
 }
 
 TEST(Launch, ThreeRanksPrintPrefixedLinesAndExitZero) {
-  Launcher l({"-n", "3", "--", "sh", "-c", "echo hello from $BRAID_RANK; echo err from $BRAID_RANK >&2"});
+  Launcher l(
+      {"-n", "3", "--", "sh", "-c", "echo hello from $BRAID_RANK; echo err from $BRAID_RANK >&2"});
   ASSERT_EQ(l.finish(), 0) << l.both();
   const std::vector<std::string> out = lines(l.out()), err = lines(l.err());
   EXPECT_EQ(std::set<std::string>(out.begin(), out.end()),
-            (std::set<std::string>{"[rank 0] hello from 0", "[rank 1] hello from 1", "[rank 2] hello from 2"}))
+            (std::set<std::string>{"[rank 0] hello from 0", "[rank 1] hello from 1",
+                                   "[rank 2] hello from 2"}))
       << l.both();
   EXPECT_EQ(out.size(), 3u) << l.both();
-  EXPECT_EQ(std::set<std::string>(err.begin(), err.end()),
-            (std::set<std::string>{"[rank 0] err from 0", "[rank 1] err from 1", "[rank 2] err from 2"}))
+  EXPECT_EQ(
+      std::set<std::string>(err.begin(), err.end()),
+      (std::set<std::string>{"[rank 0] err from 0", "[rank 1] err from 1", "[rank 2] err from 2"}))
       << l.both();
 }
 
 TEST(Launch, RanksGetBraidsVariables) {
-  Launcher l({"-n", "3", "--timeout", "7", "--transport", "tcp", "--", "sh", "-c",
-              "echo $BRAID_RANK $BRAID_WORLD_SIZE $BRAID_LOCAL_RANK $BRAID_LOCAL_WORLD_SIZE "
-              "$BRAID_STORE_HOSTED ${#BRAID_SECRET} $BRAID_TIMEOUT_S $BRAID_TRANSPORT $BRAID_STORE_ADDR"});
+  Launcher l(
+      {"-n", "3", "--timeout", "7", "--transport", "tcp", "--", "sh", "-c",
+       "echo $BRAID_RANK $BRAID_WORLD_SIZE $BRAID_LOCAL_RANK $BRAID_LOCAL_WORLD_SIZE "
+       "$BRAID_STORE_HOSTED ${#BRAID_SECRET} $BRAID_TIMEOUT_S $BRAID_TRANSPORT $BRAID_STORE_ADDR"});
   ASSERT_EQ(l.finish(), 0) << l.both();
   const std::regex re(R"(\[rank (\d)\] (\d) 3 (\d) 3 1 64 7\.000 tcp (127\.0\.0\.1:\d+))");
   std::set<std::string> addrs;
@@ -163,9 +168,10 @@ TEST(Launch, RanksGetBraidsVariables) {
 
 TEST(Launch, LinesNeverInterleaveAndAnUnfinishedLastLineIsKept) {
   // Each line is written in three pieces; ranks race each other.
-  Launcher l({"-n", "4", "--", "sh", "-c",
-              "i=0; while [ $i -lt 200 ]; do printf 'line %s ' $i; printf 'of rank %s' $BRAID_RANK; "
-              "echo ' end'; i=$((i+1)); done; printf 'no newline %s' $BRAID_RANK"});
+  Launcher l(
+      {"-n", "4", "--", "sh", "-c",
+       "i=0; while [ $i -lt 200 ]; do printf 'line %s ' $i; printf 'of rank %s' $BRAID_RANK; "
+       "echo ' end'; i=$((i+1)); done; printf 'no newline %s' $BRAID_RANK"});
   ASSERT_EQ(l.finish(), 0) << l.both();
   const std::regex re(R"(\[rank (\d)\] (line \d+ of rank (\d) end|no newline (\d)))");
   int count = 0;
@@ -195,7 +201,8 @@ TEST(Launch, FailingRankStopsTheOthersAndIsNamed) {
 TEST(Launch, StoppedCountNamesEveryRankStillRunning) {
   // Every rank has exec'd before supervision starts and the others never exit on their
   // own, so all three are running when rank 1's exit is seen.
-  Launcher l({"-n", "4", "--", "sh", "-c", "if [ $BRAID_RANK = 1 ]; then exit 5; fi; exec sleep 30"});
+  Launcher l(
+      {"-n", "4", "--", "sh", "-c", "if [ $BRAID_RANK = 1 ]; then exit 5; fi; exec sleep 30"});
   EXPECT_EQ(l.finish(), 5) << l.both();
   EXPECT_NE(l.err().find("rank 1 exited with code 5; stopped the other 3 ranks"), std::string::npos)
       << l.both();
@@ -205,7 +212,8 @@ TEST(Launch, RankKilledBySignalIsNamed) {
   Launcher l({"-n", "2", "--", "sh", "-c",
               "echo pid $$; if [ $BRAID_RANK = 1 ]; then kill -9 $$; fi; exec sleep 30"});
   EXPECT_EQ(l.finish(), 128 + 9) << l.both();
-  EXPECT_NE(l.err().find("rank 1 was killed by signal 9 (SIGKILL); stopped the other rank"), std::string::npos)
+  EXPECT_NE(l.err().find("rank 1 was killed by signal 9 (SIGKILL); stopped the other rank"),
+            std::string::npos)
       << l.both();
   expect_all_gone(printed_pids(l.out()));
 }
@@ -216,12 +224,14 @@ TEST(Launch, SigintToTheLauncherStopsEveryone) {
   ASSERT_EQ(Launcher::occurrences(l.out(), "ready"), 3) << l.both();
   l.signal(SIGINT);
   EXPECT_EQ(l.finish(), 128 + SIGINT) << l.both();
-  EXPECT_NE(l.err().find("braid launch: interrupted by SIGINT; stopped 3 ranks"), std::string::npos) << l.both();
+  EXPECT_NE(l.err().find("braid launch: interrupted by SIGINT; stopped 3 ranks"), std::string::npos)
+      << l.both();
   expect_all_gone(printed_pids(l.out()));
 }
 
 TEST(Launch, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
-  Launcher l({"-n", "2", "--", "sh", "-c", "trap '' TERM INT; echo ready pid $$; while :; do sleep 1; done"});
+  Launcher l({"-n", "2", "--", "sh", "-c",
+              "trap '' TERM INT; echo ready pid $$; while :; do sleep 1; done"});
   l.wait_for_lines("ready", 2);
   l.signal(SIGTERM);
   EXPECT_EQ(l.finish(), 128 + SIGTERM) << l.both();
@@ -239,10 +249,12 @@ TEST(Launch, LeftoverProcessesOfARankAreKilled) {
 TEST(Launch, CommandThatCannotRunIsNamed) {
   Launcher missing({"-n", "2", "--", "no-such-braid-command"});
   EXPECT_EQ(missing.finish(), 1) << missing.both();
-  EXPECT_NE(missing.err().find("cannot run 'no-such-braid-command'"), std::string::npos) << missing.both();
+  EXPECT_NE(missing.err().find("cannot run 'no-such-braid-command'"), std::string::npos)
+      << missing.both();
   Launcher not_exec({"-n", "2", "--", BRAID_SOURCE_DIR "/CMakeLists.txt"});
   EXPECT_EQ(not_exec.finish(), 1) << not_exec.both();
-  EXPECT_NE(not_exec.err().find("CMakeLists.txt': not an executable file"), std::string::npos) << not_exec.both();
+  EXPECT_NE(not_exec.err().find("CMakeLists.txt': not an executable file"), std::string::npos)
+      << not_exec.both();
 }
 
 TEST(Launch, BadArgumentsAreRefused) {
@@ -256,7 +268,8 @@ TEST(Launch, BadArgumentsAreRefused) {
 
 TEST(OutputPrefixer, CompleteLinesInOneSinkCallLongLinesInPieces) {
   std::vector<std::string> calls;
-  braid::launch::OutputPrefixer p("[rank 7] ", [&](std::string_view s) { calls.emplace_back(s); }, 8);
+  braid::launch::OutputPrefixer p(
+      "[rank 7] ", [&](std::string_view s) { calls.emplace_back(s); }, 8);
   p.feed("ab");
   EXPECT_TRUE(calls.empty());
   p.feed("c\nde\nf");

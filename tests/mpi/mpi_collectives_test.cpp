@@ -101,21 +101,31 @@ bool is_float(DType d) { return d != DType::i32 && d != DType::i64; }
 
 double unit_roundoff(DType d) {
   switch (d) {
-    case DType::f32: return 0x1p-24;
-    case DType::f64: return 0x1p-53;
-    case DType::bf16: return 0x1p-8;
-    case DType::f16: return 0x1p-11;
-    default: return 0;
+    case DType::f32:
+      return 0x1p-24;
+    case DType::f64:
+      return 0x1p-53;
+    case DType::bf16:
+      return 0x1p-8;
+    case DType::f16:
+      return 0x1p-11;
+    default:
+      return 0;
   }
 }
 
 double load_float(DType d, const void* p, size_t i) {
   switch (d) {
-    case DType::f32: return static_cast<const float*>(p)[i];
-    case DType::f64: return static_cast<const double*>(p)[i];
-    case DType::bf16: return bf16_to_float(static_cast<const BFloat16*>(p)[i]);
-    case DType::f16: return half_to_float(static_cast<const Half*>(p)[i]);
-    default: return NAN;
+    case DType::f32:
+      return static_cast<const float*>(p)[i];
+    case DType::f64:
+      return static_cast<const double*>(p)[i];
+    case DType::bf16:
+      return bf16_to_float(static_cast<const BFloat16*>(p)[i]);
+    case DType::f16:
+      return half_to_float(static_cast<const Half*>(p)[i]);
+    default:
+      return NAN;
   }
 }
 int64_t load_int(DType d, const void* p, size_t i) {
@@ -130,11 +140,20 @@ void store_input(DType d, ReduceOp op, uint64_t k, void* p, size_t i) {
     const double magnitude = 0.25 + 1.75 * static_cast<double>(k >> 11) * 0x1p-53;
     const float v = static_cast<float>((k & 1) ? -magnitude : magnitude);
     switch (d) {
-      case DType::f32: static_cast<float*>(p)[i] = v; break;
-      case DType::f64: static_cast<double*>(p)[i] = (k & 1) ? -magnitude : magnitude; break;
-      case DType::bf16: static_cast<BFloat16*>(p)[i] = float_to_bf16(v); break;
-      case DType::f16: static_cast<Half*>(p)[i] = float_to_half(v); break;
-      default: break;
+      case DType::f32:
+        static_cast<float*>(p)[i] = v;
+        break;
+      case DType::f64:
+        static_cast<double*>(p)[i] = (k & 1) ? -magnitude : magnitude;
+        break;
+      case DType::bf16:
+        static_cast<BFloat16*>(p)[i] = float_to_bf16(v);
+        break;
+      case DType::f16:
+        static_cast<Half*>(p)[i] = float_to_half(v);
+        break;
+      default:
+        break;
     }
     return;
   }
@@ -233,7 +252,8 @@ class CrossRank {
  public:
   void add(std::string name, const void* data, size_t bytes) {
     uint64_t h = 1469598103934665603ull;  // FNV-1a
-    for (size_t i = 0; i < bytes; ++i) h = (h ^ static_cast<const uint8_t*>(data)[i]) * 1099511628211ull;
+    for (size_t i = 0; i < bytes; ++i)
+      h = (h ^ static_cast<const uint8_t*>(data)[i]) * 1099511628211ull;
     names_.push_back(std::move(name));
     hashes_.push_back(h);
   }
@@ -253,7 +273,8 @@ class CrossRank {
     for (int r = 1; r < n; ++r)
       for (size_t i = 0; i < hashes_.size(); ++i)
         if (all[static_cast<size_t>(r) * hashes_.size() + i] != all[i] && reports++ < kMaxReports)
-          ADD_FAILURE() << names_[i] << ": rank " << r << "'s result is not bitwise equal to rank 0's";
+          ADD_FAILURE() << names_[i] << ": rank " << r
+                        << "'s result is not bitwise equal to rank 0's";
   }
 
  private:
@@ -261,19 +282,27 @@ class CrossRank {
   std::vector<uint64_t> hashes_;
 };
 
-// Runs one collective call, turning an exception into a failure so this rank stays in
-// step with the others.
+// Runs one collective call per case, turning an exception into a failure, and then has
+// every rank agree (an MPI_Allreduce on MPI_COMM_WORLD) whether all calls succeeded: after
+// one rank's call fails, every rank stops the test at the same case instead of waiting,
+// one timeout per call, for a rank that has moved on.
 class Cases {
  public:
   bool run(const std::string& name, const std::function<void()>& call) {
+    int ok = 1;
     try {
       call();
-      return true;
     } catch (const std::exception& e) {
       fail(name, e.what());
-      return false;
+      ok = 0;
     }
+    int all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) stopped_ = true;
+    return ok != 0;
   }
+  // True (on every rank alike) once a call failed on some rank: end the test.
+  bool stopped() const { return stopped_; }
   void fail(const std::string& name, const std::string& why) {
     if (failures_++ < kMaxReports) ADD_FAILURE() << name << ": " << why;
   }
@@ -283,6 +312,7 @@ class Cases {
 
  private:
   int failures_ = 0;
+  bool stopped_ = false;
 };
 
 CollectiveOptions options(Algorithm algorithm) {
@@ -320,6 +350,7 @@ TEST(MpiCollectives, Allreduce) {
     for (DType d : kDTypes)
       for (ReduceOp op : kOps)
         for (size_t count : kCounts) {
+          if (cases.stopped()) return;
           ++seed;
           const std::string name =
               case_name(p, "allreduce", d, count) + " " + std::string(reduce_op_name(op));
@@ -341,6 +372,7 @@ TEST(MpiCollectives, ReduceScatter) {
     for (DType d : kDTypes)
       for (ReduceOp op : kOps)
         for (size_t count : kCounts) {
+          if (cases.stopped()) return;
           ++seed;
           const std::string name =
               case_name(p, "reduce_scatter", d, count) + " " + std::string(reduce_op_name(op));
@@ -363,14 +395,16 @@ TEST(MpiCollectives, Reduce) {
     for (DType d : kDTypes)
       for (ReduceOp op : kOps)
         for (size_t count : kCounts) {
+          if (cases.stopped()) return;
           ++seed;
           const int root = static_cast<int>(seed % static_cast<uint64_t>(n));
           const std::string name = case_name(p, "reduce", d, count, root, "root") + " " +
                                    std::string(reduce_op_name(op));
           auto buf = inputs(d, op, seed, me, 0, count);
-          if (cases.run(name, [&] {
-                reduce(*p.group, buf.data(), count, d, op, root, options(p.algorithm));
-              }) &&
+          if (cases.run(name,
+                        [&] {
+                          reduce(*p.group, buf.data(), count, d, op, root, options(p.algorithm));
+                        }) &&
               me == root)
             cases.expect(name, check_reduced(d, op, seed, all_ranks(n), 0, buf.data(), count));
         }
@@ -385,6 +419,7 @@ TEST(MpiCollectives, Allgather) {
     for (DType d : kDTypes)
       for (size_t count : kCounts)
         for (bool in_place : {false, true}) {
+          if (cases.stopped()) return;
           ++seed;
           const std::string name =
               case_name(p, "allgather", d, count) + (in_place ? " in place" : "");
@@ -418,14 +453,15 @@ TEST(MpiCollectives, Broadcast) {
   for (const Path& p : paths(false))
     for (DType d : kDTypes)
       for (size_t count : kCounts) {
+        if (cases.stopped()) return;
         ++seed;
         const int root = static_cast<int>(seed % static_cast<uint64_t>(n));
         const std::string name = case_name(p, "broadcast", d, count, root, "root");
         const size_t bytes = count * dtype_size(d);
         auto buf = bytes_of(seed, me, 0, bytes);  // the root's is the one to arrive
-        if (cases.run(name, [&] {
-              broadcast(*p.group, buf.data(), count, d, root, options(p.algorithm));
-            }) &&
+        if (cases.run(
+                name,
+                [&] { broadcast(*p.group, buf.data(), count, d, root, options(p.algorithm)); }) &&
             buf != bytes_of(seed, root, 0, bytes))
           cases.fail(name, "data differs from the root's");
         cross.add(name, buf.data(), buf.size());
@@ -440,6 +476,7 @@ TEST(MpiCollectives, Gather) {
   for (const Path& p : paths(false))
     for (DType d : kDTypes)
       for (size_t count : kCounts) {
+        if (cases.stopped()) return;
         ++seed;
         const int root = static_cast<int>(seed % static_cast<uint64_t>(n));
         const std::string name = case_name(p, "gather", d, count, root, "root");
@@ -447,10 +484,11 @@ TEST(MpiCollectives, Gather) {
         const auto send = bytes_of(seed, me, 0, block);
         // Off the root recv is ignored: pass none.
         std::vector<uint8_t> recv(me == root ? block * static_cast<size_t>(n) : 0, 0xEE);
-        if (cases.run(name, [&] {
-              gather(*p.group, send.data(), me == root ? recv.data() : nullptr, count, d, root,
-                     options(p.algorithm));
-            }) &&
+        if (cases.run(name,
+                      [&] {
+                        gather(*p.group, send.data(), me == root ? recv.data() : nullptr, count, d,
+                               root, options(p.algorithm));
+                      }) &&
             me == root)
           for (int r = 0; r < n; ++r)
             if (!std::equal(recv.begin() + static_cast<ptrdiff_t>(r * block),
@@ -467,6 +505,7 @@ TEST(MpiCollectives, Scatter) {
   for (const Path& p : paths(false))
     for (DType d : kDTypes)
       for (size_t count : kCounts) {
+        if (cases.stopped()) return;
         ++seed;
         const int root = static_cast<int>(seed % static_cast<uint64_t>(n));
         const std::string name = case_name(p, "scatter", d, count, root, "root");
@@ -475,10 +514,11 @@ TEST(MpiCollectives, Scatter) {
         const auto send = me == root ? bytes_of(seed, root, 0, block * static_cast<size_t>(n))
                                      : std::vector<uint8_t>();
         std::vector<uint8_t> recv(block, 0xEE);
-        if (cases.run(name, [&] {
-              scatter(*p.group, me == root ? send.data() : nullptr, recv.data(), count, d, root,
-                      options(p.algorithm));
-            }) &&
+        if (cases.run(name,
+                      [&] {
+                        scatter(*p.group, me == root ? send.data() : nullptr, recv.data(), count, d,
+                                root, options(p.algorithm));
+                      }) &&
             recv != bytes_of(seed, root, me * block, block))
           cases.fail(name, "this rank's block differs from the root's");
       }
@@ -494,6 +534,7 @@ TEST(MpiCollectives, Alltoall) {
         for (bool in_place : {false, true}) {
           // braid's contract has separate buffers; MpiBackend also takes send == recv.
           if (in_place && !p.mpi) continue;
+          if (cases.stopped()) return;
           ++seed;
           const std::string name =
               case_name(p, "alltoall", d, count) + (in_place ? " in place" : "");
@@ -517,6 +558,7 @@ TEST(MpiCollectives, Barrier) {
   const int n = world_size();
   Cases cases;
   for (const Path& p : paths(false)) {
+    if (cases.stopped()) return;
     int64_t one = 1;
     cases.run(p.name + " barrier", [&] {
       for (int i = 0; i < 3; ++i) barrier(*p.group, options(p.algorithm));
@@ -534,17 +576,21 @@ TEST(MpiCollectives, SplitSubGroups) {
   const uint64_t seed = 900'000;
   for (const Path& p : paths(false)) {
     if (p.name == "mpi-pieces") continue;
+    if (cases.stopped()) return;
     std::shared_ptr<Group> sub;
-    if (!cases.run(p.name + " split", [&] {
-          sub = p.group->split(me % 2, -me);
-          if (p.mpi) use_mpi_backend(*sub);
-        }))
-      continue;
+    if (!cases.run(p.name + " split",
+                   [&] {
+                     sub = p.group->split(me % 2, -me);
+                     if (p.mpi) use_mpi_backend(*sub);
+                   }) ||
+        cases.stopped())
+      return;
     const std::string name = p.name + " sub-group allreduce f32 sum count 1000";
     auto buf = inputs(DType::f32, ReduceOp::sum, seed, me, 0, 1000);
     if (cases.run(name, [&] { allreduce(*sub, buf.data(), 1000, DType::f32, ReduceOp::sum); }))
-      cases.expect(name,
-                   check_reduced(DType::f32, ReduceOp::sum, seed, sub->members(), 0, buf.data(), 1000));
+      cases.expect(name, check_reduced(DType::f32, ReduceOp::sum, seed, sub->members(), 0,
+                                       buf.data(), 1000));
+    if (cases.stopped()) return;
     int64_t first = me;  // sub-group rank 0 is the highest world rank of the colour
     if (cases.run(p.name + " sub-group broadcast",
                   [&] { broadcast(*sub, &first, 1, DType::i64, 0); })) {
@@ -579,6 +625,6 @@ TEST(MpiCollectives, SignatureMismatchThroughBraidAlgorithms) {
 }  // namespace braid::comm
 
 namespace {
-[[maybe_unused]] const auto* const kGroups = ::testing::AddGlobalTestEnvironment(
-    braid::comm::groups = new braid::comm::Groups);
+[[maybe_unused]] const auto* const kGroups =
+    ::testing::AddGlobalTestEnvironment(braid::comm::groups = new braid::comm::Groups);
 }  // namespace

@@ -55,16 +55,14 @@ TEST(MpiTransport, AllPairsEverySizeReverseOrder) {
       std::vector<uint8_t> buf(sizes[s]);
       for (size_t i = 0; i < buf.size(); ++i) buf[i] = pattern(me, peer, s, i);
       out.push_back(std::move(buf));
-      sends.push_back(t.isend(peer, Tag{1, 1, s}, p2p_sig(sizes[s]), out.back().data(),
-                              sizes[s]));
+      sends.push_back(t.isend(peer, Tag{1, 1, s}, p2p_sig(sizes[s]), out.back().data(), sizes[s]));
     }
   }
   in.reserve(static_cast<size_t>(n) * sizes.size());
   for (int peer = n - 1; peer >= 0; --peer) {
     for (uint32_t s = static_cast<uint32_t>(sizes.size()); s-- > 0;) {
       in.emplace_back(sizes[s], 0);
-      recvs.push_back(t.irecv(peer, Tag{1, 1, s}, p2p_sig(sizes[s]), in.back().data(),
-                              sizes[s]));
+      recvs.push_back(t.irecv(peer, Tag{1, 1, s}, p2p_sig(sizes[s]), in.back().data(), sizes[s]));
     }
   }
   try {
@@ -79,8 +77,8 @@ TEST(MpiTransport, AllPairsEverySizeReverseOrder) {
     for (uint32_t s = static_cast<uint32_t>(sizes.size()); s-- > 0; ++k) {
       size_t bad = 0;
       while (bad < in[k].size() && in[k][bad] == pattern(peer, me, s, bad)) ++bad;
-      EXPECT_EQ(bad, in[k].size()) << "message of " << sizes[s] << " bytes from rank " << peer
-                                   << " differs at byte " << bad;
+      EXPECT_EQ(bad, in[k].size())
+          << "message of " << sizes[s] << " bytes from rank " << peer << " differs at byte " << bad;
     }
   }
 }
@@ -133,8 +131,8 @@ TEST(MpiTransport, ReducingReceiveCombinesIntoTheBuffer) {
     ids.push_back(t.isend(to, Tag{3, 2, 0}, isig, iout.data(), count * 8));
     EXPECT_NO_THROW(t.wait(ids, soon()));
     for (size_t i = 0; i < count; ++i) {
-      EXPECT_EQ(fin[i], static_cast<float>(from * 3 + static_cast<int>(i % 11) +
-                                           static_cast<int>(i % 5)))
+      EXPECT_EQ(fin[i],
+                static_cast<float>(from * 3 + static_cast<int>(i % 11) + static_cast<int>(i % 5)))
           << "count " << count << " element " << i;
       EXPECT_EQ(iin[i], std::max((int64_t{1} << 40) * from + static_cast<int64_t>(i),
                                  -static_cast<int64_t>(i)))

@@ -203,6 +203,7 @@ void add_bench_command(CLI::App& app) {
     run_train_bench(tf->model, tf->batch, tf->steps, tf->warmup, tf->json, tf->synthetic,
                     tf->threads);
   });
+  add_collective_benches(*bench);
 }
 
 }  // namespace braid::cli

@@ -31,13 +31,15 @@ struct CommCheckFlags {
 void check_f32(comm::Group& g, int64_t count, const std::string& where) {
   const int64_t n = g.size(), r = g.rank();
   std::vector<float> data(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) data[static_cast<size_t>(i)] = static_cast<float>((r + 1) * (1 + i % 97));
+  for (int64_t i = 0; i < count; ++i)
+    data[static_cast<size_t>(i)] = static_cast<float>((r + 1) * (1 + i % 97));
   comm::allreduce(g, data.data(), data.size(), DType::f32, ReduceOp::sum);
   for (int64_t i = 0; i < count; ++i) {
     const float expected = static_cast<float>((1 + i % 97) * n * (n + 1) / 2);
     if (data[static_cast<size_t>(i)] != expected)
-      BRAID_THROW(Error, "comm-check: ", where, ": allreduce f32 sum of ", count, " elements: element ", i,
-                  " is ", data[static_cast<size_t>(i)], ", expected ", expected);
+      BRAID_THROW(Error, "comm-check: ", where, ": allreduce f32 sum of ", count,
+                  " elements: element ", i, " is ", data[static_cast<size_t>(i)], ", expected ",
+                  expected);
   }
 }
 
@@ -45,13 +47,15 @@ void check_f32(comm::Group& g, int64_t count, const std::string& where) {
 void check_i64(comm::Group& g, int64_t count, const std::string& where) {
   const int64_t n = g.size(), r = g.rank();
   std::vector<int64_t> data(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) data[static_cast<size_t>(i)] = (r + 1) * (i + 1) * 1000003 + r;
+  for (int64_t i = 0; i < count; ++i)
+    data[static_cast<size_t>(i)] = (r + 1) * (i + 1) * 1000003 + r;
   comm::allreduce(g, data.data(), data.size(), DType::i64, ReduceOp::sum);
   for (int64_t i = 0; i < count; ++i) {
     const int64_t expected = (i + 1) * 1000003 * (n * (n + 1) / 2) + n * (n - 1) / 2;
     if (data[static_cast<size_t>(i)] != expected)
-      BRAID_THROW(Error, "comm-check: ", where, ": allreduce i64 sum of ", count, " elements: element ", i,
-                  " is ", data[static_cast<size_t>(i)], ", expected ", expected);
+      BRAID_THROW(Error, "comm-check: ", where, ": allreduce i64 sum of ", count,
+                  " elements: element ", i, " is ", data[static_cast<size_t>(i)], ", expected ",
+                  expected);
   }
 }
 
@@ -63,8 +67,8 @@ void run_comm_check(const CLI::App& cmd, const CommCheckFlags& f) {
   const std::string where = "rank " + std::to_string(g.rank()) + "/" + std::to_string(g.size()) +
                             " over " + std::string(g.transport().name());
   if (g.rank() == f.fail_rank) {
-    std::fprintf(stderr, "comm-check: %s: exiting with code %d as asked (--fail-rank)\n", where.c_str(),
-                 f.fail_code);
+    std::fprintf(stderr, "comm-check: %s: exiting with code %d as asked (--fail-rank)\n",
+                 where.c_str(), f.fail_code);
     std::fflush(nullptr);
     ::_exit(f.fail_code);
   }
@@ -81,9 +85,11 @@ void run_comm_check(const CLI::App& cmd, const CommCheckFlags& f) {
     sizes += (sizes.empty() ? "" : ", ") + std::to_string(count);
   }
   comm::barrier(g);
-  const std::string source = job.env.source == "none" ? "single process" : job.env.source + "'s variables";
-  std::printf("rank %d/%d ok: transport %s, %s, allreduce f32 and i64 sum of %s elements\n", g.rank(),
-              g.size(), std::string(g.transport().name()).c_str(), source.c_str(), sizes.c_str());
+  const std::string source =
+      job.env.source == "none" ? "single process" : job.env.source + "'s variables";
+  std::printf("rank %d/%d ok: transport %s, %s, allreduce f32 and i64 sum of %s elements\n",
+              g.rank(), g.size(), std::string(g.transport().name()).c_str(), source.c_str(),
+              sizes.c_str());
   std::fflush(stdout);
 }
 
@@ -92,11 +98,15 @@ void run_comm_check(const CLI::App& cmd, const CommCheckFlags& f) {
 void add_comm_check_command(CLI::App& app) {
   auto flags = std::make_shared<CommCheckFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "comm-check", "Diagnostic: join the job, check allreduce results and a barrier on every rank");
-  cmd->add_option("--transport", flags->transport, "auto, shm or tcp (default: BRAID_TRANSPORT or auto)")
+      "comm-check",
+      "Diagnostic: join the job, check allreduce results and a barrier on every rank");
+  cmd->add_option("--transport", flags->transport,
+                  "auto, shm or tcp (default: BRAID_TRANSPORT or auto)")
       ->check(CLI::IsMember({"auto", "shm", "tcp"}));
-  cmd->add_option("--elements", flags->elements, "Element counts to allreduce (default 0 1 1000 1048576)");
-  cmd->add_option("--fail-rank", flags->fail_rank, "This rank exits with --fail-code after joining");
+  cmd->add_option("--elements", flags->elements,
+                  "Element counts to allreduce (default 0 1 1000 1048576)");
+  cmd->add_option("--fail-rank", flags->fail_rank,
+                  "This rank exits with --fail-code after joining");
   cmd->add_option("--fail-code", flags->fail_code, "Exit code of --fail-rank (default 1)");
   cmd->add_option("--hang-rank", flags->hang_rank, "This rank sleeps forever after joining");
   cmd->callback([cmd, flags] { run_comm_check(*cmd, *flags); });

@@ -41,13 +41,16 @@ void add_launch_command(CLI::App& app) {
   auto flags = std::make_shared<LaunchFlags>();
   CLI::App* cmd = app.add_subcommand(
       "launch", "Run N ranks of a job on this machine: braid launch -n N -- CMD ARGS...");
-  cmd->add_option("-n,--nproc", flags->ranks, "Number of ranks")->required()->check(CLI::Range(1, 4096));
+  cmd->add_option("-n,--nproc", flags->ranks, "Number of ranks")
+      ->required()
+      ->check(CLI::Range(1, 4096));
   cmd->add_option("--timeout", flags->timeout_s,
                   "Seconds any communication wait of a rank may take (sets BRAID_TIMEOUT_S)")
       ->check(CLI::Range(0.001, 1e6));
   cmd->add_option("--transport", flags->transport, "auto, shm or tcp (sets BRAID_TRANSPORT)")
       ->check(CLI::IsMember({"auto", "shm", "tcp"}));
-  cmd->add_option("command", flags->command, "The program every rank runs and its arguments, after --")
+  cmd->add_option("command", flags->command,
+                  "The program every rank runs and its arguments, after --")
       ->required();
   cmd->callback([cmd, flags] { run_launch(*cmd, *flags); });
 }

@@ -13,6 +13,9 @@ int main(int argc, char** argv) {
   braid::cli::add_train_command(app);
   braid::cli::add_eval_command(app);
   braid::cli::add_bench_command(app);
+  braid::cli::add_store_command(app);
+  braid::cli::add_launch_command(app);
+  braid::cli::add_comm_check_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

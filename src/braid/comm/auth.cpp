@@ -112,9 +112,10 @@ void AuthHandshake::verify(std::span<const uint8_t> peer_proof) const {
   const auto expected = proof(other(role_), peer_nonce_, own_nonce);
   if (peer_proof.size() != expected.size() ||
       CRYPTO_memcmp(peer_proof.data(), expected.data(), expected.size()) != 0)
-    BRAID_THROW(AuthError, "peer ", peer_, " does not know the job's secret (", purpose_,
-                " authentication failed); check that BRAID_SECRET / BRAID_SECRET_FILE "
-                "name the same secret on every rank and on the store");
+    BRAID_THROW(AuthError, "peer ", peer_,
+                " does not know the job's secret, or this process has a different one (", purpose_,
+                " authentication failed); check that BRAID_SECRET / "
+                "BRAID_SECRET_FILE name the same secret on every rank and on the store");
 }
 
 void authenticate(const Socket& socket, const Secret& secret, AuthRole role,

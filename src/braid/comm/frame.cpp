@@ -21,8 +21,8 @@ namespace {
 
 FrameHeader parse_frame_header(std::span<const uint8_t> raw, uint64_t max_bytes, int peer) {
   if (raw.size() != sizeof(FrameHeader))
-    bad_frame(peer, detail::concat("truncated: ", raw.size(), " bytes instead of ",
-                                   sizeof(FrameHeader)));
+    bad_frame(peer,
+              detail::concat("truncated: ", raw.size(), " bytes instead of ", sizeof(FrameHeader)));
   FrameHeader h;
   std::memcpy(&h, raw.data(), sizeof(h));
   if (h.magic != kFrameMagic)
@@ -42,8 +42,8 @@ FrameHeader parse_frame_header(std::span<const uint8_t> raw, uint64_t max_bytes,
   if (h.type == FrameType::goodbye && h.bytes != 0)
     bad_frame(peer, detail::concat("goodbye frame with ", h.bytes, " bytes of payload"));
   if (h.bytes > max_bytes)
-    bad_frame(peer, detail::concat("payload of ", h.bytes, " bytes exceeds the limit of ",
-                                   max_bytes));
+    bad_frame(peer,
+              detail::concat("payload of ", h.bytes, " bytes exceeds the limit of ", max_bytes));
   return h;
 }
 

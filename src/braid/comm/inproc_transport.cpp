@@ -1,13 +1,14 @@
 // The in-process transport (comm/inproc_transport.h). One mutex guards the hub; data is
 // copied outside it. Life of a message:
 //   posted    -> the sender's buffer, in the destination's incoming queue or claimed by
-//                a receive; the receiver copies from it and marks it done;
+//                a receive; once claimed, whichever of the two ranks waits first copies
+//                (or reduces) it into the receive's buffer and marks both done;
 //   buffering -> the sender, waiting, copies it into the hub (unclaimed for the grace
 //                period) and then it is
-//   buffered  -> complete for the sender; delivered from the hub's copy;
+//   buffered  -> complete for the sender; delivered from the hub's copy by the receiver;
 //   done / failed.
-// A message a receiver is copying from (`copying`) changes state only through that
-// receiver, so close() waits for such copies before the sender's buffers may go away.
+// A pair being copied (`copying`) changes state only through the copying thread, and
+// close() waits until no thread copies from or into the closing rank's buffers.
 #include "comm/inproc_transport.h"
 
 #include <algorithm>
@@ -25,6 +26,8 @@ namespace braid::comm {
 
 namespace inproc_detail {
 
+struct Receive;
+
 struct Message {
   int src = 0, dst = 0;
   Tag tag;
@@ -32,8 +35,9 @@ struct Message {
   const uint8_t* data = nullptr;
   size_t bytes = 0;
   enum class State { posted, buffering, buffered, done, failed } state = State::posted;
-  bool claimed = false;  // attached to a receive, out of the incoming queue
-  bool copying = false;  // a receiver reads `data` outside the lock
+  bool claimed = false;               // attached to a receive, out of the incoming queue
+  bool copying = false;               // a thread reads `data` outside the lock
+  std::shared_ptr<Receive> receiver;  // while claimed and not yet copied
   std::unique_ptr<uint8_t[]> copy;
   std::string error;
   Clock::time_point posted_at;
@@ -92,7 +96,8 @@ class InprocHub {
     std::vector<std::shared_ptr<Receive>> work;                  // reused scratch of the copy phase
     std::vector<size_t> buffered_from;                           // [src], bytes held in the hub
     std::map<int, std::string> mismatch;                         // peer -> why this pair disagrees
-    int copying_from = 0;  // receivers now reading this rank's send buffers
+    int copying_from = 0;  // threads now reading this rank's send buffers
+    int copying_into = 0;  // threads now writing this rank's receive buffers
     bool dead = false;
     std::string death;
   };
@@ -170,6 +175,7 @@ class InprocHub {
 
   void match(const std::shared_ptr<Receive>& r, const std::shared_ptr<Message>& m) {
     m->claimed = true;
+    m->receiver = r;
     r->msg = m;
     r->state = RecvState::matched;
     auto& dst = ranks[static_cast<size_t>(r->dst)];
@@ -214,25 +220,45 @@ class InprocHub {
     me.posted[static_cast<size_t>(r->src)].push_back(r);
   }
 
-  // Copies every matched receive of `rank` whose data is ready; false if there was none.
-  bool copy_matched(int rank, std::unique_lock<std::mutex>& lock) {
-    auto& me = ranks[static_cast<size_t>(rank)];
-    auto& work = me.work;
-    work.clear();
-    std::erase_if(me.matched, [&](const std::shared_ptr<Receive>& r) {
+  // Marks a matched pair as being copied by the calling thread and queues it in `work`.
+  void take(const std::shared_ptr<Receive>& r, std::vector<std::shared_ptr<Receive>>& work) {
+    Message& m = *r->msg;
+    m.copying = true;
+    if (m.state == MsgState::posted) ++ranks[static_cast<size_t>(m.src)].copying_from;
+    ++ranks[static_cast<size_t>(r->dst)].copying_into;
+    work.push_back(r);
+  }
+
+  // Takes every matched receive of `rank` whose data is ready.
+  void take_receives(int rank, std::vector<std::shared_ptr<Receive>>& work) {
+    std::erase_if(ranks[static_cast<size_t>(rank)].matched, [&](const std::shared_ptr<Receive>& r) {
       Message& m = *r->msg;
       if (m.state == MsgState::failed) {
         r->state = RecvState::failed;
         r->error = m.error;
+        m.receiver.reset();
         return true;
       }
       if (m.state != MsgState::posted && m.state != MsgState::buffered) return false;
-      m.copying = true;
-      if (m.state == MsgState::posted) ++ranks[static_cast<size_t>(m.src)].copying_from;
-      work.push_back(r);
+      take(r, work);
       return true;
     });
-    if (work.empty()) return false;
+  }
+
+  // Takes the copy of a send that a receive has claimed but not started on, so a sender
+  // need not wait for the receiving thread to come around.
+  void take_send(Message& m, std::vector<std::shared_ptr<Receive>>& work) {
+    if (!m.claimed || m.copying || m.state != MsgState::posted || !m.receiver) return;
+    auto r = m.receiver;
+    auto& matched = ranks[static_cast<size_t>(r->dst)].matched;
+    const auto it = std::find(matched.begin(), matched.end(), r);
+    if (it == matched.end()) return;
+    matched.erase(it);
+    take(r, work);
+  }
+
+  // Copies (or reduces) the taken pairs outside the lock and completes both sides.
+  void copy_work(std::vector<std::shared_ptr<Receive>>& work, std::unique_lock<std::mutex>& lock) {
     lock.unlock();
     for (const auto& r : work) {
       const Message& m = *r->msg;  // stable while `copying`
@@ -247,20 +273,23 @@ class InprocHub {
     for (const auto& r : work) {
       Message& m = *r->msg;
       auto& src = ranks[static_cast<size_t>(m.src)];
+      auto& dst = ranks[static_cast<size_t>(r->dst)];
       m.copying = false;
       if (m.state == MsgState::buffered) {
-        me.buffered_from[static_cast<size_t>(m.src)] -= m.bytes;
+        if (!dst.dead) dst.buffered_from[static_cast<size_t>(m.src)] -= m.bytes;  // else reset
         m.copy.reset();
       } else {
         --src.copying_from;
       }
+      --dst.copying_into;
       m.state = MsgState::done;
+      m.receiver.reset();
       r->state = RecvState::done;
       r->msg.reset();
       src.cv.notify_all();
+      dst.cv.notify_all();
     }
     work.clear();
-    return true;
   }
 
   void fail(int rank, const std::string& reason, std::unique_lock<std::mutex>& lock) {
@@ -288,10 +317,11 @@ class InprocHub {
       }
       for (auto& q : me.incoming) q.clear();
       for (auto& q : me.posted) q.clear();
+      for (const auto& r : me.matched) r->msg->receiver.reset();
       me.matched.clear();
       std::fill(me.buffered_from.begin(), me.buffered_from.end(), 0);
     }
-    me.cv.wait(lock, [&] { return me.copying_from == 0; });
+    me.cv.wait(lock, [&] { return me.copying_from == 0 && me.copying_into == 0; });
   }
 
   std::mutex mutex;
@@ -382,7 +412,17 @@ bool InprocTransport::progress(std::span<const RequestId> ids, bool block, Deadl
   auto& me = hub.ranks[static_cast<size_t>(rank_)];
   for (;;) {
     if (me.dead) BRAID_THROW(PeerError, "rank ", rank_, " is closed (", me.death, ")");
-    if (hub.copy_matched(rank_, lock)) continue;
+    // Copy whatever is matched: this rank's receives, and its waited sends whose receive
+    // is posted (the receiving thread may be busy elsewhere).
+    auto& work = me.work;
+    hub.take_receives(rank_, work);
+    for (RequestId id : ids)
+      if (auto it = requests_.find(id); it != requests_.end() && it->second->send)
+        hub.take_send(*it->second->send, work);
+    if (!work.empty()) {
+      hub.copy_work(work, lock);
+      continue;
+    }
 
     const auto now = Clock::now();
     bool all_done = true;

@@ -2,11 +2,12 @@
 // of per-rank mailboxes. For unit tests of groups, collectives and everything above them.
 //
 // How it moves data: isend and irecv match at once under the hub's lock (so, unlike the
-// other transports, matching happens between calls); the receiving thread copies or
-// reduces straight from the sender's buffer inside its wait(). A send whose receive is
-// not posted within a short grace period while its sender waits (at once for a send to
-// oneself) is copied into the hub, bounded by max_buffered_bytes per ordered pair of ranks,
-// and completes. Everything else is the contract of comm/transport.h.
+// other transports, matching happens between calls); a matched pair is copied, or
+// reduced, straight from the sender's buffer into the receiver's by whichever of the two
+// ranks is first in wait() or test(). A send whose receive is not posted within a short
+// grace period while its sender waits (at once for a send to oneself) is copied into the
+// hub, bounded by max_buffered_bytes per ordered pair of ranks, and completes. Everything
+// else is the contract of comm/transport.h.
 //
 // Failure: close() (or destroying the transport) marks the rank dead, as a crashed
 // process would be; peers' waits involving it throw PeerError naming it and, after its

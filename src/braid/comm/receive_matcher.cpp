@@ -91,8 +91,8 @@ RequestId ReceiveMatcher::add_send(int peer, const Tag& tag, const CallSignature
   return id_of(s);
 }
 
-RequestId ReceiveMatcher::add_recv(int peer, const Tag& tag, const CallSignature& sig,
-                                   void* data, size_t bytes, std::optional<Reduction> reduce) {
+RequestId ReceiveMatcher::add_recv(int peer, const Tag& tag, const CallSignature& sig, void* data,
+                                   size_t bytes, std::optional<Reduction> reduce) {
   BRAID_CHECK(peer >= 0 && peer < size_, "receive from rank ", peer, " of a job of ", size_,
               " ranks");
   BRAID_CHECK(data != nullptr || bytes == 0, "receive of ", bytes, " bytes into a null buffer");
@@ -269,7 +269,8 @@ std::span<uint8_t> ReceiveMatcher::direct(int peer, size_t max) {
       grow(e, p.offset + n);
       return {e.block.data.get() + p.offset, n};
     }
-    case Sink::discard: return {};
+    case Sink::discard:
+      return {};
   }
   return {};
 }
@@ -285,7 +286,9 @@ void ReceiveMatcher::advance(int peer, size_t n) {
 void ReceiveMatcher::deliver(int peer, const uint8_t* src, size_t n) {
   Peer& p = peers_[peer];
   switch (p.sink) {
-    case Sink::request: apply(p, slots_[p.target], src, n); break;
+    case Sink::request:
+      apply(p, slots_[p.target], src, n);
+      break;
     case Sink::early: {
       Early& e = p.early.back();
       grow(e, p.offset + n);
@@ -293,7 +296,8 @@ void ReceiveMatcher::deliver(int peer, const uint8_t* src, size_t n) {
       e.received += n;
       break;
     }
-    case Sink::discard: break;
+    case Sink::discard:
+      break;
   }
   p.offset += n;
   if (p.offset == p.bytes) end_message(p);

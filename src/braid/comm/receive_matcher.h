@@ -59,8 +59,8 @@ class ReceiveMatcher {
   RequestId add_send(int peer, const Tag& tag, const CallSignature& sig, const void* data,
                      size_t bytes);
   // Matches the earliest buffered message first; otherwise the receive is posted.
-  RequestId add_recv(int peer, const Tag& tag, const CallSignature& sig, void* data,
-                     size_t bytes, std::optional<Reduction> reduce);
+  RequestId add_recv(int peer, const Tag& tag, const CallSignature& sig, void* data, size_t bytes,
+                     std::optional<Reduction> reduce);
   uint32_t slot_of(RequestId id) const;  // braid::Error for an unknown or released id
   bool valid(RequestId id) const;
   Request& slot(uint32_t s) { return slots_[s]; }

@@ -102,8 +102,7 @@ int open_segment(const std::string& name, size_t bytes, const std::string& what)
   struct stat st {};
   if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
     ::close(fd);
-    BRAID_THROW(IoError, what, " (/dev/shm", name, ") is ", st.st_size, " bytes, expected ",
-                bytes);
+    BRAID_THROW(IoError, what, " (/dev/shm", name, ") is ", st.st_size, " bytes, expected ", bytes);
   }
   return fd;
 }

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 
@@ -28,6 +29,9 @@ inline constexpr size_t kRingAlign = 64;
 inline constexpr size_t kPageBytes = 4096;
 inline constexpr uint64_t kSegmentMagic = 0x3147455344494152ULL;  // "RAIDSEG1"
 inline constexpr uint32_t kSegmentVersion = 1;
+// Marks "the rest of the data area is unused; continue at its start" (see rewind_if_empty).
+// Distinct from kFrameMagic, so it never reads as a frame.
+inline constexpr uint32_t kRingSkip = 0x50494b53;  // "SKIP"
 
 struct RingHeader {
   alignas(64) std::atomic<uint64_t> head{0};  // written by the producer
@@ -41,7 +45,8 @@ struct Doorbell {
   std::atomic<uint32_t> seq{0};
   std::atomic<uint32_t> sleeping{0};
 };
-static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free &&
+              std::atomic<uint64_t>::is_always_lock_free);
 
 // Wakes the doorbell's owner if it sleeps. Call after publishing what it waits for.
 void ring(Doorbell& d);
@@ -97,6 +102,18 @@ class Producer {
     return {data_ + at, static_cast<size_t>(n)};
   }
   void advance(size_t n) { head_ += n; }  // n a multiple of kRingAlign
+  // Call between records. When the consumer has taken everything, the next record starts
+  // at the beginning of the data area again (behind a skip marker), so a ring that carries
+  // one message at a time keeps reusing the same cache-resident bytes instead of sweeping
+  // its whole capacity through memory.
+  void rewind_if_empty() {
+    const uint64_t at = head_ % capacity_;
+    if (at == 0) return;
+    tail_ = header_->tail.load(std::memory_order_acquire);
+    if (tail_ != head_) return;
+    std::memcpy(data_ + at, &kRingSkip, sizeof(kRingSkip));
+    head_ += capacity_ - at;
+  }
   // Makes the advanced bytes visible; true when there was something new.
   bool publish() {
     if (head_ == published_) return false;
@@ -132,6 +149,14 @@ class Consumer {
     return {data_ + at, static_cast<size_t>(n)};
   }
   void advance(size_t n) { tail_ += n; }  // n a multiple of kRingAlign
+  // At a record boundary: true (and moved past it) when `record` is a skip marker.
+  bool skip(std::span<const uint8_t> record) {
+    uint32_t word;
+    std::memcpy(&word, record.data(), sizeof(word));
+    if (word != kRingSkip) return false;
+    tail_ += capacity_ - tail_ % capacity_;
+    return true;
+  }
   bool publish() {
     if (tail_ == published_) return false;
     header_->tail.store(tail_, std::memory_order_release);

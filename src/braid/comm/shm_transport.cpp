@@ -41,8 +41,9 @@ using shm::kRingAlign;
 // handed over) is cheap per byte, small enough that the receiver starts early.
 constexpr size_t kPieceBytes = size_t{64} << 10;
 constexpr size_t kMinRingBytes = size_t{64} << 10;
-// All of one rank's inbound rings together; past it rings shrink (many local ranks).
-constexpr size_t kMaxSegmentBytes = size_t{512} << 20;
+// Every ring of the job together (there are size * (size - 1)); past it rings shrink, so
+// many local ranks do not fill /dev/shm.
+constexpr size_t kMaxJobRingBytes = size_t{4} << 30;
 constexpr std::chrono::nanoseconds kLivenessInterval = 100ms;
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -88,8 +89,10 @@ IdlePolicy idle_policy(int ranks) {
   const bool oversubscribed = static_cast<unsigned>(ranks) > cores;
   IdlePolicy p{oversubscribed ? std::chrono::nanoseconds(2us) : std::chrono::nanoseconds(50us),
                oversubscribed ? std::chrono::nanoseconds(200us) : std::chrono::nanoseconds(1ms)};
-  if (const char* v = std::getenv("BRAID_SHM_SPIN_US")) p.spin = std::chrono::microseconds(std::atol(v));
-  if (const char* v = std::getenv("BRAID_SHM_YIELD_US")) p.yield = std::chrono::microseconds(std::atol(v));
+  if (const char* v = std::getenv("BRAID_SHM_SPIN_US"))
+    p.spin = std::chrono::microseconds(std::atol(v));
+  if (const char* v = std::getenv("BRAID_SHM_YIELD_US"))
+    p.yield = std::chrono::microseconds(std::atol(v));
   p.yield = std::max(p.yield, p.spin);
   return p;
 }
@@ -179,8 +182,10 @@ class ShmTransport final : public Transport {
   };
 
   bool progress();
-  bool push(int p);
-  bool pull(int p, bool absorb);
+  // Each moves at most about `budget` payload bytes, so one pass interleaves a piece of
+  // every send with a piece of every receive.
+  bool push(int p, size_t budget = SIZE_MAX);
+  bool pull(int p, bool absorb, size_t budget = SIZE_MAX);
   bool absorb_stalled();
   bool check_liveness(std::span<const RequestId> ids);
   std::string gone_reason(int p);
@@ -206,14 +211,15 @@ ShmTransport::ShmTransport(Store& store, int rank, int size, Deadline deadline,
       matcher_(rank, size, options.max_buffered_bytes),
       policy_(idle_policy(size)),
       peers_(static_cast<size_t>(size)) {
-  BRAID_CHECK(size >= 1 && rank >= 0 && rank < size, "shm transport: rank ", rank,
-              " of a job of ", size, " ranks");
+  BRAID_CHECK(size >= 1 && rank >= 0 && rank < size, "shm transport: rank ", rank, " of a job of ",
+              size, " ranks");
   if (size == 1) return;
 
   size_t ring_bytes = round_up(std::max(options.shm_ring_bytes, kMinRingBytes), kPageBytes);
-  const size_t cap = round_up(std::max(kMaxSegmentBytes / static_cast<size_t>(size - 1),
-                                       kMinRingBytes),
-                              kPageBytes);
+  const size_t cap = round_up(
+      std::max(kMaxJobRingBytes / (static_cast<size_t>(size) * static_cast<size_t>(size - 1)),
+               kMinRingBytes),
+      kPageBytes);
   if (ring_bytes > cap) {
     log_debug("shm transport: ", size, " local ranks, so rings of ", cap, " bytes instead of ",
               ring_bytes);
@@ -256,8 +262,8 @@ ShmTransport::ShmTransport(Store& store, int rank, int size, Deadline deadline,
     BRAID_CHECK(!theirs.fail() && peer_ring >= kMinRingBytes && peer_ring % kPageBytes == 0,
                 "shm transport: rank ", p, " published a malformed segment record");
     if (peer_boot != boot_id)
-      BRAID_THROW(IoError, "shm transport: rank ", p,
-                  " runs on another host (boot id ", peer_boot, ", here ", boot_id,
+      BRAID_THROW(IoError, "shm transport: rank ", p, " runs on another host (boot id ", peer_boot,
+                  ", here ", boot_id,
                   "); shared memory needs every rank on one host: use the tcp or auto transport");
     const std::string what = "rank " + std::to_string(p) + "'s shared-memory segment";
     const shm::SegmentLayout theirs_layout{peer_ring, p, size};
@@ -294,13 +300,13 @@ ShmTransport::~ShmTransport() {
     if (p != rank_ && peers_[p].header) shm::ring(peers_[p].header->doorbell);
 }
 
-RequestId ShmTransport::isend(int peer, const Tag& tag, const CallSignature& sig,
-                              const void* data, size_t bytes) {
+RequestId ShmTransport::isend(int peer, const Tag& tag, const CallSignature& sig, const void* data,
+                              size_t bytes) {
   const RequestId id = matcher_.add_send(peer, tag, sig, data, bytes);
   if (peer != rank_) {
     Peer& q = peers_[peer];
     q.sends.push_back(matcher_.slot_of(id));
-    if (q.sends.size() == 1 && !q.out_broken) push(peer);  // start copying now
+    if (q.sends.size() == 1 && !q.out_broken) push(peer, kPieceBytes);  // start copying now
   }
   return id;
 }
@@ -310,12 +316,14 @@ RequestId ShmTransport::irecv(int peer, const Tag& tag, const CallSignature& sig
   return matcher_.add_recv(peer, tag, sig, data, bytes, reduce);
 }
 
-bool ShmTransport::push(int p) {
+bool ShmTransport::push(int p, size_t budget) {
   Peer& q = peers_[p];
   bool moved = false;
-  while (!q.sends.empty()) {
+  size_t pushed = 0;
+  while (!q.sends.empty() && pushed < budget) {
     Request& r = matcher_.slot(q.sends.front());
     if (!q.header_written) {
+      q.out.rewind_if_empty();
       const auto span = q.out.reserve(kRingAlign);
       if (span.size() < kRingAlign) break;
       FrameHeader h;
@@ -328,7 +336,7 @@ bool ShmTransport::push(int p) {
       q.header_written = true;
       moved = true;
     }
-    while (r.done < r.bytes) {
+    while (r.done < r.bytes && pushed < budget) {
       const uint64_t left = r.bytes - r.done;
       const auto span = q.out.reserve(std::min<uint64_t>(round_up(left, kRingAlign), kPieceBytes));
       if (span.empty()) break;
@@ -336,6 +344,7 @@ bool ShmTransport::push(int p) {
       std::memcpy(span.data(), r.data + r.done, n);
       q.out.advance(round_up(n, kRingAlign));
       r.done += n;
+      pushed += n;
       moved = true;
       if (r.done < r.bytes && q.out.publish()) shm::ring(q.header->doorbell);
     }
@@ -348,15 +357,17 @@ bool ShmTransport::push(int p) {
   return moved;
 }
 
-bool ShmTransport::pull(int p, bool absorb) {
+bool ShmTransport::pull(int p, bool absorb, size_t budget) {
   Peer& q = peers_[p];
   bool moved = false;
+  size_t pulled = 0;
   try {
-    for (;;) {
+    while (pulled < budget) {
       if (!matcher_.in_message(p)) {
         if (!q.parked) {
           const auto span = q.in.peek(kRingAlign);
           if (span.size() < kRingAlign) break;
+          if (q.in.skip(span)) continue;
           q.parked_header = parse_frame_header(span.first(sizeof(FrameHeader)), kMaxFrameBytes, p);
           q.in.advance(kRingAlign);
           moved = true;
@@ -381,6 +392,7 @@ bool ShmTransport::pull(int p, bool absorb) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(span.size(), left));
       matcher_.deliver(p, span.data(), n);
       q.in.advance(n == left ? round_up(n, kRingAlign) : n);
+      pulled += n;
       moved = true;
       if (q.in.publish()) shm::ring(q.header->doorbell);
     }
@@ -397,9 +409,9 @@ bool ShmTransport::progress() {
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     Peer& q = peers_[p];
-    if (!q.sends.empty() && !q.out_broken) moved |= push(p);
+    if (!q.sends.empty() && !q.out_broken) moved |= push(p, kPieceBytes);
     if ((matcher_.in_message(p) || matcher_.has_posted(p)) && !matcher_.peer_failed(p))
-      moved |= pull(p, false);
+      moved |= pull(p, false, kPieceBytes);
   }
   return moved;
 }
@@ -454,13 +466,12 @@ std::string ShmTransport::timeout_hint(std::span<const RequestId> ids) {
     if (r.is_send)
       return detail::concat("rank ", r.peer, " (process ", q.pid,
                             ") is alive but did not take the message");
-    return detail::concat("rank ", r.peer, " (process ", q.pid,
-                          ") is alive but did not send the message",
-                          q.parked ? detail::concat("; its next message is for ",
-                                                    describe_call(q.parked_header.sig,
-                                                                  q.parked_header.tag.seq),
-                                                    " step ", q.parked_header.tag.step)
-                                   : std::string());
+    return detail::concat(
+        "rank ", r.peer, " (process ", q.pid, ") is alive but did not send the message",
+        q.parked ? detail::concat("; its next message is for ",
+                                  describe_call(q.parked_header.sig, q.parked_header.tag.seq),
+                                  " step ", q.parked_header.tag.step)
+                 : std::string());
   }
   return {};
 }
@@ -477,9 +488,9 @@ void ShmTransport::release_all(std::span<const RequestId> ids) {
         // peer cannot continue.
         q.out_broken = true;
         q.header_written = false;
-        matcher_.fail_peer(r.peer, detail::concat("rank ", rank_,
-                                                  " abandoned a partly sent message to rank ",
-                                                  r.peer, " after an earlier error"));
+        matcher_.fail_peer(
+            r.peer, detail::concat("rank ", rank_, " abandoned a partly sent message to rank ",
+                                   r.peer, " after an earlier error"));
       }
       std::erase(q.sends, s);
     }

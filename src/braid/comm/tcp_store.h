@@ -1,5 +1,6 @@
-// The client of StoreServer: a Store over one authenticated TCP connection. Thread-safe
-// (requests are serialised on the connection). A server that goes away turns every call
+// The client of StoreServer: a Store over one authenticated TCP connection. Thread-safe:
+// each concurrent call borrows its own authenticated connection, so a waiting get never
+// holds up another thread's set. A server that goes away turns every call
 // into an IoError naming the address.
 #pragma once
 

@@ -35,7 +35,7 @@ constexpr size_t kRxBytes = size_t{256} << 10;  // per peer: headers, small mess
 constexpr size_t kDirectMinBytes = size_t{16} << 10;  // payloads this big skip the rx buffer
 constexpr size_t kDirectMaxBytes = size_t{4} << 20;   // an early block grows at most this per read
 constexpr int kMaxIov = 32;
-constexpr int kReadsPerPull = 64;  // then the other peers get a turn
+constexpr int kReadsPerPull = 64;             // then the other peers get a turn
 constexpr uint32_t kHelloMagic = 0x48545242;  // "BRTH"
 constexpr auto kAuthTimeout = 10s;            // for one incoming connection to prove itself
 
@@ -66,9 +66,10 @@ std::string route_source(const std::string& host) {
     if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
         ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
       char text[INET6_ADDRSTRLEN] = {};
-      const void* addr = ss.ss_family == AF_INET
-                             ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
-                             : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
+      const void* addr =
+          ss.ss_family == AF_INET
+              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
+              : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
       if (::inet_ntop(ss.ss_family, addr, text, sizeof(text))) out = text;
     }
     ::close(fd);
@@ -141,8 +142,8 @@ class TcpTransport final : public Transport {
 TcpTransport::TcpTransport(Store& store, int rank, int size, const Secret& secret,
                            Deadline deadline, const TransportOptions& options)
     : rank_(rank), size_(size), matcher_(rank, size, options.max_buffered_bytes), peers_(size) {
-  BRAID_CHECK(size >= 1 && rank >= 0 && rank < size, "tcp transport: rank ", rank,
-              " of a job of ", size, " ranks");
+  BRAID_CHECK(size >= 1 && rank >= 0 && rank < size, "tcp transport: rank ", rank, " of a job of ",
+              size, " ranks");
   if (size == 1) return;
   const Socket listener = listen_tcp(options.listen_host, 0);
   const std::string me = join_host_port(tcp_advertise_host(options), listener.local_port());
@@ -153,8 +154,8 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const Secret& secre
   for (int p = 0; p < rank; ++p) {
     const std::string address = store.get_string("tcp/addr/" + std::to_string(p), deadline);
     const HostPort hp = parse_host_port(address);
-    const std::string what = detail::concat("tcp transport: rank ", rank, " connecting to rank ",
-                                            p, " at ", address);
+    const std::string what =
+        detail::concat("tcp transport: rank ", rank, " connecting to rank ", p, " at ", address);
     Socket s = connect_tcp(hp.host, hp.port, deadline);
     try {
       authenticate(s, secret, AuthRole::client, "tcp-transport", deadline);
@@ -216,8 +217,8 @@ TcpTransport::~TcpTransport() {
     Peer& q = peers_[p];
     if (!q.open) continue;
     // Say goodbye unless a frame is half sent (the peer would misread it); best effort.
-    if (q.sends.empty() || (q.sends.front().header_sent == 0 &&
-                            matcher_.slot(q.sends.front().slot).done == 0)) {
+    if (q.sends.empty() ||
+        (q.sends.front().header_sent == 0 && matcher_.slot(q.sends.front().slot).done == 0)) {
       FrameHeader bye;
       bye.type = FrameType::goodbye;
       (void)::send(q.socket.fd(), &bye, sizeof(bye), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -310,8 +311,7 @@ bool TcpTransport::consume_rx(int p) {
     const uint8_t* at = q.rx.get() + q.rx_begin;
     if (!matcher_.in_message(p)) {
       if (have < sizeof(FrameHeader)) break;
-      const FrameHeader h =
-          parse_frame_header({at, sizeof(FrameHeader)}, kMaxFrameBytes, p);
+      const FrameHeader h = parse_frame_header({at, sizeof(FrameHeader)}, kMaxFrameBytes, p);
       q.rx_begin += sizeof(FrameHeader);
       moved = true;
       if (h.type == FrameType::goodbye) {
@@ -362,8 +362,8 @@ bool TcpTransport::pull(int p) {
         const uint64_t left = matcher_.remaining(p);
         lose(p, matcher_.in_message(p) || q.rx_end > 0
                     ? detail::concat("rank ", p, " (", q.address,
-                                     ") closed its connection in the middle of a message (",
-                                     left, " payload bytes missing)")
+                                     ") closed its connection in the middle of a message (", left,
+                                     " payload bytes missing)")
                     : detail::concat("rank ", p, " (", q.address,
                                      ") closed its connection (it died or exited)"));
         return true;
@@ -397,7 +397,8 @@ bool TcpTransport::progress(int timeout_ms) {
   }
   if (!pollfds_.empty()) {
     const int n = ::poll(pollfds_.data(), pollfds_.size(), timeout_ms);
-    if (n < 0 && errno != EINTR) BRAID_THROW(IoError, "tcp transport: poll failed: ", std::strerror(errno));
+    if (n < 0 && errno != EINTR)
+      BRAID_THROW(IoError, "tcp transport: poll failed: ", std::strerror(errno));
     for (size_t i = 0; n > 0 && i < pollfds_.size(); ++i) {
       Peer& q = peers_[poll_peers_[i]];
       if (pollfds_[i].revents & (POLLIN | POLLHUP | POLLERR)) q.readable = true;

@@ -29,9 +29,12 @@ std::string host_identity() {
 
 std::string_view transport_kind_name(TransportKind k) {
   switch (k) {
-    case TransportKind::automatic: return "auto";
-    case TransportKind::shm: return "shm";
-    case TransportKind::tcp: return "tcp";
+    case TransportKind::automatic:
+      return "auto";
+    case TransportKind::shm:
+      return "shm";
+    case TransportKind::tcp:
+      return "tcp";
   }
   return "unknown";
 }
@@ -64,7 +67,8 @@ std::shared_ptr<Transport> connect_transport(TransportKind kind, Store& store, i
               kind == TransportKind::shm ? "every rank on this host" : "ranks on several hosts",
               ")");
   }
-  if (kind == TransportKind::shm) return connect_shm_transport(store, rank, size, deadline, options);
+  if (kind == TransportKind::shm)
+    return connect_shm_transport(store, rank, size, deadline, options);
   return connect_tcp_transport(store, rank, size, secret, deadline, options);
 }
 

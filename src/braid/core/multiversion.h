@@ -4,5 +4,11 @@
 // scalars so GCC vectorises them without -ffast-math.
 #pragma once
 
+// Under ThreadSanitizer the load-time resolvers would run before TSan's runtime has started
+// (and crash), so TSan builds use the baseline code only.
+#if defined(__SANITIZE_THREAD__)
+#define BRAID_MULTIVERSION
+#else
 #define BRAID_MULTIVERSION \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif

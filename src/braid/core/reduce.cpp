@@ -17,6 +17,15 @@
 #include "core/error.h"
 #include "core/multiversion.h"
 
+// ThreadSanitizer instruments the ifunc resolvers that target_clones generates, and the
+// dynamic loader runs them before TSan's runtime is up, which crashes every TSan binary
+// that links these kernels (the comm tests). TSan builds take the baseline loops.
+#if defined(__SANITIZE_THREAD__)
+#define BRAID_REDUCE_MULTIVERSION
+#else
+#define BRAID_REDUCE_MULTIVERSION BRAID_MULTIVERSION
+#endif
+
 namespace braid {
 
 std::string_view reduce_op_name(ReduceOp op) {
@@ -138,43 +147,46 @@ template <typename T>
 }
 
 // One multiversioned entry per native type and shape (target_clones cannot be templates).
-BRAID_MULTIVERSION void into_f32(ReduceOp op, float* __restrict d, const float* __restrict s,
-                                 size_t n) {
+BRAID_REDUCE_MULTIVERSION void into_f32(ReduceOp op, float* __restrict d, const float* __restrict s,
+                                        size_t n) {
   into_switch(op, d, s, n);
 }
-BRAID_MULTIVERSION void into_f64(ReduceOp op, double* __restrict d, const double* __restrict s,
-                                 size_t n) {
+BRAID_REDUCE_MULTIVERSION void into_f64(ReduceOp op, double* __restrict d,
+                                        const double* __restrict s, size_t n) {
   into_switch(op, d, s, n);
 }
-BRAID_MULTIVERSION void into_i32(ReduceOp op, int32_t* __restrict d, const int32_t* __restrict s,
-                                 size_t n) {
+BRAID_REDUCE_MULTIVERSION void into_i32(ReduceOp op, int32_t* __restrict d,
+                                        const int32_t* __restrict s, size_t n) {
   into_switch(op, d, s, n);
 }
-BRAID_MULTIVERSION void into_i64(ReduceOp op, int64_t* __restrict d, const int64_t* __restrict s,
-                                 size_t n) {
+BRAID_REDUCE_MULTIVERSION void into_i64(ReduceOp op, int64_t* __restrict d,
+                                        const int64_t* __restrict s, size_t n) {
   into_switch(op, d, s, n);
 }
-BRAID_MULTIVERSION void pair_f32(ReduceOp op, float* __restrict o, const float* __restrict a,
-                                 const float* __restrict b, size_t n) {
+BRAID_REDUCE_MULTIVERSION void pair_f32(ReduceOp op, float* __restrict o, const float* __restrict a,
+                                        const float* __restrict b, size_t n) {
   pair_switch(op, o, a, b, n);
 }
-BRAID_MULTIVERSION void pair_f64(ReduceOp op, double* __restrict o, const double* __restrict a,
-                                 const double* __restrict b, size_t n) {
+BRAID_REDUCE_MULTIVERSION void pair_f64(ReduceOp op, double* __restrict o,
+                                        const double* __restrict a, const double* __restrict b,
+                                        size_t n) {
   pair_switch(op, o, a, b, n);
 }
-BRAID_MULTIVERSION void pair_i32(ReduceOp op, int32_t* __restrict o, const int32_t* __restrict a,
-                                 const int32_t* __restrict b, size_t n) {
+BRAID_REDUCE_MULTIVERSION void pair_i32(ReduceOp op, int32_t* __restrict o,
+                                        const int32_t* __restrict a, const int32_t* __restrict b,
+                                        size_t n) {
   pair_switch(op, o, a, b, n);
 }
-BRAID_MULTIVERSION void pair_i64(ReduceOp op, int64_t* __restrict o, const int64_t* __restrict a,
-                                 const int64_t* __restrict b, size_t n) {
+BRAID_REDUCE_MULTIVERSION void pair_i64(ReduceOp op, int64_t* __restrict o,
+                                        const int64_t* __restrict a, const int64_t* __restrict b,
+                                        size_t n) {
   pair_switch(op, o, a, b, n);
 }
 
-BRAID_MULTIVERSION void scale_f32(float* __restrict x, float s, size_t n) {
+BRAID_REDUCE_MULTIVERSION void scale_f32(float* __restrict x, float s, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] *= s;
 }
-BRAID_MULTIVERSION void scale_f64(double* __restrict x, double s, size_t n) {
+BRAID_REDUCE_MULTIVERSION void scale_f64(double* __restrict x, double s, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] *= s;
 }
 

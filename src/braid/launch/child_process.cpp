@@ -64,8 +64,8 @@ std::string resolve_command(const std::string& command, const std::string& path_
     if (is_executable_file(candidate)) return candidate;
     start = end + 1;
   }
-  BRAID_THROW(Error, "cannot run '", command, "': no executable of that name in PATH (",
-              path_list, ")");
+  BRAID_THROW(Error, "cannot run '", command, "': no executable of that name in PATH (", path_list,
+              ")");
 }
 
 ChildProcess spawn_child(const ChildSpec& spec) {
@@ -130,8 +130,8 @@ ChildProcess spawn_child(const ChildSpec& spec) {
     }
     close_fd(out[0]);
     close_fd(err[0]);
-    BRAID_THROW(Error, "cannot run '", spec.argv.empty() ? spec.path : spec.argv[0],
-                "' (", spec.path, "): ", std::strerror(exec_errno));
+    BRAID_THROW(Error, "cannot run '", spec.argv.empty() ? spec.path : spec.argv[0], "' (",
+                spec.path, "): ", std::strerror(exec_errno));
   }
   return ChildProcess{pid, out[0], err[0]};
 }

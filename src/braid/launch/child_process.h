@@ -20,15 +20,15 @@ namespace braid::launch {
 std::string resolve_command(const std::string& command, const std::string& path_list);
 
 struct ChildSpec {
-  std::string path;               // from resolve_command
-  std::vector<std::string> argv;  // argv[0] is the command as the user wrote it
-  std::vector<std::string> env;   // "NAME=value" each
-  sigset_t mask;                  // the signal mask the child starts with
+  std::string path;                // from resolve_command
+  std::vector<std::string> argv;   // argv[0] is the command as the user wrote it
+  std::vector<std::string> env;    // "NAME=value" each
+  sigset_t mask;                   // the signal mask the child starts with
   std::vector<int> reset_signals;  // set back to SIG_DFL in the child before exec
 };
 
 struct ChildProcess {
-  pid_t pid = -1;  // also its process group's id
+  pid_t pid = -1;   // also its process group's id
   int out_fd = -1;  // read ends, close-on-exec; the caller closes them
   int err_fd = -1;
 };

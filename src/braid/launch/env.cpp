@@ -24,7 +24,11 @@ struct Convention {
 
 const std::vector<Convention>& conventions() {
   static const std::vector<Convention> all = {
-      {"braid", {"BRAID_RANK"}, {"BRAID_WORLD_SIZE"}, {"BRAID_LOCAL_RANK"}, {"BRAID_LOCAL_WORLD_SIZE"}},
+      {"braid",
+       {"BRAID_RANK"},
+       {"BRAID_WORLD_SIZE"},
+       {"BRAID_LOCAL_RANK"},
+       {"BRAID_LOCAL_WORLD_SIZE"}},
       {"torchrun", {"RANK"}, {"WORLD_SIZE"}, {"LOCAL_RANK"}, {"LOCAL_WORLD_SIZE"}},
       {"openmpi",
        {"OMPI_COMM_WORLD_RANK"},
@@ -32,9 +36,17 @@ const std::vector<Convention>& conventions() {
        {"OMPI_COMM_WORLD_LOCAL_RANK"},
        {"OMPI_COMM_WORLD_LOCAL_SIZE"}},
       // MPICH's and Intel MPI's Hydra set the local pair as MPI_LOCALRANKID/MPI_LOCALNRANKS.
-      {"pmi", {"PMI_RANK"}, {"PMI_SIZE"}, {"MPI_LOCALRANKID", "PMI_LOCAL_RANK"}, {"MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"}},
+      {"pmi",
+       {"PMI_RANK"},
+       {"PMI_SIZE"},
+       {"MPI_LOCALRANKID", "PMI_LOCAL_RANK"},
+       {"MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"}},
       // Slurm's local size is worked out from its tasks-per-node list (see slurm_local_size).
-      {"slurm", {"SLURM_PROCID"}, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"}, {"SLURM_LOCALID"}, {}},
+      {"slurm",
+       {"SLURM_PROCID"},
+       {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"},
+       {"SLURM_LOCALID"},
+       {}},
   };
   return all;
 }
@@ -67,15 +79,16 @@ std::optional<int64_t> parse_int(const std::string& s) {
 int int_var(const Var& var, int min, const char* what) {
   const std::optional<int64_t> v = parse_int(var.value);
   if (!v || *v < min)
-    BRAID_THROW(Error, var.name, "='", var.value, "' is not valid: expected ", what, " (an integer >= ",
-                min, ")");
+    BRAID_THROW(Error, var.name, "='", var.value, "' is not valid: expected ", what,
+                " (an integer >= ", min, ")");
   return static_cast<int>(*v);
 }
 
 uint16_t parse_port(const std::string& variable, const std::string& text) {
   const std::optional<int64_t> v = parse_int(text);
   if (!v || *v < 1 || *v > 65535)
-    BRAID_THROW(Error, variable, ": port '", text, "' is not valid: expected an integer in [1, 65535]");
+    BRAID_THROW(Error, variable, ": port '", text,
+                "' is not valid: expected an integer in [1, 65535]");
   return static_cast<uint16_t>(*v);
 }
 
@@ -96,7 +109,8 @@ std::optional<int> slurm_local_size(const GetEnv& getenv) {
     const std::string& s = list->value;
     while (pos < s.size()) {
       const size_t comma = s.find(',', pos);
-      const std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      const std::string item =
+          s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
       pos = comma == std::string::npos ? s.size() : comma + 1;
       std::string count = item, repeat = "1";
       if (const size_t paren = item.find("(x"); paren != std::string::npos) {
@@ -109,8 +123,8 @@ std::optional<int> slurm_local_size(const GetEnv& getenv) {
       seen += *r;
       if (node_id < seen) return static_cast<int>(*c);
     }
-    BRAID_THROW(Error, node->name, "=", node_id, " but ", list->name, "='", s, "' lists only ", seen,
-                " nodes");
+    BRAID_THROW(Error, node->name, "=", node_id, " but ", list->name, "='", s, "' lists only ",
+                seen, " nodes");
   }
   if (const std::optional<Var> per_node = first_set(getenv, {"SLURM_NTASKS_PER_NODE"}))
     return int_var(*per_node, 1, "the number of tasks on each node");
@@ -144,7 +158,8 @@ void parse_store_address(const std::string& variable, const std::string& value, 
                          uint16_t& port) {
   auto bad = [&]() {
     BRAID_THROW(Error, variable, "='", value,
-                "' is not valid: expected host:port with a port in [1, 65535], e.g. 10.0.0.1:29400 or [::1]:29400");
+                "' is not valid: expected host:port with a port in [1, 65535], e.g. 10.0.0.1:29400 "
+                "or [::1]:29400");
   };
   std::string h, p;
   if (!value.empty() && value[0] == '[') {
@@ -184,10 +199,12 @@ RankEnv read_rank_env(const GetEnv& getenv) {
     // A launcher that does not say how ranks share hosts is taken to run them on one.
     const std::optional<Var> local_rank = first_set(getenv, c.local_rank);
     const std::optional<Var> local_size = first_set(getenv, c.local_size);
-    env.local_rank = local_rank ? int_var(*local_rank, 0, "this process's rank on its host") : env.rank;
+    env.local_rank =
+        local_rank ? int_var(*local_rank, 0, "this process's rank on its host") : env.rank;
     if (local_size)
       env.local_size = int_var(*local_size, 1, "the number of ranks on this host");
-    else if (std::optional<int> slurm = c.name == std::string("slurm") ? slurm_local_size(getenv) : std::nullopt)
+    else if (std::optional<int> slurm =
+                 c.name == std::string("slurm") ? slurm_local_size(getenv) : std::nullopt)
       env.local_size = *slurm;
     else
       env.local_size = env.world_size;

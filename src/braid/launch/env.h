@@ -22,8 +22,8 @@ using GetEnv = std::function<const char*(const char*)>;
 struct RankEnv {
   int rank = 0;
   int world_size = 1;
-  int local_rank = 0;  // index among the ranks on this host
-  int local_size = 1;  // ranks on this host
+  int local_rank = 0;      // index among the ranks on this host
+  int local_size = 1;      // ranks on this host
   std::string store_host;  // empty when world_size == 1 and no address was given
   uint16_t store_port = 0;
   // The convention read: "braid", "torchrun", "openmpi", "pmi", "slurm", or "none"

@@ -38,7 +38,8 @@ Job join_job(const JoinOptions& options) {
   Job job;
   job.env = read_rank_env(options.getenv);
   const RankEnv& env = job.env;
-  const std::chrono::milliseconds timeout = options.timeout ? *options.timeout : read_timeout(options.getenv);
+  const std::chrono::milliseconds timeout =
+      options.timeout ? *options.timeout : read_timeout(options.getenv);
   const comm::Deadline deadline = comm::Deadline::after(timeout);
   if (options.transport) {
     job.transport_kind = *options.transport;
@@ -75,18 +76,18 @@ Job join_job(const JoinOptions& options) {
     try {
       job.store = comm::connect_store(host, env.store_port, job.secret, deadline);
     } catch (const TimeoutError& e) {
-      BRAID_THROW(TimeoutError, "rank ", env.rank, " of ", env.world_size, ": cannot reach the job's store (",
-                  env.source, "'s variables): ", e.what());
+      BRAID_THROW(TimeoutError, "rank ", env.rank, " of ", env.world_size,
+                  ": cannot reach the job's store (", env.source, "'s variables): ", e.what());
     } catch (const IoError& e) {
-      BRAID_THROW(IoError, "rank ", env.rank, " of ", env.world_size, ": cannot reach the job's store (",
-                  env.source, "'s variables): ", e.what());
+      BRAID_THROW(IoError, "rank ", env.rank, " of ", env.world_size,
+                  ": cannot reach the job's store (", env.source, "'s variables): ", e.what());
     }
   }
 
   auto transport_store = comm::prefixed(job.store, "transport/0");
-  auto transport = comm::connect_transport(job.transport_kind, *transport_store, env.rank,
-                                           env.world_size, job.secret, deadline,
-                                           options.transport_options);
+  auto transport =
+      comm::connect_transport(job.transport_kind, *transport_store, env.rank, env.world_size,
+                              job.secret, deadline, options.transport_options);
   job.world = comm::Group::world(std::move(transport), comm::GroupOptions{timeout});
   return job;
 }

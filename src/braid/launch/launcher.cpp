@@ -84,7 +84,7 @@ class SignalGuard {
 
  private:
   int read_fd_ = -1, write_fd_ = -1;
-  struct sigaction old_[std::size(kCaught)] {};
+  struct sigaction old_[std::size(kCaught)]{};
   struct sigaction old_pipe_ {};
 };
 
@@ -97,7 +97,8 @@ struct Rank {
 
   bool failed() const { return signal != 0 || code != 0; }
   std::string how() const {
-    if (signal != 0) return "was killed by signal " + std::to_string(signal) + " (" + signal_name(signal) + ")";
+    if (signal != 0)
+      return "was killed by signal " + std::to_string(signal) + " (" + signal_name(signal) + ")";
     return "exited with code " + std::to_string(code);
   }
 };
@@ -124,9 +125,9 @@ class Supervisor {
   ~Supervisor() { kill_all_now(); }
 
   void start(const std::string& path, const comm::StoreServer& store, const comm::Secret& secret) {
-    std::vector<std::string> ours = {"BRAID_RANK", "BRAID_WORLD_SIZE", "BRAID_LOCAL_RANK",
-                                     "BRAID_LOCAL_WORLD_SIZE", "BRAID_STORE_ADDR", "BRAID_STORE_HOSTED",
-                                     "BRAID_SECRET"};
+    std::vector<std::string> ours = {
+        "BRAID_RANK",       "BRAID_WORLD_SIZE",   "BRAID_LOCAL_RANK", "BRAID_LOCAL_WORLD_SIZE",
+        "BRAID_STORE_ADDR", "BRAID_STORE_HOSTED", "BRAID_SECRET"};
     if (options_.timeout) ours.push_back("BRAID_TIMEOUT_S");
     if (options_.transport) ours.push_back("BRAID_TRANSPORT");
     std::vector<std::string> base;
@@ -140,7 +141,8 @@ class Supervisor {
     base.push_back("BRAID_SECRET=" + secret.hex());
     if (options_.timeout) base.push_back("BRAID_TIMEOUT_S=" + format_seconds(*options_.timeout));
     if (options_.transport)
-      base.push_back("BRAID_TRANSPORT=" + std::string(comm::transport_kind_name(*options_.transport)));
+      base.push_back("BRAID_TRANSPORT=" +
+                     std::string(comm::transport_kind_name(*options_.transport)));
 
     ChildSpec spec;
     spec.path = path;
@@ -177,17 +179,23 @@ class Supervisor {
     while (true) {
       const bool all_exited = running() == 0;
       if (all_exited && !drain_until) drain_until = Clock::now() + kDrainLimit;
-      if (all_exited && ((!any_pipe_open() && !has_children()) || Clock::now() >= *drain_until)) break;
+      if (all_exited && ((!any_pipe_open() && !has_children()) || Clock::now() >= *drain_until))
+        break;
 
       std::vector<pollfd> fds = {{signal_fd_, POLLIN, 0}};
       std::vector<std::pair<Rank*, bool>> owners = {{nullptr, false}};
       for (Rank& r : ranks_) {
-        if (r.proc.out_fd >= 0) fds.push_back({r.proc.out_fd, POLLIN, 0}), owners.push_back({&r, true});
-        if (r.proc.err_fd >= 0) fds.push_back({r.proc.err_fd, POLLIN, 0}), owners.push_back({&r, false});
+        for (const bool is_out : {true, false}) {
+          const int fd = is_out ? r.proc.out_fd : r.proc.err_fd;
+          if (fd < 0) continue;
+          fds.push_back({fd, POLLIN, 0});
+          owners.emplace_back(&r, is_out);
+        }
       }
       int wait_ms = -1;
       if (kill_at_ && !killed_) wait_ms = ms_until(*kill_at_);
-      if (drain_until) wait_ms = wait_ms < 0 ? ms_until(*drain_until) : std::min(wait_ms, ms_until(*drain_until));
+      if (drain_until)
+        wait_ms = wait_ms < 0 ? ms_until(*drain_until) : std::min(wait_ms, ms_until(*drain_until));
       const int ready = ::poll(fds.data(), fds.size(), wait_ms);
       if (ready < 0 && errno != EINTR)
         BRAID_THROW(IoError, "launch: poll failed: ", std::strerror(errno));
@@ -333,7 +341,8 @@ class Supervisor {
       res.exit_code = r.signal != 0 ? 128 + r.signal : r.code;
       res.message = "braid launch: rank " + std::to_string(*failed_) + " " + r.how();
       if (stopped_ > 0)
-        res.message += stopped_ == 1 ? "; stopped the other rank" : "; stopped the other " + ranks_word(stopped_);
+        res.message += stopped_ == 1 ? "; stopped the other rank"
+                                     : "; stopped the other " + ranks_word(stopped_);
     } else if (interrupted_by_ != 0) {
       res.exit_code = 128 + interrupted_by_;
       res.message = "braid launch: interrupted by " + signal_name(interrupted_by_) + "; stopped " +
@@ -350,9 +359,9 @@ class Supervisor {
   const LaunchOptions& options_;
   int signal_fd_;
   std::vector<Rank> ranks_;
-  std::optional<int> failed_;          // the first rank that failed
-  int interrupted_by_ = 0;             // SIGINT or SIGTERM received by the launcher
-  int stopped_ = 0;                    // ranks running when stopping began
+  std::optional<int> failed_;                 // the first rank that failed
+  int interrupted_by_ = 0;                    // SIGINT or SIGTERM received by the launcher
+  int stopped_ = 0;                           // ranks running when stopping began
   std::optional<Clock::time_point> kill_at_;  // set once stopping began
   bool killed_ = false;
   int killed_count_ = 0;
@@ -370,8 +379,8 @@ LaunchResult launch(const LaunchOptions& options) {
   if (options.command.empty())
     BRAID_THROW(Error, "braid launch: no command to run; usage: braid launch -n N -- CMD ARGS...");
   const char* path_env = ::getenv("PATH");
-  const std::string path =
-      resolve_command(options.command[0], path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin");
+  const std::string path = resolve_command(
+      options.command[0], path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin");
 
   SignalGuard signals;
   // Orphans of the ranks become the launcher's children, to be reaped rather than left

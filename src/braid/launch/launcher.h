@@ -23,12 +23,12 @@ namespace braid::launch {
 
 struct LaunchOptions {
   int ranks = 1;
-  std::vector<std::string> command;  // program and arguments, run through PATH
-  std::optional<std::chrono::milliseconds> timeout;   // BRAID_TIMEOUT_S for the ranks
-  std::optional<comm::TransportKind> transport;       // BRAID_TRANSPORT for the ranks
-  std::chrono::milliseconds grace{3000};              // SIGTERM -> SIGKILL
-  int out_fd = 1;  // where the ranks' stdout lines go
-  int err_fd = 2;  // where their stderr lines go
+  std::vector<std::string> command;                  // program and arguments, run through PATH
+  std::optional<std::chrono::milliseconds> timeout;  // BRAID_TIMEOUT_S for the ranks
+  std::optional<comm::TransportKind> transport;      // BRAID_TRANSPORT for the ranks
+  std::chrono::milliseconds grace{3000};             // SIGTERM -> SIGKILL
+  int out_fd = 1;                                    // where the ranks' stdout lines go
+  int err_fd = 2;                                    // where their stderr lines go
 };
 
 struct LaunchResult {

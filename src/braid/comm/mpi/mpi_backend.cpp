@@ -14,12 +14,17 @@ namespace {
 
 MPI_Datatype mpi_type(DType dtype) {
   switch (dtype) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::f64: return MPI_DOUBLE;
-    case DType::i32: return MPI_INT32_T;
-    case DType::i64: return MPI_INT64_T;
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::f64:
+      return MPI_DOUBLE;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
     case DType::bf16:  // 16-bit words; reductions use the user-defined ops below
-    case DType::f16: return MPI_UINT16_T;
+    case DType::f16:
+      return MPI_UINT16_T;
   }
   BRAID_THROW(Error, "no MPI type for dtype ", static_cast<int>(dtype));
 }
@@ -56,8 +61,8 @@ class Blocks {
     MPI_Datatype contiguous = MPI_DATATYPE_NULL;
     mpi_check(MPI_Type_contiguous(static_cast<int>(n), base, &contiguous), "MPI_Type_contiguous",
               rank);
-    const int rc = MPI_Type_create_resized(contiguous, 0, static_cast<MPI_Aint>(count * esize),
-                                           &type_);
+    const int rc =
+        MPI_Type_create_resized(contiguous, 0, static_cast<MPI_Aint>(count * esize), &type_);
     MPI_Type_free(&contiguous);
     mpi_check(rc, "MPI_Type_create_resized", rank);
     mpi_check(MPI_Type_commit(&type_), "MPI_Type_commit", rank);
@@ -129,10 +134,14 @@ MPI_Op MpiBackend::op_for(DType dtype, ReduceOp op) const {
   if (dtype == DType::f16) return half_ops_[1][half_op_index(op)];
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: return MPI_SUM;
-    case ReduceOp::min: return MPI_MIN;
-    case ReduceOp::max: return MPI_MAX;
-    case ReduceOp::prod: return MPI_PROD;
+    case ReduceOp::avg:
+      return MPI_SUM;
+    case ReduceOp::min:
+      return MPI_MIN;
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::prod:
+      return MPI_PROD;
   }
   BRAID_THROW(Error, "no MPI op for reduce op ", static_cast<int>(op));
 }
@@ -208,8 +217,7 @@ void MpiBackend::reduce(void* data, size_t count, DType dtype, ReduceOp op, int 
 void MpiBackend::gather(const void* send, void* recv, size_t count, DType dtype, int root) {
   check_root(root, "gather");
   const size_t es = dtype_size(dtype);
-  const bool in_place =
-      rank_ == root && send == at(recv, static_cast<size_t>(root) * count, es);
+  const bool in_place = rank_ == root && send == at(recv, static_cast<size_t>(root) * count, es);
   for (size_t off = 0; off < count; off += max_piece_) {
     const size_t n = std::min(max_piece_, count - off);
     const Blocks blocks(mpi_type(dtype), n, count, es, rank_);
@@ -223,8 +231,7 @@ void MpiBackend::gather(const void* send, void* recv, size_t count, DType dtype,
 void MpiBackend::scatter(const void* send, void* recv, size_t count, DType dtype, int root) {
   check_root(root, "scatter");
   const size_t es = dtype_size(dtype);
-  const bool in_place =
-      rank_ == root && recv == at(send, static_cast<size_t>(root) * count, es);
+  const bool in_place = rank_ == root && recv == at(send, static_cast<size_t>(root) * count, es);
   for (size_t off = 0; off < count; off += max_piece_) {
     const size_t n = std::min(max_piece_, count - off);
     const Blocks blocks(mpi_type(dtype), n, count, es, rank_);

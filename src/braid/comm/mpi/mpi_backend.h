@@ -17,13 +17,12 @@
 // destroyed before MPI_Finalize (after it, destruction frees nothing).
 #pragma once
 
-#include "comm/mpi/mpi_c.h"
-
 #include <array>
 #include <climits>
 #include <cstddef>
 
 #include "comm/collectives.h"
+#include "comm/mpi/mpi_c.h"
 
 namespace braid::comm {
 

@@ -33,7 +33,8 @@ void finalize_at_exit() {
 void ensure_mpi_initialized() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  BRAID_CHECK(!finalized, "MPI was already finalised; build braid's MPI groups before MPI_Finalize");
+  BRAID_CHECK(!finalized,
+              "MPI was already finalised; build braid's MPI groups before MPI_Finalize");
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "comm/mpi/mpi_error.h"
@@ -20,8 +21,8 @@ constexpr size_t kMaxPooledStaging = 8;
 size_t piece_count(size_t bytes) { return (bytes + kPieceBytes - 1) / kPieceBytes; }
 
 std::string describe(const Tag& tag, const CallSignature& sig) {
-  return detail::concat(describe_call(sig, tag.seq), " [channel ", tag.channel, ", step ",
-                        tag.step, "]");
+  return detail::concat(describe_call(sig, tag.seq), " [channel ", tag.channel, ", step ", tag.step,
+                        "]");
 }
 
 }  // namespace
@@ -48,6 +49,8 @@ MpiTransport::MpiTransport(MPI_Comm comm, MpiTransportOptions options) : options
   BRAID_CHECK(initialized, "MpiTransport needs MPI initialised first (see mpi_world())");
   mpi_check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup", -1);
   mpi_check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", -1);
+  mpi_check(MPI_Comm_dup(comm, &spare_comm_), "MPI_Comm_dup", -1);
+  mpi_check(MPI_Comm_set_errhandler(spare_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", -1);
   check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
   check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
   void* attr = nullptr;
@@ -76,6 +79,7 @@ MpiTransport::~MpiTransport() {
   }
   requests_.clear();
   MPI_Comm_free(&comm_);
+  MPI_Comm_free(&spare_comm_);
 }
 
 void MpiTransport::check(int rc, const char* what) const { mpi_check(rc, what, rank_); }
@@ -92,10 +96,9 @@ MpiTransport::Request& MpiTransport::find(RequestId id, const char* where) {
   return *it->second;
 }
 
-RequestId MpiTransport::isend(int peer, const Tag& tag, const CallSignature& sig,
-                              const void* data, size_t bytes) {
-  BRAID_CHECK(peer >= 0 && peer < size_, "isend to rank ", peer, " of a job of ", size_,
-              " ranks");
+RequestId MpiTransport::isend(int peer, const Tag& tag, const CallSignature& sig, const void* data,
+                              size_t bytes) {
+  BRAID_CHECK(peer >= 0 && peer < size_, "isend to rank ", peer, " of a job of ", size_, " ranks");
   BRAID_CHECK(bytes == 0 || data != nullptr, "isend of ", bytes, " bytes from a null buffer");
   auto r = std::make_unique<Request>();
   r->send = true;
@@ -186,8 +189,8 @@ void MpiTransport::check_same_call(const Request& r, const FrameHeader& header) 
   if (r.sig.call == CallKind::p2p || header.sig.call == CallKind::p2p) return;
   if (header.tag.channel != r.tag.channel || header.tag.seq != r.tag.seq) return;
   if (header.sig == r.sig) return;
-  BRAID_THROW(CollectiveMismatch, "rank ", rank_, " is in ", describe(r.tag, r.sig),
-              " but rank ", r.peer, " sent a message for ", describe(header.tag, header.sig),
+  BRAID_THROW(CollectiveMismatch, "rank ", rank_, " is in ", describe(r.tag, r.sig), " but rank ",
+              r.peer, " sent a message for ", describe(header.tag, header.sig),
               "; every rank must make the same collective calls, in the same order, with the "
               "same dtype, op, count and root");
 }
@@ -236,8 +239,7 @@ void MpiTransport::on_header(int peer, const FrameHeader& header) {
   size_t& buffered = early_bytes_[static_cast<size_t>(peer)];
   if (header.bytes > options_.max_buffered_bytes - std::min(buffered, options_.max_buffered_bytes))
     BRAID_THROW(PeerError, "rank ", peer, " sent rank ", rank_, " more than ",
-                options_.max_buffered_bytes,
-                " bytes ahead of the matching receives (the last for ",
+                options_.max_buffered_bytes, " bytes ahead of the matching receives (the last for ",
                 describe(header.tag, header.sig),
                 "); the ranks disagree about the calls they make, or one runs far ahead");
   buffered += header.bytes;
@@ -249,8 +251,7 @@ void MpiTransport::progress() {
     int flag = 0;
     MPI_Message message = MPI_MESSAGE_NULL;
     MPI_Status status;
-    check(MPI_Improbe(MPI_ANY_SOURCE, kHeaderTag, comm_, &flag, &message, &status),
-          "MPI_Improbe");
+    check(MPI_Improbe(MPI_ANY_SOURCE, kHeaderTag, comm_, &flag, &message, &status), "MPI_Improbe");
     if (!flag) return;
     int count = 0;
     check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
@@ -286,8 +287,10 @@ bool MpiTransport::try_complete(Request& r) {
         const size_t want = std::min(kPieceBytes, r.bytes - i * kPieceBytes);
         if (static_cast<size_t>(got) != want)
           BRAID_THROW(PeerError, "rank ", r.peer, " sent rank ", rank_, " ", got,
-                      " bytes in piece ", i, " of ", describe(r.tag, r.sig), " where its header "
-                      "announced ", want);
+                      " bytes in piece ", i, " of ", describe(r.tag, r.sig),
+                      " where its header "
+                      "announced ",
+                      want);
       }
     }
     r.mpi.clear();
@@ -344,8 +347,8 @@ void MpiTransport::wait(std::span<const RequestId> requests, Deadline deadline) 
       if (deadline.expired())
         BRAID_THROW(TimeoutError, "rank ", rank_, " timed out after ", deadline.waited_seconds(),
                     " s waiting to ", pending->send ? "send " : "receive ",
-                    describe(pending->tag, pending->sig), pending->send ? " to rank " : " from rank ",
-                    pending->peer,
+                    describe(pending->tag, pending->sig),
+                    pending->send ? " to rank " : " from rank ", pending->peer,
                     " over MPI; that rank may be stuck, dead or in another call (raise the group's "
                     "timeout or BRAID_TIMEOUT_S if it is only slow)");
       // Ranks may outnumber cores (mpirun --oversubscribe); let the peer we wait for run.

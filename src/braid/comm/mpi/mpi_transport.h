@@ -14,13 +14,14 @@
 // straight into the caller's buffer, or into a reused staging buffer that is then
 // combined with braid::reduce_into for a receive with a Reduction.
 //
+// A peer that dies is for MPI to report: mpirun ends the whole job by default, so no wait
+// outlives it; a peer that is stuck is a TimeoutError like on every transport.
+//
 // Thread safety: one thread drives it at a time (MPI needs at least FUNNELED, SERIALIZED
 // if that thread is not the main one). Lifetime: MPI must be initialised before it is
 // built and not finalised before it is destroyed (destroying it after MPI_Finalize is
 // harmless: it then frees nothing).
 #pragma once
-
-#include "comm/mpi/mpi_c.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "comm/frame.h"
+#include "comm/mpi/mpi_c.h"
 #include "comm/transport.h"
 
 namespace braid::comm {
@@ -53,8 +55,10 @@ class MpiTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string_view name() const override { return "mpi"; }
-  // The private duplicate the transport talks on (for building a matching backend).
-  MPI_Comm comm() const { return comm_; }
+  // A second duplicate with the same ranks on which the transport sends nothing: for
+  // MPI's own collectives and communicator construction beside it (use_mpi_backend), whose
+  // internal messages must never meet the transport's header probe.
+  MPI_Comm spare_comm() const { return spare_comm_; }
 
   RequestId isend(int peer, const Tag& tag, const CallSignature& sig, const void* data,
                   size_t bytes) override;
@@ -88,19 +92,20 @@ class MpiTransport final : public Transport {
   int next_payload_tag(std::vector<uint64_t>& counters, int peer) const;
   Request& find(RequestId id, const char* where);
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm comm_ = MPI_COMM_NULL;        // the transport's messages only
+  MPI_Comm spare_comm_ = MPI_COMM_NULL;  // see spare_comm()
   int rank_ = 0;
   int size_ = 0;
   int tag_ub_ = 32767;  // payload tags are 1..tag_ub_, header tag is 0
   MpiTransportOptions options_;
   RequestId next_id_ = 1;
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
-  std::vector<std::deque<RequestId>> posted_;  // per peer: receives waiting for a header
-  std::vector<std::deque<Early>> early_;       // per peer: headers waiting for a receive
-  std::vector<size_t> early_bytes_;            // per peer: payload bytes behind early_
-  std::vector<uint64_t> sent_;                 // per peer: messages sent (payload tags)
-  std::vector<uint64_t> received_;             // per peer: headers received (payload tags)
-  std::vector<Staging> staging_;                 // free staging buffers for reductions
+  std::vector<std::deque<RequestId>> posted_;        // per peer: receives waiting for a header
+  std::vector<std::deque<Early>> early_;             // per peer: headers waiting for a receive
+  std::vector<size_t> early_bytes_;                  // per peer: payload bytes behind early_
+  std::vector<uint64_t> sent_;                       // per peer: messages sent (payload tags)
+  std::vector<uint64_t> received_;                   // per peer: headers received (payload tags)
+  std::vector<Staging> staging_;                     // free staging buffers for reductions
   std::vector<std::unique_ptr<Request>> abandoned_;  // sends MPI may still read from
   std::vector<MPI_Status> statuses_;                 // scratch for MPI_Testall
 };
