@@ -130,6 +130,7 @@ class CollectiveBench {
     const size_t count = bytes / sizeof(float);
     comm::CollectiveOptions opt;
     opt.algorithm = algorithm;
+    refill(count);
     run(count, opt);  // warm-up, also checks the result once
     check(count);
     refill(count);
