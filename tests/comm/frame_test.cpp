@@ -1,11 +1,12 @@
 // parse_frame_header: every field braid writes is checked, each failure is a PeerError
 // naming the peer and the field, and a header round-trips unchanged.
+#include "comm/frame.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
-#include "comm/frame.h"
 #include "comm/transport.h"
 
 namespace braid::comm {
@@ -65,7 +66,8 @@ TEST(Frame, EachCorruptFieldIsAPeerErrorNamingPeerAndField) {
       {"reduce op", [](FrameHeader& h) { h.sig.op = static_cast<ReduceOp>(5); }},
       {"root", [](FrameHeader& h) { h.sig.root = -2; }},
       {"exceeds", [](FrameHeader& h) { h.bytes = (1 << 20) + 1; }},
-      {"goodbye", [](FrameHeader& h) {
+      {"goodbye",
+       [](FrameHeader& h) {
          h.type = FrameType::goodbye;
          h.bytes = 1;
        }},

@@ -1,13 +1,14 @@
 // The shm transport with real processes and real faults: forked ranks exchanging and
 // reducing, a peer killed with SIGKILL, segments that never outlive the connection, and a
 // peer on another host. The shared contract is in transport_contract_test.cpp.
+#include "comm/shm_transport.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <sstream>
 
 #include "comm/shm_ring.h"
-#include "comm/shm_transport.h"
 #include "transport_test_util.h"
 
 namespace braid::comm {
@@ -56,8 +57,8 @@ void exchange(Transport& t) {
     const size_t bytes = 70'000 * static_cast<size_t>(p + 1) + 3;
     in[p].resize(70'000 * static_cast<size_t>(me + 1) + 3);
     outs[p] = pattern(me * 10 + p, bytes);
-    ids.push_back(t.irecv(p, {1, 0, 2}, sig_of(CallKind::p2p, in[p].size()), in[p].data(),
-                          in[p].size()));
+    ids.push_back(
+        t.irecv(p, {1, 0, 2}, sig_of(CallKind::p2p, in[p].size()), in[p].data(), in[p].size()));
     ids.push_back(t.isend(p, {1, 0, 2}, sig_of(CallKind::p2p, bytes), outs[p].data(), bytes));
   }
   t.wait(ids, soon());
@@ -177,9 +178,9 @@ TEST(ShmTransport, AKilledPeerFailsEveryWaitOnItWithPeerError) {
   }
   // A send that cannot fit in the ring fails too, rather than waiting for the deadline.
   std::vector<uint8_t> big(1 << 20);
-  EXPECT_THROW(t->send(1, {1, 0, 4}, sig_of(CallKind::p2p, big.size()), big.data(), big.size(),
-                       soon()),
-               PeerError);
+  EXPECT_THROW(
+      t->send(1, {1, 0, 4}, sig_of(CallKind::p2p, big.size()), big.data(), big.size(), soon()),
+      PeerError);
 }
 
 TEST(ShmTransport, SegmentsAreUnlinkedOnceEveryRankHasMappedThem) {

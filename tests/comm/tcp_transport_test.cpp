@@ -2,6 +2,8 @@
 // SIGKILL, wrong secrets, and a raw authenticated socket sending corrupt, oversized and
 // truncated frames. Also connect_transport()'s choice of transport. The shared contract
 // is in transport_contract_test.cpp.
+#include "comm/tcp_transport.h"
+
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
@@ -10,7 +12,6 @@
 #include "comm/auth.h"
 #include "comm/frame.h"
 #include "comm/socket.h"
-#include "comm/tcp_transport.h"
 #include "comm/transport_factory.h"
 #include "transport_test_util.h"
 
@@ -249,9 +250,9 @@ TEST(TcpAdvertiseHost, PrefersTheOptionThenTheVariableThenTheListenAddress) {
 }
 
 TEST(ConnectTransport, AutomaticPicksShmOnOneHostAndTheKindsParse) {
-  for (const auto& [kind, name] : {std::pair{TransportKind::automatic, "shm"},
-                                   std::pair{TransportKind::shm, "shm"},
-                                   std::pair{TransportKind::tcp, "tcp"}}) {
+  for (const auto& [kind, name] :
+       {std::pair{TransportKind::automatic, "shm"}, std::pair{TransportKind::shm, "shm"},
+        std::pair{TransportKind::tcp, "tcp"}}) {
     World w = connect_world(
         [kind = kind](Store& s, int r, int n) {
           return connect_transport(kind, s, r, n, test_secret(), soon());

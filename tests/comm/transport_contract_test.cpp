@@ -36,7 +36,8 @@ World make_world(const std::string& kind, int n, TransportOptions options = {}) 
 #ifdef BRAID_HAVE_INPROC
   if (kind == "inproc") {
     World world;
-    for (auto& t : make_inproc_transports(n)) world.push_back(std::shared_ptr<Transport>(std::move(t)));
+    for (auto& t : make_inproc_transports(n))
+      world.push_back(std::shared_ptr<Transport>(std::move(t)));
     return world;
   }
 #endif
@@ -226,11 +227,20 @@ void check_reduction(Transport& a, Transport& b, DType dtype, ReduceOp op, size_
     src[i] = static_cast<T>((i * 7) % 13) - static_cast<T>(4);
     dst[i] = static_cast<T>((i * 3) % 11) + static_cast<T>(1);
     switch (op) {
-      case ReduceOp::sum: expect[i] = dst[i] + src[i]; break;
-      case ReduceOp::max: expect[i] = std::max(dst[i], src[i]); break;
-      case ReduceOp::min: expect[i] = std::min(dst[i], src[i]); break;
-      case ReduceOp::prod: expect[i] = dst[i] * src[i]; break;
-      default: break;
+      case ReduceOp::sum:
+        expect[i] = dst[i] + src[i];
+        break;
+      case ReduceOp::max:
+        expect[i] = std::max(dst[i], src[i]);
+        break;
+      case ReduceOp::min:
+        expect[i] = std::min(dst[i], src[i]);
+        break;
+      case ReduceOp::prod:
+        expect[i] = dst[i] * src[i];
+        break;
+      default:
+        break;
     }
   }
   const size_t bytes = count * sizeof(T);
@@ -281,8 +291,9 @@ TEST_P(TransportContract, EarlyReducingMessagesAreReducedWhenTheirReceiveIsPoste
   uint32_t marker = 5, got = 0;
   run_threads(2, [&](int me) {
     if (me == 0) {
-      const RequestId ids[] = {w[0]->isend(1, tag(5, 3), allreduce_sig(count), src.data(), count * 4),
-                               w[0]->isend(1, tag(6), p2p_sig(4), &marker, 4)};
+      const RequestId ids[] = {
+          w[0]->isend(1, tag(5, 3), allreduce_sig(count), src.data(), count * 4),
+          w[0]->isend(1, tag(6), p2p_sig(4), &marker, 4)};
       w[0]->wait(ids, soon());
       return;
     }
@@ -434,8 +445,10 @@ TEST_P(TransportContract, AMissingMessageTimesOutNamingPeerCallAndTime) {
   // The transport stays usable after a timeout.
   float v = 5;
   run_threads(2, [&](int me) {
-    if (me == 0) w[0]->send(1, tag(2, 13), allreduce_sig(1), &v, 4, soon());
-    else w[1]->recv(0, tag(2, 13), allreduce_sig(1), &x, 4, soon());
+    if (me == 0)
+      w[0]->send(1, tag(2, 13), allreduce_sig(1), &v, 4, soon());
+    else
+      w[1]->recv(0, tag(2, 13), allreduce_sig(1), &x, 4, soon());
   });
   EXPECT_EQ(x, 5);
 }
@@ -451,7 +464,8 @@ TEST_P(TransportContract, TooMuchSentAheadFailsNamingThePeer) {
   run_threads(2, [&](int me) {
     if (me == 0) {
       std::vector<RequestId> ids;
-      for (int k = 0; k < 6; ++k) ids.push_back(w[0]->isend(1, tag(k), p2p_sig(bytes), buf.data(), bytes));
+      for (int k = 0; k < 6; ++k)
+        ids.push_back(w[0]->isend(1, tag(k), p2p_sig(bytes), buf.data(), bytes));
       try {
         w[0]->wait(ids, Deadline::after(1s));
       } catch (const Error&) {  // stuck once the receiver gives up, or done

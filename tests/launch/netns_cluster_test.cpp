@@ -34,7 +34,8 @@ class NetnsCluster : public ::testing::Test {
     script_ = std::string("BRAID_NETNS_PREFIX=") + prefix_ + " " + BRAID_SOURCE_DIR +
               "/scripts/netns-cluster.sh";
     if (::geteuid() != 0) GTEST_SKIP() << "network namespaces need root; skipped";
-    const Result probe = sh("ip netns add " + prefix_ + "probe && ip netns del " + prefix_ + "probe");
+    const Result probe =
+        sh("ip netns add " + prefix_ + "probe && ip netns del " + prefix_ + "probe");
     if (probe.code != 0) GTEST_SKIP() << "cannot create network namespaces here: " << probe.output;
   }
   void TearDown() override {
@@ -48,8 +49,8 @@ class NetnsCluster : public ::testing::Test {
              " BRAID_WORLD_SIZE=" + std::to_string(hosts) +
              " BRAID_LOCAL_RANK=0 BRAID_LOCAL_WORLD_SIZE=1 BRAID_STORE_ADDR=10.77.0.1:29400"
              " BRAID_SECRET=00112233445566778899aabbccddeeff BRAID_TIMEOUT_S=60 " +
-             BRAID_BINARY + " " + braid_args + " > /tmp/" + prefix_ + "_rank" +
-             std::to_string(r) + ".log 2>&1 & ";
+             BRAID_BINARY + " " + braid_args + " > /tmp/" + prefix_ + "_rank" + std::to_string(r) +
+             ".log 2>&1 & ";
     }
     cmd += "fail=0; for j in $(jobs -p); do wait $j || fail=1; done; cat /tmp/" + prefix_ +
            "_rank*.log; rm -f /tmp/" + prefix_ + "_rank*.log; exit $fail";
@@ -64,7 +65,8 @@ TEST_F(NetnsCluster, FourRankAllreduceOverTcpAcrossFourNamespaces) {
   const Result r = run_ranks(4, "comm-check --transport tcp");
   EXPECT_EQ(r.code, 0) << r.output;
   for (int rank = 0; rank < 4; ++rank)
-    EXPECT_NE(r.output.find("rank " + std::to_string(rank) + "/4 ok"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("rank " + std::to_string(rank) + "/4 ok"), std::string::npos)
+        << r.output;
 }
 
 }  // namespace

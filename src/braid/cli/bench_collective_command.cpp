@@ -54,30 +54,41 @@ size_t parse_size(const std::string& s) {
   }
   const std::string unit = s.substr(pos);
   double mult = 1;
-  if (unit == "K" || unit == "KiB") mult = 1 << 10;
-  else if (unit == "M" || unit == "MiB") mult = 1 << 20;
-  else if (unit == "G" || unit == "GiB") mult = 1 << 30;
-  else BRAID_CHECK(unit.empty() || unit == "B", "size '", s, "': unknown unit (K, M, G)");
+  if (unit == "K" || unit == "KiB")
+    mult = 1 << 10;
+  else if (unit == "M" || unit == "MiB")
+    mult = 1 << 20;
+  else if (unit == "G" || unit == "GiB")
+    mult = 1 << 30;
+  else
+    BRAID_CHECK(unit.empty() || unit == "B", "size '", s, "': unknown unit (K, M, G)");
   BRAID_CHECK(v >= 0, "size '", s, "' is negative");
   return static_cast<size_t>(v * mult);
 }
 
 std::string human_bytes(size_t b) {
   char buf[32];
-  if (b >= (1u << 30) && b % (1u << 30) == 0) std::snprintf(buf, sizeof buf, "%zuG", b >> 30);
-  else if (b >= (1u << 20) && b % (1u << 20) == 0) std::snprintf(buf, sizeof buf, "%zuM", b >> 20);
-  else if (b >= (1u << 10) && b % (1u << 10) == 0) std::snprintf(buf, sizeof buf, "%zuK", b >> 10);
-  else std::snprintf(buf, sizeof buf, "%zu", b);
+  if (b >= (1u << 30) && b % (1u << 30) == 0)
+    std::snprintf(buf, sizeof buf, "%zuG", b >> 30);
+  else if (b >= (1u << 20) && b % (1u << 20) == 0)
+    std::snprintf(buf, sizeof buf, "%zuM", b >> 20);
+  else if (b >= (1u << 10) && b % (1u << 10) == 0)
+    std::snprintf(buf, sizeof buf, "%zuK", b >> 10);
+  else
+    std::snprintf(buf, sizeof buf, "%zu", b);
   return buf;
 }
 
 double bus_factor(comm::CallKind call, int n) {
   if (n <= 1) return 1.0;
   switch (call) {
-    case comm::CallKind::allreduce: return 2.0 * (n - 1) / n;
+    case comm::CallKind::allreduce:
+      return 2.0 * (n - 1) / n;
     case comm::CallKind::reduce_scatter:
-    case comm::CallKind::allgather: return static_cast<double>(n - 1) / n;
-    default: return 1.0;
+    case comm::CallKind::allgather:
+      return static_cast<double>(n - 1) / n;
+    default:
+      return 1.0;
   }
 }
 
@@ -105,7 +116,8 @@ comm::CallKind call_of(const std::string& name) {
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
   ::execv(self.c_str(), cargv.data());
-  BRAID_THROW(IoError, "cannot re-execute braid to launch ", ranks, " ranks: ", std::strerror(errno));
+  BRAID_THROW(IoError, "cannot re-execute braid to launch ", ranks,
+              " ranks: ", std::strerror(errno));
 }
 
 struct Row {
@@ -189,7 +201,9 @@ class CollectiveBench {
     for (size_t i = 0; i < count; i += std::max<size_t>(1, count / 97)) {
       float got = 0, want = 0;
       switch (call_) {
-        case comm::CallKind::allreduce: got = s[i], want = total; break;
+        case comm::CallKind::allreduce:
+          got = s[i], want = total;
+          break;
         case comm::CallKind::reduce_scatter:
           if (i >= per_rank) return;
           got = r[i], want = total;
@@ -198,7 +212,9 @@ class CollectiveBench {
           if (i >= per_rank * static_cast<size_t>(n_)) return;
           got = r[i], want = static_cast<float>(i / per_rank + 1);
           break;
-        default: got = s[i], want = 1; break;
+        default:
+          got = s[i], want = 1;
+          break;
       }
       BRAID_CHECK(got == want, "bench: wrong result at element ", i, ": ", got, " instead of ",
                   want, " (", count, " elements, rank ", g_.rank(), ")");
@@ -226,8 +242,7 @@ void run_collective_bench(const CollectiveFlags& f) {
   if (f.algorithm == "all") {
     if (call == comm::CallKind::allreduce)
       algorithms = {comm::Algorithm::ring, comm::Algorithm::halving_doubling,
-                    comm::Algorithm::binary_blocks, comm::Algorithm::tree,
-                    comm::Algorithm::direct};
+                    comm::Algorithm::binary_blocks, comm::Algorithm::tree, comm::Algorithm::direct};
     else
       algorithms = {comm::Algorithm::automatic};
   } else {
@@ -258,11 +273,16 @@ void run_collective_bench(const CollectiveFlags& f) {
       const double busbw = algbw * bus_factor(call, n);
       const std::string name(comm::algorithm_name(a));
       if (lead && f.json) {
-        nlohmann::json j = {{"impl", "braid"},      {"collective", f.collective},
-                            {"ranks", n},           {"transport", g.transport().name()},
-                            {"bytes", bytes},       {"algorithm", name},
-                            {"time_us", r.seconds * 1e6}, {"algbw_GBps", algbw},
-                            {"busbw_GBps", busbw},  {"iters", r.iters}};
+        nlohmann::json j = {{"impl", "braid"},
+                            {"collective", f.collective},
+                            {"ranks", n},
+                            {"transport", g.transport().name()},
+                            {"bytes", bytes},
+                            {"algorithm", name},
+                            {"time_us", r.seconds * 1e6},
+                            {"algbw_GBps", algbw},
+                            {"busbw_GBps", busbw},
+                            {"iters", r.iters}};
         std::printf("%s\n", j.dump().c_str());
       } else if (lead) {
         std::printf("%10s %18s %12.2f %11.3f %11.3f\n", human_bytes(bytes).c_str(), name.c_str(),
@@ -301,16 +321,19 @@ void add_collective_benches(CLI::App& bench) {
   for (const char* name : {"allreduce", "reduce-scatter", "allgather", "broadcast"}) {
     auto f = std::make_shared<CollectiveFlags>();
     f->collective = name;
-    CLI::App* c = bench.add_subcommand(name, std::string(name) + " bandwidth and latency (nccl-tests columns)");
+    CLI::App* c = bench.add_subcommand(
+        name, std::string(name) + " bandwidth and latency (nccl-tests columns)");
     c->add_option("-n,--ranks", f->ranks, "outside a job: launch this many local ranks");
     c->add_option("--transport", f->transport, "auto, shm or tcp");
-    c->add_option("--algorithm", f->algorithm, "auto, ring, halving_doubling, binary_blocks, tree, direct, or all");
+    c->add_option("--algorithm", f->algorithm,
+                  "auto, ring, halving_doubling, binary_blocks, tree, direct, or all");
     c->add_option("--min", f->min_size, "smallest message (4K, 1M, ...)");
     c->add_option("--max", f->max_size, "largest message");
     c->add_option("--factor", f->factor, "size multiplier between rows");
     c->add_option("--seconds", f->seconds, "measuring time per size and algorithm");
     c->add_flag("--json", f->json, "JSON lines instead of a table");
-    c->add_option("--write-table", f->write_table, "write the fastest algorithm per size as a selection table");
+    c->add_option("--write-table", f->write_table,
+                  "write the fastest algorithm per size as a selection table");
     c->callback([f] { run_collective_bench(*f); });
   }
 }

@@ -20,7 +20,7 @@
 namespace braid::comm {
 
 struct CollectiveOptions {
-  Algorithm algorithm = Algorithm::automatic;          // automatic: from the selection table
+  Algorithm algorithm = Algorithm::automatic;        // automatic: from the selection table
   std::optional<std::chrono::milliseconds> timeout;  // default: the group's
 };
 
@@ -29,8 +29,8 @@ void allreduce(Group& g, void* data, size_t count, DType dtype, ReduceOp op,
                const CollectiveOptions& options = {});
 // recv[0, count) = op over ranks of send[rank*count, (rank+1)*count); send holds
 // size*count elements. send and recv may not overlap.
-void reduce_scatter(Group& g, const void* send, void* recv, size_t count, DType dtype,
-                    ReduceOp op, const CollectiveOptions& options = {});
+void reduce_scatter(Group& g, const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                    const CollectiveOptions& options = {});
 // recv[r*count, (r+1)*count) = rank r's send; recv holds size*count. send may equal
 // recv + rank*count (in place).
 void allgather(Group& g, const void* send, void* recv, size_t count, DType dtype,

@@ -25,7 +25,9 @@ class Deadline {
   int remaining_ms() const {
     if (is_never()) return INT32_MAX;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(at_ - Clock::now());
-    return left.count() <= 0 ? 0 : left.count() > INT32_MAX ? INT32_MAX : static_cast<int>(left.count());
+    return left.count() <= 0          ? 0
+           : left.count() > INT32_MAX ? INT32_MAX
+                                      : static_cast<int>(left.count());
   }
   // Seconds since the wait began, for error messages.
   double waited_seconds() const {

@@ -53,8 +53,12 @@ class Group {
   void wait(std::span<const RequestId> requests);
   void wait(RequestId request) { wait(std::span<const RequestId>(&request, 1)); }
   bool test(RequestId request) { return transport_->test(request); }
-  void send(int to, uint32_t tag, const void* data, size_t bytes) { wait(isend(to, tag, data, bytes)); }
-  void recv(int from, uint32_t tag, void* data, size_t bytes) { wait(irecv(from, tag, data, bytes)); }
+  void send(int to, uint32_t tag, const void* data, size_t bytes) {
+    wait(isend(to, tag, data, bytes));
+  }
+  void recv(int from, uint32_t tag, void* data, size_t bytes) {
+    wait(irecv(from, tag, data, bytes));
+  }
 
   // Collective: members passing the same colour form a new group ordered by (key, rank).
   // A negative colour joins no group and gets nullptr.

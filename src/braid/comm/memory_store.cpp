@@ -81,8 +81,8 @@ void MemoryStore::wait(std::span<const std::string> keys, Deadline deadline) {
   if (deadline.is_never()) {
     changed_.wait(lock, all_present);
   } else if (!changed_.wait_until(lock, deadline.at(), all_present)) {
-    BRAID_THROW(TimeoutError, "store: waited ", deadline.waited_seconds(), " s for ",
-                joined(keys), " and they were not all set");
+    BRAID_THROW(TimeoutError, "store: waited ", deadline.waited_seconds(), " s for ", joined(keys),
+                " and they were not all set");
   }
 }
 

@@ -6,17 +6,28 @@ namespace braid::comm {
 
 const char* call_kind_name(CallKind k) {
   switch (k) {
-    case CallKind::p2p: return "send/recv";
-    case CallKind::allreduce: return "allreduce";
-    case CallKind::reduce_scatter: return "reduce_scatter";
-    case CallKind::allgather: return "allgather";
-    case CallKind::broadcast: return "broadcast";
-    case CallKind::reduce: return "reduce";
-    case CallKind::gather: return "gather";
-    case CallKind::scatter: return "scatter";
-    case CallKind::alltoall: return "alltoall";
-    case CallKind::barrier: return "barrier";
-    case CallKind::split: return "split";
+    case CallKind::p2p:
+      return "send/recv";
+    case CallKind::allreduce:
+      return "allreduce";
+    case CallKind::reduce_scatter:
+      return "reduce_scatter";
+    case CallKind::allgather:
+      return "allgather";
+    case CallKind::broadcast:
+      return "broadcast";
+    case CallKind::reduce:
+      return "reduce";
+    case CallKind::gather:
+      return "gather";
+    case CallKind::scatter:
+      return "scatter";
+    case CallKind::alltoall:
+      return "alltoall";
+    case CallKind::barrier:
+      return "barrier";
+    case CallKind::split:
+      return "split";
   }
   return "unknown call";
 }

@@ -40,7 +40,8 @@ class Store {
 
   // Conveniences over the byte API.
   void set(const std::string& key, const std::string& value) {
-    set(key, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(value.data()), value.size()));
+    set(key,
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(value.data()), value.size()));
   }
   std::string get_string(const std::string& key, Deadline deadline) {
     const Bytes b = get(key, deadline);

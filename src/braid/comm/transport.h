@@ -73,7 +73,9 @@ class Transport {
   virtual bool test(RequestId request) = 0;
 
   // Conveniences.
-  void wait(RequestId request, Deadline deadline) { wait(std::span<const RequestId>(&request, 1), deadline); }
+  void wait(RequestId request, Deadline deadline) {
+    wait(std::span<const RequestId>(&request, 1), deadline);
+  }
   void send(int peer, const Tag& tag, const CallSignature& sig, const void* data, size_t bytes,
             Deadline deadline) {
     wait(isend(peer, tag, sig, data, bytes), deadline);

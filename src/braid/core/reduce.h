@@ -21,8 +21,7 @@ std::string_view reduce_op_name(ReduceOp op);
 // dst[i] = op(dst[i], src[i]); dst and src may not overlap partially (equal is allowed).
 void reduce_into(DType dtype, ReduceOp op, void* dst, const void* src, size_t count);
 // out[i] = op(a[i], b[i]); out may equal a or b.
-void reduce_pair(DType dtype, ReduceOp op, void* out, const void* a, const void* b,
-                 size_t count);
+void reduce_pair(DType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count);
 // x[i] /= divisor, for avg: floats are multiplied by 1/divisor in f32 (f64 for f64),
 // integers divided with truncation toward zero.
 void divide_by(DType dtype, void* x, size_t count, int64_t divisor);
