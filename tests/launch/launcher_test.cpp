@@ -9,9 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <regex>
+#include <cstdio>
 #include <set>
 #include <sstream>
 #include <string>
@@ -118,9 +119,10 @@ std::vector<std::string> lines(const std::string& s) {
 // The pids ranks printed as "pid N"; after the launcher returns none may be alive.
 std::vector<pid_t> printed_pids(const std::string& out) {
   std::vector<pid_t> pids;
-  const std::regex re("pid ([0-9]+)");
-  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it)
-    pids.push_back(static_cast<pid_t>(std::stol((*it)[1])));
+  for (size_t p = out.find("pid "); p != std::string::npos; p = out.find("pid ", p + 1)) {
+    int pid = 0;
+    if (std::sscanf(out.c_str() + p, "pid %d", &pid) == 1) pids.push_back(pid);
+  }
   return pids;
 }
 
@@ -151,15 +153,18 @@ TEST(Launch, RanksGetBraidsVariables) {
        "echo $BRAID_RANK $BRAID_WORLD_SIZE $BRAID_LOCAL_RANK $BRAID_LOCAL_WORLD_SIZE "
        "$BRAID_STORE_HOSTED ${#BRAID_SECRET} $BRAID_TIMEOUT_S $BRAID_TRANSPORT $BRAID_STORE_ADDR"});
   ASSERT_EQ(l.finish(), 0) << l.both();
-  const std::regex re(R"(\[rank (\d)\] (\d) 3 (\d) 3 1 64 7\.000 tcp (127\.0\.0\.1:\d+))");
   std::set<std::string> addrs;
   int matched = 0;
   for (const std::string& line : lines(l.out())) {
-    std::smatch m;
-    ASSERT_TRUE(std::regex_match(line, m, re)) << line;
-    EXPECT_EQ(m[1], m[2]);
-    EXPECT_EQ(m[1], m[3]);
-    addrs.insert(m[4]);
+    int prefix_rank = -1, rank = -2, local_rank = -3, port = 0, end = 0;
+    ASSERT_EQ(std::sscanf(line.c_str(), "[rank %d] %d 3 %d 3 1 64 7.000 tcp 127.0.0.1:%d%n",
+                          &prefix_rank, &rank, &local_rank, &port, &end),
+              4)
+        << line;
+    EXPECT_EQ(static_cast<size_t>(end), line.size()) << line;
+    EXPECT_EQ(prefix_rank, rank) << line;
+    EXPECT_EQ(prefix_rank, local_rank) << line;
+    addrs.insert(std::to_string(port));
     ++matched;
   }
   EXPECT_EQ(matched, 3);
@@ -173,15 +178,18 @@ TEST(Launch, LinesNeverInterleaveAndAnUnfinishedLastLineIsKept) {
        "i=0; while [ $i -lt 200 ]; do printf 'line %s ' $i; printf 'of rank %s' $BRAID_RANK; "
        "echo ' end'; i=$((i+1)); done; printf 'no newline %s' $BRAID_RANK"});
   ASSERT_EQ(l.finish(), 0) << l.both();
-  const std::regex re(R"(\[rank (\d)\] (line \d+ of rank (\d) end|no newline (\d)))");
-  int count = 0;
-  for (const std::string& line : lines(l.out())) {
-    std::smatch m;
-    ASSERT_TRUE(std::regex_match(line, m, re)) << "mangled line: " << line;
-    EXPECT_EQ(m[1], m[3].matched ? m[3] : m[4]) << line;
-    ++count;
+  std::vector<std::string> expected;
+  for (int r = 0; r < 4; ++r) {
+    const std::string prefix = "[rank " + std::to_string(r) + "] ";
+    for (int i = 0; i < 200; ++i)
+      expected.push_back(prefix + "line " + std::to_string(i) + " of rank " + std::to_string(r) +
+                         " end");
+    expected.push_back(prefix + "no newline " + std::to_string(r));
   }
-  EXPECT_EQ(count, 4 * 201);
+  std::vector<std::string> got = lines(l.out());
+  std::sort(expected.begin(), expected.end());
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, expected) << "lines were mangled:\n" << l.out();
   EXPECT_EQ(l.out().back(), '\n');
 }
 
