@@ -6,7 +6,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libopenblas-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libssl-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  dataset-fashion-mnist fortunes
+  dataset-fashion-mnist fortunes iproute2
 )
 missing=()
 for p in "${packages[@]}"; do
