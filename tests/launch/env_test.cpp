@@ -9,6 +9,7 @@
 
 #include "comm/deadline.h"
 #include "core/error.h"
+#include "launch/job.h"
 
 namespace braid::launch {
 namespace {
@@ -295,6 +296,30 @@ TEST(Timeout, DefaultAndSeconds) {
       EXPECT_NE(std::string(e.what()).find("BRAID_TIMEOUT_S"), std::string::npos) << e.what();
     }
   }
+}
+
+// BRAID_BACKEND picks MPI instead of braid's store and transports; a bad value or an MPI
+// request in a build without MPI is an error that says what to do.
+TEST(JoinJob, BackendVariable) {
+  auto join_error = [](const Vars& vars) -> std::string {
+    try {
+      JoinOptions o;
+      o.getenv = fake(vars);
+      join_job(o);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(join_error({{"BRAID_BACKEND", "nccl"}}).find("expected braid, mpi or mpi-p2p"),
+            std::string::npos);
+#ifndef BRAID_HAVE_MPI
+  EXPECT_NE(join_error({{"BRAID_BACKEND", "mpi"}}).find("-DBRAID_MPI=ON"), std::string::npos);
+#endif
+  JoinOptions o;
+  o.getenv = fake({{"BRAID_BACKEND", "braid"}});
+  const Job job = join_job(o);
+  EXPECT_EQ(job.world->size(), 1);
 }
 
 }  // namespace

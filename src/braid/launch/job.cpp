@@ -8,6 +8,9 @@
 #include "comm/tcp_store.h"
 #include "core/error.h"
 #include "core/log.h"
+#ifdef BRAID_HAVE_MPI
+#include "comm/mpi/mpi_world.h"
+#endif
 
 namespace braid::launch {
 namespace {
@@ -32,14 +35,42 @@ std::string connect_host(const std::string& store_host) {
   return bound;
 }
 
+// BRAID_BACKEND: "braid" (default), "mpi" (MPI's collectives) or "mpi-p2p" (braid's
+// algorithms over MPI point-to-point). Empty when braid's own transports are wanted.
+std::optional<std::string> mpi_backend(const GetEnv& getenv) {
+  const char* b = getenv("BRAID_BACKEND");
+  if (b == nullptr || *b == '\0' || std::string(b) == "braid") return std::nullopt;
+  const std::string v = b;
+  if (v != "mpi" && v != "mpi-p2p")
+    BRAID_THROW(Error, "BRAID_BACKEND='", v, "': expected braid, mpi or mpi-p2p");
+  return v;
+}
+
 }  // namespace
 
 Job join_job(const JoinOptions& options) {
   Job job;
-  job.env = read_rank_env(options.getenv);
-  const RankEnv& env = job.env;
   const std::chrono::milliseconds timeout =
       options.timeout ? *options.timeout : read_timeout(options.getenv);
+  if (const auto backend = mpi_backend(options.getenv)) {
+#ifdef BRAID_HAVE_MPI
+    // mpirun already placed and connected the ranks: no store, no secret, no transport.
+    job.world = comm::mpi_world(comm::GroupOptions{timeout}, *backend == "mpi"
+                                                                 ? comm::MpiCollectives::mpi
+                                                                 : comm::MpiCollectives::braid);
+    job.env.rank = job.world->rank();
+    job.env.world_size = job.world->size();
+    job.env.source = "mpi";
+    return job;
+#else
+    BRAID_THROW(Error, "BRAID_BACKEND=", *backend,
+                ": this braid was built without MPI; rebuild with cmake -DBRAID_MPI=ON (needs "
+                "Debian's libopenmpi-dev) or unset BRAID_BACKEND to use braid's transports");
+#endif
+  }
+
+  job.env = read_rank_env(options.getenv);
+  const RankEnv& env = job.env;
   const comm::Deadline deadline = comm::Deadline::after(timeout);
   if (options.transport) {
     job.transport_kind = *options.transport;
