@@ -34,7 +34,13 @@ def human(n):
 
 def json_lines(cmd, env=None):
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
-    return [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    rows = []
+    for line in out.splitlines():
+        if line.startswith("[rank "):  # braid launch's prefix
+            line = line.split("] ", 1)[1]
+        if line.startswith("{"):
+            rows.append(json.loads(line))
+    return rows
 
 
 def run_braid(a, lo, hi):
