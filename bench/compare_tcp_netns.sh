@@ -5,8 +5,10 @@
 #
 #   bench/compare_tcp_netns.sh [ROUNDS=3] [RATE=1gbit] [SIZE=64M]
 #
-# Prints one JSON line per measurement and a summary: medians, braid busbw / raw stream,
-# and braid busbw / the rate. For 2 ranks busbw = bytes / time: what each rank sent.
+# Prints one JSON line per measurement and a summary: medians, braid busbw / raw stream
+# (one direction), braid busbw / raw duplex (streams both ways at once, per direction: the
+# traffic an allreduce makes), and braid busbw / the rate. For 2 ranks busbw = bytes / time:
+# what each rank sent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -27,6 +29,19 @@ raw_stream() {  # GB/s from host 0 to host 1
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["GBps"])' /tmp/raw.$$
 }
 
+raw_duplex() {  # GB/s per direction with streams both ways at once (what allreduce does)
+  $net exec 1 python3 bench/tcp_stream.py serve --bind 10.77.0.2 --port 5201 > /tmp/rawa.$$ &
+  local a=$!
+  $net exec 0 python3 bench/tcp_stream.py serve --bind 10.77.0.1 --port 5202 > /tmp/rawb.$$ &
+  local b=$!
+  sleep 0.5
+  $net exec 0 python3 bench/tcp_stream.py send --host 10.77.0.2 --port 5201 --seconds 3 >/dev/null &
+  $net exec 1 python3 bench/tcp_stream.py send --host 10.77.0.1 --port 5202 --seconds 3 >/dev/null
+  wait
+  python3 -c 'import json,sys; print(sum(json.load(open(f))["GBps"] for f in sys.argv[1:]) / 2)' \
+    /tmp/rawa.$$ /tmp/rawb.$$
+}
+
 braid_allreduce() {  # busbw GB/s of a 2-rank allreduce of $size over TCP, host 0 and 1
   local r
   for r in 1 0; do
@@ -42,25 +57,25 @@ braid_allreduce() {  # busbw GB/s of a 2-rank allreduce of $size over TCP, host 
 
 median() { python3 -c 'import statistics,sys; print(statistics.median(map(float, sys.argv[1:])))' "$@"; }
 
-summary() {  # label raw... -- braid...
+summary() {  # label raw... -- duplex... -- braid...
   local label=$1; shift
-  local raw=() br=()
+  local raw=() dup=()
   while [ "$1" != -- ]; do raw+=("$1"); shift; done; shift
-  br=("$@")
-  local mr mb
-  mr=$(median "${raw[@]}"); mb=$(median "${br[@]}")
-  python3 -c "import sys; r,b=float(sys.argv[1]),float(sys.argv[2]); print(f'$label: raw stream {r:.3f} GB/s, braid busbw {b:.3f} GB/s, braid/raw {b/r:.2f}')" "$mr" "$mb"
+  while [ "$1" != -- ]; do dup+=("$1"); shift; done; shift
+  python3 -c "import sys; r,d,b=map(float,sys.argv[1:]); print(f'$label: raw stream {r:.3f} GB/s, raw duplex {d:.3f} GB/s per direction, braid busbw {b:.3f} GB/s; braid/raw {b/r:.2f}, braid/duplex {b/d:.2f}')" \
+    "$(median "${raw[@]}")" "$(median "${dup[@]}")" "$(median "$@")"
 }
 
 for limit in "" "$rate"; do
   $net up 2 ${limit:+--rate "$limit"} >/dev/null
-  raws=() braids=()
+  raws=() duplexes=() braids=()
   for ((i = 0; i < rounds; i++)); do
     raws+=("$(raw_stream)")
+    duplexes+=("$(raw_duplex)")
     braids+=("$(braid_allreduce)")
-    echo "{\"limit\":\"${limit:-none}\",\"round\":$i,\"raw_GBps\":${raws[-1]},\"braid_busbw_GBps\":${braids[-1]}}"
+    echo "{\"limit\":\"${limit:-none}\",\"round\":$i,\"raw_GBps\":${raws[-1]},\"raw_duplex_GBps\":${duplexes[-1]},\"braid_busbw_GBps\":${braids[-1]}}"
   done
-  summary "limit ${limit:-none}, $size, median of $rounds" "${raws[@]}" -- "${braids[@]}"
+  summary "limit ${limit:-none}, $size, median of $rounds" "${raws[@]}" -- "${duplexes[@]}" -- "${braids[@]}"
   if [ -n "$limit" ]; then
     python3 -c "import sys; b=float(sys.argv[1]); bits=float(sys.argv[2].rstrip('gbit'))*1e9/8/1e9; print(f'braid busbw / limit ({sys.argv[2]} = {bits:.3f} GB/s): {b/bits:.2f}')" \
       "$(median "${braids[@]}")" "$limit"

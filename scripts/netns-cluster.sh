@@ -28,6 +28,15 @@ down() {
   done
 }
 
+# ~1 ms of traffic at RATE (tc units: kbit, mbit, gbit, or bit), at least 64 kbit.
+burst_for() {
+  local rate=$1 n unit kbit
+  [[ $rate =~ ^([0-9]+)([kmg]?)bit$ ]] || die "rate '$rate' must look like 100mbit or 1gbit"
+  n=${BASH_REMATCH[1]} unit=${BASH_REMATCH[2]}
+  case $unit in g) kbit=$((n * 1000000)) ;; m) kbit=$((n * 1000)) ;; k) kbit=$n ;; *) kbit=$((n / 1000)) ;; esac
+  echo "$((kbit / 1000 > 64 ? kbit / 1000 : 64))kbit"
+}
+
 up() {
   local k=$1 rate=$2
   [[ $k =~ ^[0-9]+$ ]] && ((k >= 1 && k <= 200)) || die "K must be 1..200, got '$k'"
@@ -49,8 +58,10 @@ up() {
     ip -n "$bridge_ns" link set "p$i" master br0
     ip -n "$bridge_ns" link set "p$i" up
     if [ -n "$rate" ]; then
-      # Token bucket on the host's egress: bursts of at most ~1 ms at the rate.
-      ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kbit latency 50ms
+      # Token bucket on the host's egress. The bucket holds ~1 ms at the rate: a smaller one
+      # (below a 64 KiB TSO burst) keeps even a raw stream well under the rate.
+      ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst "$(burst_for "$rate")" \
+        latency 50ms
     fi
   done
   echo "netns-cluster: $k hosts up (${prefix}0..${prefix}$((k - 1)), $(addr 0)..$(addr $((k - 1)))${rate:+, egress $rate})"

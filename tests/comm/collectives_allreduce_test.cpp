@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm/collective_reference.h"
+#include "comm/algorithms.h"  // kSegmentBytes
 #include "comm/collectives.h"
 #include "comm/inproc_ranks.h"
 
@@ -101,7 +102,8 @@ INSTANTIATE_TEST_SUITE_P(GroupSizes, AllreduceSweep, ::testing::Values(1, 2, 3, 
 TEST(Allreduce, LargeBuffersPipelineSegments) {
   for (int n : {2, 3, 5}) {
     if (kSanitized && n != 3) continue;
-    const size_t count = 6 * (size_t{256} << 10) / 4 * static_cast<size_t>(n) + 13;
+    // 6 segments per chunk: two pipeline blocks, the second one partly empty.
+    const size_t count = 6 * kSegmentBytes / 4 * static_cast<size_t>(n) + 13;
     for (Algorithm a : {Algorithm::ring, Algorithm::halving_doubling, Algorithm::binary_blocks}) {
       std::vector<uint64_t> digests(static_cast<size_t>(n));
       auto errors = run_group(n, [&](Group& g) {
