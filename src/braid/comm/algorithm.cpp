@@ -120,14 +120,18 @@ std::string supported_algorithm_names(CallKind call) {
   return s.empty() ? "none (it has a single algorithm; pass auto)" : s;
 }
 
-// Measured with `braid bench allreduce` over the in-process transport on this
-// repository's 2-core development machine (ranks as threads); the thresholds are where
-// the faster algorithm changes, rounded to powers of two. Regenerate for real hardware.
+// Allreduce rows for 2 and 4 ranks: `braid bench allreduce -n N --algorithm all
+// --write-table` over shared memory (separate processes) on the 2-core development machine,
+// rounded to powers of four: with 2 ranks the direct exchange wins up to 16 KiB and the
+// pipelined ring from 64 KiB; with 4 ranks on 2 cores the tree's few rounds win up to
+// 256 KiB. Rows for 5 or more ranks are the textbook choice (few rounds, then halved
+// volume, then the ring) until measured on real hardware: regenerate with --write-table.
 const SelectionTable& SelectionTable::builtin() {
   static const SelectionTable table(std::vector<SelectionRule>{
-      {CallKind::allreduce, 1, 4, 0, 2 << 10, Algorithm::direct},
-      {CallKind::allreduce, 1, kAnyRanks, 0, 16 << 10, Algorithm::tree},
-      {CallKind::allreduce, 1, kAnyRanks, 0, 1 << 20, Algorithm::halving_doubling},
+      {CallKind::allreduce, 1, 2, 0, 16 << 10, Algorithm::direct},
+      {CallKind::allreduce, 3, 4, 0, 256 << 10, Algorithm::tree},
+      {CallKind::allreduce, 5, kAnyRanks, 0, 16 << 10, Algorithm::tree},
+      {CallKind::allreduce, 5, kAnyRanks, 0, 1 << 20, Algorithm::halving_doubling},
       {CallKind::allreduce, 1, kAnyRanks, 0, SIZE_MAX, Algorithm::ring},
       {CallKind::reduce_scatter, 1, 8, 0, 4 << 10, Algorithm::direct},
       {CallKind::reduce_scatter, 1, kAnyRanks, 0, SIZE_MAX, Algorithm::ring},
