@@ -8,8 +8,8 @@
 #include <mutex>
 #include <vector>
 
-#include "comm/collective_reference.h"
 #include "comm/algorithms.h"  // kSegmentBytes
+#include "comm/collective_reference.h"
 #include "comm/collectives.h"
 #include "comm/inproc_ranks.h"
 

@@ -191,8 +191,7 @@ TEST(Reduce, EveryDtypeAndOpMatchesTheScalarReferenceBitwise) {
         auto self = a;  // dst == src
         const auto want_self = reference(t, op, a.data(), a.data(), n);
         reduce_into(t, op, self.data(), self.data(), n);
-        ASSERT_TRUE(same_bytes(self.data(), want_self.data(), bytes))
-            << where(t, op, n) << " self";
+        ASSERT_TRUE(same_bytes(self.data(), want_self.data(), bytes)) << where(t, op, n) << " self";
       }
 }
 
