@@ -165,6 +165,11 @@ void allgather_direct(const CallContext& ctx, const void* send, void* recv, size
 // Chunks are the balanced split of `count` into size parts; rank r holds chunk
 // (r + shift) % size and finishes holding all of them.
 void ring_allgather_chunks(const CallContext& ctx, void* data, size_t count, int shift);
+// The in-place ring schedule behind both (ring_pipeline.cpp): `reduce_steps` reducing
+// steps under `reduce_ctx`, then `gather_steps` copying steps under `gather_ctx` in which
+// rank r starts from chunk (r + gather_shift) % size, pipelined segment block by block.
+void ring_pipeline(const CallContext& reduce_ctx, const CallContext& gather_ctx, void* data,
+                   size_t count, int reduce_steps, int gather_steps, int gather_shift);
 
 void broadcast_tree(const CallContext& ctx, void* data, size_t count, int root);
 void broadcast_scatter_allgather(const CallContext& ctx, void* data, size_t count, int root);

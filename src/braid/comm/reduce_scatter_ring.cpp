@@ -9,8 +9,9 @@
 // segment pairs are in flight, never more than a chunk's segments, so the segment sent in
 // step s+1 was received in step s before it is forwarded.
 //
-// In place (the allreduce phase) the chunks are the balanced split of the buffer and
-// rank r finishes with chunk r+1. The public reduce_scatter cannot write to `send`, so a
+// In place (ring_pipeline.cpp, shared with allreduce and all-gather) the chunks are the
+// balanced split of the buffer and rank r finishes with chunk r+1. The public
+// reduce_scatter below cannot write to `send`, so a
 // step's incoming partial is combined into a copy of the rank's own chunk: step s uses
 // `recv` or one chunk of scratch, alternating so the last step lands in `recv`.
 #include <cstring>
@@ -31,33 +32,7 @@ uint32_t ring_step(size_t s, size_t nseg, size_t j) {
 }  // namespace
 
 void ring_reduce_scatter_inplace(const CallContext& ctx, void* data, size_t count) {
-  const int n = ctx.size(), r = ctx.rank();
-  const size_t es = ctx.elem(), parts = static_cast<size_t>(n);
-  const size_t nseg = segments_for((count + parts - 1) / parts * es);
-  const int right = mod(r + 1, n), left = mod(r - 1, n);
-  PairWindow window(ctx, static_cast<int>(std::min<size_t>(nseg, kMaxInFlight)));
-  for (int s = 0; s < n - 1; ++s) {
-    const auto send_chunk = static_cast<size_t>(mod(r - s, n));
-    const auto recv_chunk = static_cast<size_t>(mod(r - s - 1, n));
-    const size_t send_off = split_offset(count, parts, send_chunk);
-    const size_t send_len = split_offset(count, parts, send_chunk + 1) - send_off;
-    const size_t recv_off = split_offset(count, parts, recv_chunk);
-    const size_t recv_len = split_offset(count, parts, recv_chunk + 1) - recv_off;
-    for (size_t j = 0; j < nseg; ++j) {
-      const uint32_t step = ring_step(static_cast<size_t>(s), nseg, j);
-      const size_t so = send_off + split_offset(send_len, nseg, j);
-      const size_t sn = send_off + split_offset(send_len, nseg, j + 1) - so;
-      const size_t ro = recv_off + split_offset(recv_len, nseg, j);
-      const size_t rn = recv_off + split_offset(recv_len, nseg, j + 1) - ro;
-      window.make_room();
-      RequestId ids[2];
-      int k = 0;
-      if (sn) ids[k++] = ctx.isend(right, step, at(data, so * es), sn * es);
-      if (rn) ids[k++] = ctx.irecv_reduce(left, step, at(data, ro * es), rn * es);
-      window.push(ids, k);
-    }
-  }
-  window.drain();
+  ring_pipeline(ctx, ctx, data, count, ctx.size() - 1, 0, 0);
 }
 
 void reduce_scatter_ring(const CallContext& ctx, const void* send, void* recv, size_t count) {
