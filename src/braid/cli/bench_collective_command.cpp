@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -231,9 +230,7 @@ class CollectiveBench {
 void run_collective_bench(const CollectiveFlags& f) {
   const comm::CallKind call = call_of(f.collective);
   // Under mpirun with BRAID_BACKEND=mpi there is no store address to read; MPI placed us.
-  const char* backend = std::getenv("BRAID_BACKEND");
-  const bool mpi = backend != nullptr && std::string(backend).rfind("mpi", 0) == 0;
-  if (!mpi && launch::read_rank_env().world_size == 1 && f.ranks > 1)
+  if (!launch::mpi_backend() && launch::read_rank_env().world_size == 1 && f.ranks > 1)
     relaunch_as_ranks(f.ranks, f.transport);
 
   launch::JoinOptions jo;

@@ -35,8 +35,8 @@ std::string connect_host(const std::string& store_host) {
   return bound;
 }
 
-// BRAID_BACKEND: "braid" (default), "mpi" (MPI's collectives) or "mpi-p2p" (braid's
-// algorithms over MPI point-to-point). Empty when braid's own transports are wanted.
+}  // namespace
+
 std::optional<std::string> mpi_backend(const GetEnv& getenv) {
   const char* b = getenv("BRAID_BACKEND");
   if (b == nullptr || *b == '\0' || std::string(b) == "braid") return std::nullopt;
@@ -45,8 +45,6 @@ std::optional<std::string> mpi_backend(const GetEnv& getenv) {
     BRAID_THROW(Error, "BRAID_BACKEND='", v, "': expected braid, mpi or mpi-p2p");
   return v;
 }
-
-}  // namespace
 
 Job join_job(const JoinOptions& options) {
   Job job;

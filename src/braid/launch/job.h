@@ -11,6 +11,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "comm/group.h"
 #include "comm/secret.h"
@@ -40,6 +41,10 @@ struct Job {
   std::shared_ptr<comm::Group> world;
   comm::TransportKind transport_kind = comm::TransportKind::automatic;  // as requested
 };
+
+// BRAID_BACKEND: "braid" (default: nullopt), "mpi" (MPI's collectives) or "mpi-p2p"
+// (braid's algorithms over MPI point-to-point). Throws braid::Error for anything else.
+std::optional<std::string> mpi_backend(const GetEnv& getenv = ::getenv);
 
 // Throws braid::Error for a bad environment or a multi-rank job without a secret,
 // IoError when the store or a peer cannot be reached, TimeoutError naming what was awaited
