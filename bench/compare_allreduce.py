@@ -6,6 +6,7 @@ each implementation's median over rounds and braid's ratio to the others.
 
   /usr/bin/python3 bench/compare_allreduce.py --ranks 2 --rounds 3
   /usr/bin/python3 bench/compare_allreduce.py --ranks 4 --impls braid,openmpi --sizes 1M,16M
+  /usr/bin/python3 bench/compare_allreduce.py --impls braid,braid-shared,openmpi
 
 Needs build/release/braid, mpicc/mpirun (openmpi-bin, libopenmpi-dev) and python3-torch.
 """
@@ -43,12 +44,19 @@ def json_lines(cmd, env=None):
     return rows
 
 
-def run_braid(a, lo, hi):
+def run_braid(a, lo, hi, shared=False):
     cmd = [a.braid, "bench", "allreduce", "-n", str(a.ranks), "--min", str(lo), "--max", str(hi),
            "--factor", "4", "--seconds", str(a.seconds), "--algorithm", a.algorithm, "--json"]
     if a.transport:
         cmd += ["--transport", a.transport]
+    if shared:
+        cmd += ["--shared"]
     return json_lines(cmd)
+
+
+def run_braid_shared(a, lo, hi):
+    """braid on buffers from comm::allocate_shared, which peers read in place."""
+    return run_braid(a, lo, hi, shared=True)
 
 
 def run_openmpi(a, lo, hi):
@@ -65,7 +73,8 @@ def run_gloo(a, lo, hi):
                        "--ranks", str(a.ranks), "--min", str(lo), "--max", str(hi)])
 
 
-RUNNERS = {"braid": run_braid, "openmpi": run_openmpi, "gloo": run_gloo}
+RUNNERS = {"braid": run_braid, "braid-shared": run_braid_shared, "openmpi": run_openmpi,
+           "gloo": run_gloo}
 
 
 def main():
@@ -101,17 +110,17 @@ def main():
     print(f"# allreduce float32 sum, {a.ranks} ranks, median of {a.rounds} rounds "
           f"(busbw GB/s | time us)")
     head = f"{'size':>6}" + "".join(f" {i + ' busbw':>14} {i + ' us':>12}" for i in impls)
-    others = [i for i in impls if i != "braid"]
-    if "braid" in impls:
-        head += "".join(f" {'braid/' + o:>14}" for o in others)
+    ours = [i for i in impls if i.startswith("braid")]
+    others = [i for i in impls if not i.startswith("braid")]
+    head += "".join(f" {b + '/' + o:>20}" for b in ours for o in others)
     print(head)
     for s in sizes:
         line = f"{human(s):>6}"
         for i in impls:
             line += f" {med(busbw[i][s]):14.3f} {med(time_us[i][s]):12.2f}"
-        if "braid" in impls:
+        for b in ours:
             for o in others:
-                line += f" {med(busbw['braid'][s]) / med(busbw[o][s]):14.2f}"
+                line += f" {med(busbw[b][s]) / med(busbw[o][s]):20.2f}"
         print(line)
 
 

@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "comm/algorithm.h"
 #include "comm/collectives.h"
+#include "comm/shared_buffer.h"
 #include "comm/transport_factory.h"
 #include "core/memory.h"
 #include "core/timer.h"
@@ -41,6 +42,7 @@ struct CollectiveFlags {
   int factor = 4;
   double seconds = 0.3;  // per size and algorithm
   bool json = false;
+  bool shared = false;  // allreduce buffers from allocate_shared()
   std::string write_table;
 };
 
@@ -129,14 +131,23 @@ struct Row {
 
 class CollectiveBench {
  public:
-  CollectiveBench(comm::Group& g, comm::CallKind call, size_t max_bytes)
+  CollectiveBench(comm::Group& g, comm::CallKind call, size_t max_bytes, bool shared)
       : g_(g), call_(call), n_(g.size()) {
     // One allocation for the whole run, touched once (fresh pages cost ~10 us each here).
     const size_t per_rank_max = max_bytes;  // allgather/reduce-scatter use max_bytes in total
-    send_ = Buffer(per_rank_max + 64, MemCategory::workspace);
+    if (shared) {
+      shared_send_ = comm::allocate_shared(g, per_rank_max + 64);
+      send_ = shared_send_.data();
+    } else {
+      private_send_ = Buffer(per_rank_max + 64, MemCategory::workspace);
+      send_ = private_send_.data();
+    }
     recv_ = Buffer(per_rank_max + 64, MemCategory::workspace);
     refill(max_bytes / sizeof(float));
   }
+
+  // Whether the send buffer is mapped by every rank (allocate_shared succeeded).
+  bool shared() const { return shared_send_.shared(); }
 
   Row measure(size_t bytes, comm::Algorithm algorithm, double seconds) {
     const size_t count = bytes / sizeof(float);
@@ -166,7 +177,7 @@ class CollectiveBench {
 
  private:
   void run(size_t count, const comm::CollectiveOptions& opt) {
-    float* s = static_cast<float*>(send_.data());
+    float* s = static_cast<float*>(send_);
     float* r = static_cast<float*>(recv_.data());
     const size_t per_rank = count / static_cast<size_t>(n_);
     switch (call_) {
@@ -189,12 +200,12 @@ class CollectiveBench {
 
   // Inputs rank+1 everywhere, so every result has a closed form.
   void refill(size_t count) {
-    float* s = static_cast<float*>(send_.data());
+    float* s = static_cast<float*>(send_);
     std::fill(s, s + count, static_cast<float>(g_.rank() + 1));
   }
 
   void check(size_t count) {
-    const float* s = static_cast<const float*>(send_.data());
+    const float* s = static_cast<const float*>(send_);
     const float* r = static_cast<const float*>(recv_.data());
     const size_t per_rank = count / static_cast<size_t>(n_);
     const float total = static_cast<float>(n_) * static_cast<float>(n_ + 1) / 2;
@@ -224,7 +235,9 @@ class CollectiveBench {
   comm::Group& g_;
   comm::CallKind call_;
   int n_;
-  Buffer send_, recv_;
+  Buffer private_send_, recv_;
+  comm::SharedBuffer shared_send_;
+  void* send_ = nullptr;
 };
 
 void run_collective_bench(const CollectiveFlags& f) {
@@ -258,7 +271,8 @@ void run_collective_bench(const CollectiveFlags& f) {
     const size_t unit = sizeof(float) * static_cast<size_t>(n);
     sizes.push_back(std::max(unit, b / unit * unit));
   }
-  CollectiveBench bench(g, call, sizes.back());
+  BRAID_CHECK(!f.shared || call == comm::CallKind::allreduce, "--shared applies to allreduce only");
+  CollectiveBench bench(g, call, sizes.back(), f.shared);
 
   const bool lead = g.rank() == 0;
   if (lead && !f.json)
@@ -272,7 +286,10 @@ void run_collective_bench(const CollectiveFlags& f) {
       const Row r = bench.measure(bytes, a, f.seconds);
       const double algbw = static_cast<double>(bytes) / r.seconds / 1e9;
       const double busbw = algbw * bus_factor(call, n);
-      const std::string name(comm::algorithm_name(a));
+      // On shared buffers an automatic allreduce reads peers' buffers in place.
+      const std::string name = bench.shared() && a == comm::Algorithm::automatic
+                                   ? std::string("shared")
+                                   : std::string(comm::algorithm_name(a));
       if (lead && f.json) {
         nlohmann::json j = {{"impl", "braid"},
                             {"collective", f.collective},
@@ -333,6 +350,8 @@ void add_collective_benches(CLI::App& bench) {
     c->add_option("--factor", f->factor, "size multiplier between rows");
     c->add_option("--seconds", f->seconds, "measuring time per size and algorithm");
     c->add_flag("--json", f->json, "JSON lines instead of a table");
+    c->add_flag("--shared", f->shared,
+                "allreduce on buffers from comm::allocate_shared (read in place by peers)");
     c->add_option("--write-table", f->write_table,
                   "write the fastest algorithm per size as a selection table");
     c->callback([f] { run_collective_bench(*f); });

@@ -22,6 +22,8 @@
 
 namespace braid::comm {
 
+class SharedWindow;
+
 // One collective call on one rank.
 struct CallContext {
   Group& group;
@@ -149,6 +151,11 @@ std::string supported_algorithm_names(CallKind call);
 // Algorithms. Counts are elements; group size >= 2 and count >= 1 unless a file says
 // otherwise.
 void allreduce_ring(const CallContext& ctx, void* data, size_t count);
+// On a group with shared buffers (shared_window.h): true when it did the call in place;
+// false when the ranks agreed to run a transport algorithm instead (`forced`: the caller
+// named one).
+bool allreduce_shared(const CallContext& ctx, SharedWindow& window, void* data, size_t count,
+                      bool forced);
 void allreduce_halving_doubling(const CallContext& ctx, void* data, size_t count);
 void allreduce_binary_blocks(const CallContext& ctx, void* data, size_t count);
 void allreduce_tree(const CallContext& ctx, void* data, size_t count);

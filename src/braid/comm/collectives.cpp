@@ -88,6 +88,11 @@ void allreduce(Group& g, void* data, size_t count, DType dtype, ReduceOp op,
   const Algorithm a = pick(g, CallKind::allreduce, count * dtype_size(dtype), options);
   const CallContext ctx = begin(g, CallKind::allreduce, dtype, op, -1, count, a, options);
   if (g.size() == 1 || count == 0) return;
+  const bool forced = options.algorithm != Algorithm::automatic;
+  if (g.shared_window() && allreduce_shared(ctx, *g.shared_window(), data, count, forced)) {
+    if (op == ReduceOp::avg) divide_by(dtype, data, count, g.size());
+    return;
+  }
   switch (a) {
     case Algorithm::ring:
       allreduce_ring(ctx, data, count);

@@ -20,6 +20,7 @@
 namespace braid::comm {
 
 class CollectiveBackend;
+class SharedWindow;
 
 struct GroupOptions {
   std::chrono::milliseconds timeout = kDefaultTimeout;  // every wait of every call
@@ -69,6 +70,11 @@ class Group {
   void set_backend(std::shared_ptr<CollectiveBackend> backend) { backend_ = std::move(backend); }
   CollectiveBackend* backend() const { return backend_.get(); }
 
+  // Set by the first allocate_shared() on this group (comm/shared_buffer.h); from then on
+  // its allreduces agree through shared memory whether to read peers' buffers in place.
+  const std::shared_ptr<SharedWindow>& shared_window() const { return shared_window_; }
+  void set_shared_window(std::shared_ptr<SharedWindow> w) { shared_window_ = std::move(w); }
+
   Group(std::shared_ptr<Transport> transport, std::vector<int> members, uint32_t channel,
         GroupOptions options);
 
@@ -81,6 +87,7 @@ class Group {
   uint32_t splits_ = 0;
   GroupOptions options_;
   std::shared_ptr<CollectiveBackend> backend_;
+  std::shared_ptr<SharedWindow> shared_window_;
 };
 
 // The axes of a data x tensor x pipeline mesh over `world` (size D*T*P). Ranks are laid

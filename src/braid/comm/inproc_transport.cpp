@@ -341,6 +341,15 @@ void InprocTransport::close(const std::string& reason) {
   hub_->fail(rank_, reason, lock);
 }
 
+std::string InprocTransport::peer_gone(int peer) {
+  std::lock_guard lock(hub_->mutex);
+  const auto& me = hub_->ranks[static_cast<size_t>(rank_)];
+  if (me.dead) return detail::concat("rank ", rank_, " is closed (", me.death, ")");
+  if (peer < 0 || peer >= size()) return {};
+  const auto& p = hub_->ranks[static_cast<size_t>(peer)];
+  return p.dead ? detail::concat("rank ", peer, " failed (", p.death, ")") : std::string();
+}
+
 RequestId InprocTransport::isend(int peer, const Tag& tag, const CallSignature& sig,
                                  const void* data, size_t bytes) {
   BRAID_CHECK(peer >= 0 && peer < size(), "inproc isend: peer ", peer, " is not a rank of ",

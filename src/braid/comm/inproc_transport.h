@@ -48,6 +48,8 @@ class InprocTransport : public Transport {
   using Transport::wait;
   void wait(std::span<const RequestId> requests, Deadline deadline) override;
   bool test(RequestId request) override;
+  bool shares_memory() const override { return true; }
+  std::string peer_gone(int peer) override;
 
   // Makes this rank dead, as if its process had crashed: peers' waits involving it throw
   // PeerError naming it and `reason`. Idempotent. Returns once no peer is still copying

@@ -160,6 +160,10 @@ class ShmTransport final : public Transport {
                   std::optional<Reduction> reduce) override;
   void wait(std::span<const RequestId> requests, Deadline deadline) override;
   bool test(RequestId request) override;
+  bool shares_memory() const override { return true; }
+  std::string peer_gone(int peer) override {
+    return peer == rank_ || peer < 0 || peer >= size_ ? std::string() : gone_reason(peer);
+  }
 
  private:
   struct Peer {

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "comm/deadline.h"
@@ -71,6 +72,15 @@ class Transport {
   virtual void wait(std::span<const RequestId> requests, Deadline deadline) = 0;
   // Drives progress without blocking; true (and released) when `request` has completed.
   virtual bool test(RequestId request) = 0;
+
+  // True when every rank can map memory another rank made (all on one host: shm, inproc);
+  // then allocate_shared() gives buffers that collectives read in place
+  // (comm/shared_buffer.h).
+  virtual bool shares_memory() const { return false; }
+  // Why global rank `peer` can no longer take part, or "" while it can. For waits that
+  // watch shared memory instead of going through the transport; cheap enough to poll
+  // every 0.1 s.
+  virtual std::string peer_gone(int /*peer*/) { return {}; }
 
   // Conveniences.
   void wait(RequestId request, Deadline deadline) {

@@ -1,0 +1,249 @@
+// allocate_shared() and the group's SharedWindow (comm/shared_window.h).
+//
+// Allocation is a collective in two rounds over the group's own allgather: each rank
+// creates a segment in /dev/shm (plus, the first time, its control segment) and the ranks
+// exchange names; each maps its peers' and the ranks exchange whether that worked. Only
+// then does each rank unlink its names, so nothing is left in /dev/shm once the call
+// returns, however the job ends later. Either round failing anywhere sends every rank to
+// private memory, so ranks never disagree about which buffers are shared.
+#include "comm/shared_buffer.h"
+
+#include <immintrin.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "comm/collectives.h"
+#include "comm/group.h"
+#include "comm/shared_window.h"
+#include "comm/transport.h"
+#include "core/error.h"
+
+namespace braid::comm {
+
+using namespace std::chrono_literals;
+
+void* SharedBuffer::data() const { return region_ ? region_->data() : nullptr; }
+size_t SharedBuffer::bytes() const { return region_ ? region_->bytes : 0; }
+bool SharedBuffer::shared() const { return region_ && region_->id != 0; }
+
+SharedRegion::~SharedRegion() {
+  if (auto w = window.lock()) w->remove(id);
+}
+
+SharedWindow::SharedWindow(shm::Mapping own_control, std::vector<shm::Mapping> peer_control,
+                           int rank)
+    : own_control_(std::move(own_control)), peer_control_(std::move(peer_control)) {
+  for (size_t r = 0; r < peer_control_.size(); ++r) {
+    uint8_t* p = static_cast<int>(r) == rank ? own_control_.data() : peer_control_[r].data();
+    control_.push_back(reinterpret_cast<ControlBlock*>(p));
+  }
+}
+
+const SharedRegion* SharedWindow::find(const void* p, size_t bytes) const {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  for (const auto& [id, region] : regions_) {
+    const auto start = reinterpret_cast<uintptr_t>(region->data());
+    if (at >= start && at - start <= region->bytes && bytes <= region->bytes - (at - start))
+      return region;
+  }
+  return nullptr;
+}
+
+void wait_for_peer(Group& g, int peer, const Deadline& deadline, const std::function<bool()>& ready,
+                   const std::function<std::string()>& waiting_for) {
+  if (ready()) return;
+  // With more ranks than cores a spinning rank steals the core its peer needs.
+  // (hardware_concurrency() reads /sys on every call.)
+  static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const bool oversubscribed = static_cast<unsigned>(g.size()) > cores;
+  const auto spin = oversubscribed ? std::chrono::nanoseconds(2us) : std::chrono::nanoseconds(50us);
+  const auto yield =
+      oversubscribed ? std::chrono::nanoseconds(200us) : std::chrono::nanoseconds(1ms);
+  const Clock::time_point start = Clock::now();
+  Clock::time_point next_check = start + 100ms;
+  for (;;) {
+    if (ready()) return;
+    const Clock::time_point now = Clock::now();
+    if (now >= next_check) {
+      next_check = now + 100ms;
+      const std::string gone = g.transport().peer_gone(g.global_rank(peer));
+      if (!gone.empty()) BRAID_THROW(PeerError, "rank ", g.rank(), ": ", waiting_for(), ": ", gone);
+    }
+    if (now >= deadline.at())
+      BRAID_THROW(TimeoutError, "rank ", g.rank(), " timed out after ", deadline.waited_seconds(),
+                  " s waiting for ", waiting_for(),
+                  "; check that every rank makes the same calls, or raise the timeout "
+                  "(BRAID_TIMEOUT_S)");
+    const auto idle = now - start;
+    if (idle < spin) {
+      for (int i = 0; i < 4; ++i) _mm_pause();
+    } else if (idle < yield) {
+      ::sched_yield();
+    } else {
+      std::this_thread::sleep_for(20us);
+    }
+  }
+}
+
+namespace {
+
+constexpr size_t kNameBytes = 56;
+
+// What each rank tells the others in the first round; a whole number of i64s.
+struct NameRecord {
+  char segment[kNameBytes] = {};
+  char control[kNameBytes] = {};
+  uint64_t bytes = 0;
+  uint64_t ok = 0;
+};
+static_assert(sizeof(NameRecord) % 8 == 0);
+
+std::string unique_name(const char* kind) {
+  static std::atomic<uint64_t> counter{0};
+  uint64_t salt = 0;
+  if (::getrandom(&salt, sizeof(salt), GRND_NONBLOCK) != sizeof(salt))
+    salt = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  char name[kNameBytes];
+  std::snprintf(name, sizeof(name), "/braid-%s-%d-%llu-%08llx", kind, static_cast<int>(::getpid()),
+                static_cast<unsigned long long>(counter.fetch_add(1)),
+                static_cast<unsigned long long>(salt & 0xffffffffULL));
+  return name;
+}
+
+size_t page_round(size_t n) {
+  return (n + shm::kPageBytes - 1) / shm::kPageBytes * shm::kPageBytes;
+}
+
+// A segment this rank made: mapped, its name unlinked when dropped.
+struct OwnSegment {
+  std::string name;
+  shm::Mapping mapping;
+  ~OwnSegment() {
+    if (!name.empty()) ::shm_unlink(name.c_str());
+  }
+  void create(const std::string& n, size_t bytes, const char* what) {
+    const int fd = shm::create_segment(n, bytes);
+    name = n;
+    try {
+      mapping = shm::Mapping(fd, 0, bytes, what);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+  }
+};
+
+shm::Mapping map_peer(const char* name, size_t bytes, const std::string& what) {
+  const int fd = shm::open_segment(name, bytes, what);
+  try {
+    shm::Mapping m(fd, 0, bytes, what);
+    ::close(fd);
+    return m;
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+}
+
+std::shared_ptr<SharedRegion> private_region(size_t bytes) {
+  auto region = std::make_shared<SharedRegion>();
+  region->bytes = bytes;
+  region->fallback = Buffer(std::max<size_t>(bytes, 64), MemCategory::gradients);
+  std::memset(region->fallback.data(), 0, bytes);
+  return region;
+}
+
+}  // namespace
+
+SharedBuffer allocate_shared(Group& g, size_t bytes) {
+  if (g.size() == 1 || bytes == 0 || !g.transport().shares_memory() || g.backend())
+    return SharedBuffer(private_region(bytes));
+  const size_t n = static_cast<size_t>(g.size());
+  const size_t segment_bytes = page_round(bytes);
+  const bool need_control = g.shared_window() == nullptr;
+
+  OwnSegment segment, control;
+  NameRecord mine;
+  mine.bytes = bytes;
+  std::string problem;
+  try {
+    segment.create(unique_name("buf"), segment_bytes, "a shared buffer");
+    if (need_control) {
+      control.create(unique_name("ctl"), shm::kPageBytes, "a shared-buffer control block");
+      new (control.mapping.data()) ControlBlock();
+    }
+    std::snprintf(mine.segment, kNameBytes, "%s", segment.name.c_str());
+    std::snprintf(mine.control, kNameBytes, "%s", control.name.c_str());
+    mine.ok = 1;
+  } catch (const std::exception& e) {
+    problem = e.what();
+  }
+
+  std::vector<NameRecord> all(n);
+  allgather(g, &mine, all.data(), sizeof(NameRecord) / 8, DType::i64);
+  bool ok = true;
+  for (size_t r = 0; r < n; ++r) {
+    if (all[r].bytes != bytes)
+      BRAID_THROW(CollectiveMismatch, "allocate_shared: rank ", g.rank(), " asked for ", bytes,
+                  " bytes but rank ", r, " for ", all[r].bytes,
+                  "; every rank must ask for the same");
+    ok = ok && all[r].ok;
+  }
+
+  auto region = std::make_shared<SharedRegion>();
+  region->bytes = bytes;
+  std::vector<shm::Mapping> peer_control(n);
+  if (ok) {
+    region->peers.resize(n);
+    try {
+      for (size_t r = 0; r < n; ++r) {
+        if (static_cast<int>(r) == g.rank()) continue;
+        const std::string what = detail::concat("rank ", r, "'s shared buffer");
+        region->peers[r] = map_peer(all[r].segment, segment_bytes, what);
+        if (need_control)
+          peer_control[r] = map_peer(all[r].control, shm::kPageBytes, what + " control block");
+      }
+    } catch (const std::exception& e) {
+      problem = e.what();
+      ok = false;
+    }
+  }
+  // Second round: everyone has mapped (or failed to), so the names can go.
+  int64_t mapped = ok ? 1 : 0;
+  allreduce(g, &mapped, 1, DType::i64, ReduceOp::min);
+  ::shm_unlink(segment.name.c_str());
+  segment.name.clear();
+  if (!control.name.empty()) ::shm_unlink(control.name.c_str());
+  control.name.clear();
+
+  if (mapped == 0) {
+    if (!problem.empty())
+      std::fprintf(stderr,
+                   "braid: rank %d: shared buffers unavailable, using private memory (%s)\n",
+                   g.rank(), problem.c_str());
+    return SharedBuffer(private_region(bytes));
+  }
+  if (need_control)
+    g.set_shared_window(std::make_shared<SharedWindow>(std::move(control.mapping),
+                                                       std::move(peer_control), g.rank()));
+  region->own = std::move(segment.mapping);
+  region->base.resize(n);
+  for (size_t r = 0; r < n; ++r)
+    region->base[r] =
+        static_cast<int>(r) == g.rank() ? region->own.data() : region->peers[r].data();
+  std::shared_ptr<SharedWindow> window = g.shared_window();
+  window->add(region.get());
+  region->window = window;
+  return SharedBuffer(std::move(region));
+}
+
+}  // namespace braid::comm
