@@ -1,15 +1,14 @@
 // Allreduce on shared buffers (comm/shared_buffer.h): every rank maps every peer's buffer,
-// so nothing goes through the transport. Rank r owns share r (split_offset) and reduces it
-// block by block straight out of the peers' buffers into its own, in rank order, then
-// publishes how many blocks are done; meanwhile it copies each peer's finished blocks of
-// that peer's share into its own buffer. Per rank that is one pass reading n inputs and one
-// copy, against the ring's copy into and out of a transport ring at every hop, and a block
-// is copied soon after it was reduced, while still in cache. One rank reduces each element
-// and the others copy it, so results are bitwise identical everywhere.
+// so nothing goes through the transport. Rank r owns share r (split_offset) of every
+// buffer: block by block it reduces share r of all buffers into its own, in rank order, and
+// writes the result into every peer's buffer. Per rank that is one pass reading the n
+// inputs and one write per peer, about 2 x count bytes of memory traffic against the ring's
+// copy into and out of a transport ring at every hop. One rank reduces each element and
+// the others receive its bits, so results are bitwise identical everywhere.
 //
-// Why it is safe to write in place: rank r overwrites its block j of share p only after
-// rank p has published block j reduced, that is after p read it; and rank r returns only
-// after every peer has published that it finished, that is stopped reading r's buffer.
+// Why it is safe in place: during the call only rank r reads or writes share r of any
+// buffer. A rank starts only once every rank has entered (its input is complete) and
+// returns only once every rank has finished (its whole buffer is written).
 //
 // Handshake (comm/shared_window.h): every allreduce on a group with a window publishes a
 // Descriptor and waits for the peers'; all ranks read the same descriptors, so they agree
@@ -19,13 +18,16 @@
 #include "comm/algorithms.h"
 #include "comm/shared_window.h"
 #include "core/error.h"
+#include "core/memory.h"
 
 namespace braid::comm {
 
 namespace {
 
-constexpr size_t kBlockBytes = size_t{64} << 10;  // small enough to stay in L2 while copied
-constexpr uint64_t kBlockMask = 0xffffffffULL;
+constexpr size_t kBlockBytes = size_t{64} << 10;  // stays in L2 between reduce and copies
+// From this size the copies bypass the cache (copy_streaming): the buffer no longer fits
+// in it, and skipping the read of every destination line saves a third of a copy's traffic.
+constexpr size_t kStreamBytes = size_t{8} << 20;
 
 std::string describe_descriptor(const Descriptor& d) {
   return detail::concat(d.count, " x ", dtype_name(static_cast<DType>(d.dtype)), " ",
@@ -80,52 +82,27 @@ bool allreduce_shared(const CallContext& ctx, SharedWindow& w, void* data, size_
   }
   if (!agree(ctx, w, mine)) return false;
 
+  // Share `me` of every buffer is this rank's alone until it finishes.
   const size_t block = kBlockBytes / elem;
-  const uint64_t stamp = (call & kBlockMask) << 32;
   const ReduceOp op = ctx.reduction().op;
-  auto first_of = [&](int r) {
-    return split_offset(count, static_cast<size_t>(n), static_cast<size_t>(r));
-  };
-  auto blocks_of = [&](int r) { return (first_of(r + 1) - first_of(r) + block - 1) / block; };
+  const bool stream = count * elem >= kStreamBytes;
+  const size_t first = split_offset(count, static_cast<size_t>(n), static_cast<size_t>(me));
+  const size_t last = split_offset(count, static_cast<size_t>(n), static_cast<size_t>(me) + 1);
   auto at_elem = [&](int r, size_t i) {
     return region->base[static_cast<size_t>(r)] + mine.offset + i * elem;
   };
-  // Copies the blocks of share p in [from, to) from rank p's buffer into this rank's.
-  auto copy_blocks = [&](int p, size_t from, size_t to) {
-    const size_t lo = first_of(p) + from * block;
-    const size_t hi = std::min(first_of(p + 1), first_of(p) + to * block);
-    if (hi > lo) std::memcpy(at_elem(me, lo), at_elem(p, lo), (hi - lo) * elem);
-  };
-  std::vector<size_t>& copied = w.scratch(static_cast<size_t>(n));
-  auto copy_ready = [&](int p) {
-    const uint64_t v = w.control(p).progress.load(std::memory_order_acquire);
-    const size_t ready = (v & ~kBlockMask) == stamp ? static_cast<size_t>(v & kBlockMask) : 0;
-    if (ready > copied[static_cast<size_t>(p)]) {
-      copy_blocks(p, copied[static_cast<size_t>(p)], ready);
-      copied[static_cast<size_t>(p)] = ready;
+  for (size_t lo = first; lo < last; lo += block) {
+    const size_t len = std::min(block, last - lo);
+    uint8_t* result = at_elem(me, lo);
+    for (int p = 0; p < n; ++p)
+      if (p != me) reduce_into(ctx.dtype(), op, result, at_elem(p, lo), len);
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      if (stream)
+        copy_streaming(at_elem(p, lo), result, len * elem);
+      else
+        std::memcpy(at_elem(p, lo), result, len * elem);
     }
-    return copied[static_cast<size_t>(p)] == blocks_of(p);
-  };
-
-  const size_t own_blocks = blocks_of(me);
-  for (size_t k = 0; k < own_blocks; ++k) {
-    const size_t lo = first_of(me) + k * block;
-    const size_t len = std::min(block, first_of(me + 1) - lo);
-    for (int p = 0; p < n; ++p)
-      if (p != me) reduce_into(ctx.dtype(), op, at_elem(me, lo), at_elem(p, lo), len);
-    own.progress.store(stamp | (k + 1), std::memory_order_release);
-    for (int p = 0; p < n; ++p)
-      if (p != me) copy_ready(p);
-  }
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    wait_for_peer(
-        g, p, deadline, [&] { return copy_ready(p); },
-        [&] {
-          return detail::concat("rank ", p, " to reduce its share of ",
-                                describe_call(ctx.sig, ctx.seq), " (",
-                                copied[static_cast<size_t>(p)], " of ", blocks_of(p), " blocks)");
-        });
   }
 
   own.finished.store(call, std::memory_order_release);
@@ -135,8 +112,8 @@ bool allreduce_shared(const CallContext& ctx, SharedWindow& w, void* data, size_
     wait_for_peer(
         g, p, deadline, [&] { return c.finished.load(std::memory_order_acquire) >= call; },
         [&] {
-          return detail::concat("rank ", p, " to finish reading this rank's buffer in ",
-                                describe_call(ctx.sig, ctx.seq));
+          return detail::concat("rank ", p, " to write its share of ",
+                                describe_call(ctx.sig, ctx.seq), " into every buffer");
         });
   }
   w.count_in_place();

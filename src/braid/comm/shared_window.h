@@ -59,9 +59,7 @@ struct Descriptor {
 // One rank's, in its control segment; peers read it. Each counter on its own line.
 struct ControlBlock {
   alignas(64) std::atomic<uint64_t> entered{0};  // number of the last call published
-  Descriptor descriptor;                         // of that call, written before `entered`
-  // (call << 32) | blocks of its share reduced so far, in the current call
-  alignas(64) std::atomic<uint64_t> progress{0};
+  Descriptor descriptor;                          // of that call, written before `entered`
   alignas(64) std::atomic<uint64_t> finished{0};  // number of the last call it finished
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
@@ -85,11 +83,6 @@ class SharedWindow {
   void remove(uint64_t id) { regions_.erase(id); }
   // The live region holding [p, p + bytes), else nullptr.
   const SharedRegion* find(const void* p, size_t bytes) const;
-  // `n` zeros, reused from call to call so a call allocates nothing.
-  std::vector<size_t>& scratch(size_t n) {
-    scratch_.assign(n, 0);
-    return scratch_;
-  }
 
  private:
   shm::Mapping own_control_;
@@ -99,7 +92,6 @@ class SharedWindow {
   uint64_t next_region_ = 1;
   uint64_t calls_ = 0;
   uint64_t in_place_ = 0;
-  std::vector<size_t> scratch_;
 };
 
 // Returns once `ready()` holds: spins, then yields the core, then naps (briefly, since

@@ -27,6 +27,11 @@ enum class MemCategory : uint8_t {
 inline constexpr size_t kMemCategoryCount = 7;
 std::string_view mem_category_name(MemCategory c);
 
+// memcpy with non-temporal stores, for large copies that this core will not read back
+// soon: it skips reading every destination line before writing it, which is a third of
+// the memory traffic of a copy that misses the cache. Ordered (sfence) before it returns.
+void copy_streaming(void* dst, const void* src, size_t bytes);
+
 inline constexpr size_t kAlignment = 64;
 
 struct MemoryCounters {
