@@ -58,7 +58,7 @@ struct Descriptor {
 
 // One rank's, in its control segment; peers read it. Each counter on its own line.
 struct ControlBlock {
-  alignas(64) std::atomic<uint64_t> entered{0};  // number of the last call published
+  alignas(64) std::atomic<uint64_t> entered{0};   // number of the last call published
   Descriptor descriptor;                          // of that call, written before `entered`
   alignas(64) std::atomic<uint64_t> finished{0};  // number of the last call it finished
 };
