@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "comm/auth.h"
@@ -137,6 +138,12 @@ class TcpTransport final : public Transport {
   std::vector<Peer> peers_;
   std::vector<pollfd> pollfds_;
   std::vector<int> poll_peers_;
+  // How long an idle wait polls without blocking; none when the job may have more ranks
+  // on this host than it has cores (a spinning rank would take its peer's core).
+  std::chrono::nanoseconds spin_ =
+      static_cast<unsigned>(size_) <= std::max(1u, std::thread::hardware_concurrency())
+          ? std::chrono::nanoseconds(50us)
+          : std::chrono::nanoseconds(0);
 };
 
 TcpTransport::TcpTransport(Store& store, int rank, int size, const Secret& secret,
@@ -348,7 +355,13 @@ bool TcpTransport::pull(int p) {
       if (q.rx_end == 0 && matcher_.in_message(p) && matcher_.remaining(p) >= kDirectMinBytes)
         target = matcher_.direct(p, kDirectMaxBytes);
       const bool direct = !target.empty();
-      if (!direct) target = {q.rx.get() + q.rx_end, kRxBytes - q.rx_end};
+      if (!direct) {
+        // Between messages read little, so a large payload's bulk lands in place on the
+        // next read instead of being copied out of the rx buffer.
+        const size_t room = kRxBytes - q.rx_end;
+        target = {q.rx.get() + q.rx_end,
+                  matcher_.in_message(p) ? room : std::min(room, kDirectMinBytes)};
+      }
       const ssize_t got = ::recv(q.socket.fd(), target.data(), target.size(), MSG_DONTWAIT);
       if (got > 0) {
         moved = true;
@@ -438,14 +451,24 @@ void TcpTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
   if (ids.empty()) return;
   try {
     int timeout_ms = 0;
+    Clock::time_point idle_since{};
+    bool idle = false;
     for (;;) {
       const bool moved = progress(timeout_ms);
       if (matcher_.finished(ids, deadline)) break;
       if (deadline.expired())
         matcher_.throw_timeout(ids, deadline,
                                "the peer is connected but did not send or take the message");
-      // Block in poll() only after a pass that moved nothing.
-      timeout_ms = moved ? 0 : std::min(deadline.remaining_ms(), 1000);
+      // Block in poll() only after passes that moved nothing for a while: a wake-up from
+      // poll costs more than the next segment usually takes to arrive.
+      if (moved) {
+        idle = false;
+        timeout_ms = 0;
+        continue;
+      }
+      const Clock::time_point now = Clock::now();
+      if (!idle) idle = true, idle_since = now;
+      timeout_ms = now - idle_since < spin_ ? 0 : std::min(deadline.remaining_ms(), 1000);
     }
   } catch (...) {
     release_all(ids);
