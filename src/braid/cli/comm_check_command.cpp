@@ -1,9 +1,11 @@
 // `braid comm-check`: a diagnostic rank that joins the job, allreduces f32 and i64 sums
-// of a few sizes, checks them against closed forms, meets the others at a barrier and
-// prints "rank r/n ok: ...". Used by the launch and multi-host tests; --fail-rank and
+// of a few sizes, in private memory and in a shared buffer (comm/shared_buffer.h), checks
+// them against closed forms, meets the others at a barrier and prints "rank r/n ok: ...". Used by
+// the launch and multi-host tests; --fail-rank and
 // --hang-rank make one rank misbehave so tests can watch the others and the launcher.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -12,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "comm/collectives.h"
+#include "comm/shared_buffer.h"
 #include "core/error.h"
 #include "launch/job.h"
 
@@ -28,12 +31,11 @@ struct CommCheckFlags {
 
 // Rank r contributes (r+1) * (1 + i % 97) at element i: small integers, so every partial
 // sum is exact in f32 whatever the algorithm's order, and the total has a closed form.
-void check_f32(comm::Group& g, int64_t count, const std::string& where) {
+void check_f32(comm::Group& g, float* data, int64_t count, const std::string& where) {
   const int64_t n = g.size(), r = g.rank();
-  std::vector<float> data(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i)
     data[static_cast<size_t>(i)] = static_cast<float>((r + 1) * (1 + i % 97));
-  comm::allreduce(g, data.data(), data.size(), DType::f32, ReduceOp::sum);
+  comm::allreduce(g, data, static_cast<size_t>(count), DType::f32, ReduceOp::sum);
   for (int64_t i = 0; i < count; ++i) {
     const float expected = static_cast<float>((1 + i % 97) * n * (n + 1) / 2);
     if (data[static_cast<size_t>(i)] != expected)
@@ -44,12 +46,11 @@ void check_f32(comm::Group& g, int64_t count, const std::string& where) {
 }
 
 // Rank r contributes (r+1) * (i+1) * 1000003 + r: uses the high bits, still far from overflow.
-void check_i64(comm::Group& g, int64_t count, const std::string& where) {
+void check_i64(comm::Group& g, int64_t* data, int64_t count, const std::string& where) {
   const int64_t n = g.size(), r = g.rank();
-  std::vector<int64_t> data(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i)
     data[static_cast<size_t>(i)] = (r + 1) * (i + 1) * 1000003 + r;
-  comm::allreduce(g, data.data(), data.size(), DType::i64, ReduceOp::sum);
+  comm::allreduce(g, data, static_cast<size_t>(count), DType::i64, ReduceOp::sum);
   for (int64_t i = 0; i < count; ++i) {
     const int64_t expected = (i + 1) * 1000003 * (n * (n + 1) / 2) + n * (n - 1) / 2;
     if (data[static_cast<size_t>(i)] != expected)
@@ -77,19 +78,30 @@ void run_comm_check(const CLI::App& cmd, const CommCheckFlags& f) {
     std::fflush(nullptr);
     while (true) ::pause();
   }
-  std::string sizes;
+  int64_t most = 0;
   for (int64_t count : f.elements) {
     BRAID_CHECK(count >= 0, "comm-check: --elements must be >= 0, got ", count);
-    check_f32(g, count, where);
-    check_i64(g, count, where);
+    most = std::max(most, count);
+  }
+  std::vector<float> own_f32(static_cast<size_t>(most));
+  std::vector<int64_t> own_i64(static_cast<size_t>(most));
+  const comm::SharedBuffer shared = comm::allocate_shared(g, static_cast<size_t>(most) * 8);
+  std::string sizes;
+  for (int64_t count : f.elements) {
+    check_f32(g, own_f32.data(), count, where);
+    check_i64(g, own_i64.data(), count, where);
+    check_f32(g, shared.as<float>(), count, where + ", shared buffer");
+    check_i64(g, shared.as<int64_t>(), count, where + ", shared buffer");
     sizes += (sizes.empty() ? "" : ", ") + std::to_string(count);
   }
   comm::barrier(g);
   const std::string source =
       job.env.source == "none" ? "single process" : job.env.source + "'s variables";
-  std::printf("rank %d/%d ok: transport %s, %s, allreduce f32 and i64 sum of %s elements\n",
-              g.rank(), g.size(), std::string(g.transport().name()).c_str(), source.c_str(),
-              sizes.c_str());
+  std::printf(
+      "rank %d/%d ok: transport %s, %s, allreduce f32 and i64 sum of %s elements, in private "
+      "memory and in a %s\n",
+      g.rank(), g.size(), std::string(g.transport().name()).c_str(), source.c_str(), sizes.c_str(),
+      shared.shared() ? "shared buffer read in place" : "shared buffer (private here)");
   std::fflush(stdout);
 }
 
