@@ -52,11 +52,26 @@ bool agree(const CallContext& ctx, SharedWindow& w, const Descriptor& mine) {
   return same_range;
 }
 
+// Publishes `call` in this rank's `counter` (release, after everything it wrote), then
+// waits until every peer's has reached it.
+void meet(const CallContext& ctx, SharedWindow& w, std::atomic<uint64_t> ControlBlock::*counter,
+          uint64_t call, const Deadline& deadline, const char* doing) {
+  (w.control(ctx.rank()).*counter).store(call, std::memory_order_release);
+  for (int p = 0; p < ctx.size(); ++p) {
+    if (p == ctx.rank()) continue;
+    const std::atomic<uint64_t>& theirs = w.control(p).*counter;
+    wait_for_peer(
+        ctx.group, p, deadline, [&] { return theirs.load(std::memory_order_acquire) >= call; },
+        [&] {
+          return detail::concat("rank ", p, " ", doing, " ", describe_call(ctx.sig, ctx.seq));
+        });
+  }
+}
+
 }  // namespace
 
 bool allreduce_shared(const CallContext& ctx, SharedWindow& w, void* data, size_t count,
                       bool forced) {
-  Group& g = ctx.group;
   const int n = ctx.size(), me = ctx.rank();
   const size_t elem = ctx.elem();
   const uint64_t call = w.next_call();
@@ -70,16 +85,8 @@ bool allreduce_shared(const CallContext& ctx, SharedWindow& w, void* data, size_
   mine.dtype = static_cast<uint8_t>(ctx.dtype());
   mine.op = static_cast<uint8_t>(ctx.sig.op);
   mine.forced = forced ? 1 : 0;
-  ControlBlock& own = w.control(me);
-  own.descriptor = mine;
-  own.entered.store(call, std::memory_order_release);
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    ControlBlock& c = w.control(p);
-    wait_for_peer(
-        g, p, deadline, [&] { return c.entered.load(std::memory_order_acquire) >= call; },
-        [&] { return detail::concat("rank ", p, " to enter ", describe_call(ctx.sig, ctx.seq)); });
-  }
+  w.control(me).descriptor = mine;
+  meet(ctx, w, &ControlBlock::entered, call, deadline, "to enter");
   if (!agree(ctx, w, mine)) return false;
 
   // Share `me` of every buffer is this rank's alone until it finishes.
@@ -105,17 +112,7 @@ bool allreduce_shared(const CallContext& ctx, SharedWindow& w, void* data, size_
     }
   }
 
-  own.finished.store(call, std::memory_order_release);
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    ControlBlock& c = w.control(p);
-    wait_for_peer(
-        g, p, deadline, [&] { return c.finished.load(std::memory_order_acquire) >= call; },
-        [&] {
-          return detail::concat("rank ", p, " to write its share of ",
-                                describe_call(ctx.sig, ctx.seq), " into every buffer");
-        });
-  }
+  meet(ctx, w, &ControlBlock::finished, call, deadline, "to write its share into every buffer in");
   w.count_in_place();
   return true;
 }
