@@ -1,10 +1,11 @@
-// Buffers that every rank of a group on one host maps, so collectives read peers' data in
-// place. An allreduce on such a buffer costs each rank one pass that reduces its share
-// straight out of the peers' buffers and one pass that copies the other shares back, where
-// the transport's rings cost two copies per hop; it is the analogue of NCCL's registered
-// user buffers or MPI_Alloc_mem. Where the group's transport cannot share memory (tcp, an
-// MPI backend) or /dev/shm has no room, allocate_shared() gives private memory and
-// collectives take their usual path, so code written against it runs anywhere.
+// Buffers that every rank of a group on one host maps, so collectives work in peers'
+// memory directly. An allreduce on such a buffer has each rank reduce its share of all the
+// buffers and write the result into every one of them: one read of the inputs and one
+// write per copy, where the transport's rings cost copies into and out of a ring at every
+// hop. It is the analogue of NCCL's registered user buffers or MPI_Alloc_mem. Where the
+// group's transport cannot share memory (tcp, an MPI backend) or /dev/shm has no room,
+// allocate_shared() gives private memory and collectives take their usual path, so code
+// written against it runs anywhere.
 //
 // Use: allocate the buffer a loop reduces over and over (a flat gradient buffer) once,
 // with the group it is reduced on; pass it, or any range of it, to allreduce(). The fast

@@ -4,7 +4,7 @@
 // of every peer's, so base[r] is rank r's copy of the buffer in this process. A
 // SharedWindow is the group's: its live regions by id, and one ControlBlock per rank in
 // shared memory through which the ranks of an allreduce on shared buffers agree on the
-// call and hand each other progress, with no message through the transport.
+// call and meet at its start and end, with no message through the transport.
 //
 // Call protocol (allreduce_shared.cpp): once a group has a window, every allreduce on it
 // starts by publishing a Descriptor of the call and waiting for every peer's. Only when

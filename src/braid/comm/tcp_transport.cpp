@@ -467,7 +467,10 @@ void TcpTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
         continue;
       }
       const Clock::time_point now = Clock::now();
-      if (!idle) idle = true, idle_since = now;
+      if (!idle) {
+        idle = true;
+        idle_since = now;
+      }
       timeout_ms = now - idle_since < spin_ ? 0 : std::min(deadline.remaining_ms(), 1000);
     }
   } catch (...) {
