@@ -14,11 +14,14 @@ import gzip
 import os
 import sys
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blas_threads import limit_blas_threads
+
+limit_blas_threads()
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
 from models import MODELS, build_model, is_language_model  # noqa: E402
 from safetensors_lite import load_file  # noqa: E402
 

@@ -18,11 +18,14 @@ import os
 import sys
 import time
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blas_threads import limit_blas_threads
+
+limit_blas_threads()
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
 from models import GPT  # noqa: E402
 
 FORTUNES = "/usr/share/games/fortunes"

@@ -17,10 +17,13 @@ import statistics
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blas_threads import limit_blas_threads
+
+limit_blas_threads()
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
 from models import MODELS, build_model, is_language_model  # noqa: E402
 
 
