@@ -108,5 +108,46 @@ TEST(Transforms, DrawCropFlipCoversAllChoicesDeterministically) {
   EXPECT_EQ(std::tie(none.pad, none.dy, none.dx, none.flip), std::tuple(0, 0, 0, false));
 }
 
+TEST(Transforms, RandomErasingRate) {
+  // torchvision's RandomErasing(p, scale=(0.02, 0.33), ratio=(0.3, 3.3)): about p of the
+  // images get a box, every box fits and covers 2-33 % of the image (up to rounding).
+  const ImageGeometry g{28, 28, 1};
+  Rng rng(5);
+  int erased = 0;
+  double area = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const EraseBox box = draw_erase({.erase = 0.5f}, g, rng);
+    if (box.h == 0) continue;
+    ++erased;
+    ASSERT_GE(box.y, 0);
+    ASSERT_GE(box.x, 0);
+    ASSERT_LE(box.y + box.h, g.h);
+    ASSERT_LE(box.x + box.w, g.w);
+    const double fraction = static_cast<double>(box.h * box.w) / (28.0 * 28.0);
+    ASSERT_GE(fraction, 0.01);
+    ASSERT_LE(fraction, 0.40);
+    area += fraction;
+  }
+  EXPECT_NEAR(erased / 4000.0, 0.5, 0.03);
+  EXPECT_NEAR(area / erased, (0.02 + 0.33) / 2, 0.03);
+  Rng none(1);
+  EXPECT_EQ(draw_erase({}, g, none).h, 0);
+  EXPECT_EQ(none.offset(), 0u);  // no erasing draws nothing
+  EXPECT_THROW(draw_erase({.erase = 1.5f}, g, none), Error);
+}
+
+TEST(Transforms, EraseZeroesTheBoxInEveryChannel) {
+  const ImageGeometry g{3, 4, 2};
+  std::vector<float> image(24, 1.0f);
+  erase({.y = 1, .x = 1, .h = 2, .w = 2}, g, image.data());
+  for (int64_t y = 0; y < 3; ++y)
+    for (int64_t x = 0; x < 4; ++x)
+      for (int64_t c = 0; c < 2; ++c) {
+        const bool inside = y >= 1 && x >= 1 && x <= 2;
+        EXPECT_EQ(image[(y * 4 + x) * 2 + c], inside ? 0.0f : 1.0f) << y << "," << x << "," << c;
+      }
+  EXPECT_THROW(erase({.y = 2, .x = 0, .h = 2, .w = 1}, g, image.data()), Error);
+}
+
 }  // namespace
 }  // namespace braid::data

@@ -24,11 +24,12 @@ Tensor labels_of(const std::vector<int32_t>& v) {
 
 struct Reference {
   double loss = 0;
-  std::vector<double> grad;  // (softmax - onehot) / count
+  std::vector<double> grad;  // (softmax - target) / count
 };
 
-// Naive log-softmax in double, row by row.
-Reference reference_cross_entropy(const Tensor& logits, const std::vector<int32_t>& labels) {
+// Naive log-softmax in double, row by row, against the target (1 - eps) onehot + eps / C.
+Reference reference_cross_entropy(const Tensor& logits, const std::vector<int32_t>& labels,
+                                  double eps = 0) {
   const int64_t C = logits.shape()[-1], N = logits.numel() / C;
   Reference ref;
   ref.grad.assign(static_cast<size_t>(N * C), 0.0);
@@ -42,9 +43,11 @@ Reference reference_cross_entropy(const Tensor& logits, const std::vector<int32_
     double s = 0;
     for (int64_t j = 0; j < C; ++j) s += std::exp(x[j] - m);
     const double lse = m + std::log(s);
-    ref.loss += (lse - x[labels[r]]) / count;
-    for (int64_t j = 0; j < C; ++j)
-      ref.grad[r * C + j] = (std::exp(x[j] - lse) - (j == labels[r])) / count;
+    for (int64_t j = 0; j < C; ++j) {
+      const double target = (1 - eps) * (j == labels[r]) + eps / static_cast<double>(C);
+      ref.loss += target * (lse - x[j]) / static_cast<double>(count);
+      ref.grad[r * C + j] = (std::exp(x[j] - lse) - target) / static_cast<double>(count);
+    }
   }
   return ref;
 }
@@ -70,7 +73,7 @@ TEST(SoftmaxCrossEntropy, MatchesNaiveReferenceWithIgnoredRows) {
 TEST(SoftmaxCrossEntropy, HandComputedValue) {
   Tensor logits = Tensor::empty({1, 2});  // two equal logits: loss ln 2, grad +-1/2
   Tensor d;
-  const LossResult r = softmax_cross_entropy(logits, labels_of({1}), &d, 4.0f);
+  const LossResult r = softmax_cross_entropy(logits, labels_of({1}), &d, {.grad_scale = 4.0f});
   EXPECT_NEAR(r.loss, std::log(2.0), 1e-7);
   EXPECT_FLOAT_EQ(d.f32()[0], 2.0f);  // grad_scale 4 * 0.5
   EXPECT_FLOAT_EQ(d.f32()[1], -2.0f);
@@ -82,7 +85,7 @@ TEST(SoftmaxCrossEntropy, GradientMatchesFiniteDifferences) {
   Tensor d;
   // grad_scale = count makes the gradient O(1), so an absolute tolerance is meaningful.
   const float g = 4.0f;
-  softmax_cross_entropy(logits, y, &d, g);
+  softmax_cross_entropy(logits, y, &d, {.grad_scale = g});
   for (int64_t i = 0; i < logits.numel(); ++i) {
     float& v = logits.f32()[i];
     const float saved = v;
@@ -96,6 +99,33 @@ TEST(SoftmaxCrossEntropy, GradientMatchesFiniteDifferences) {
     const double numeric = (up - down) / (static_cast<double>(up_at) - down_at);
     EXPECT_NEAR(d.f32()[i], numeric, 1e-3) << "d/dlogits[" << i << "]";
   }
+}
+
+TEST(SoftmaxCrossEntropy, LabelSmoothingMatchesReferenceAndFiniteDifferences) {
+  Tensor logits = random_input({6, 13}, 5);
+  const std::vector<int32_t> y = {12, 0, -1, 7, 7, 3};
+  const CrossEntropyOptions smooth{.grad_scale = 5.0f, .label_smoothing = 0.1f};
+  Tensor d;
+  const LossResult r = softmax_cross_entropy(logits, labels_of(y), &d, smooth);
+  const Reference ref = reference_cross_entropy(logits, y, 0.1);
+  EXPECT_NEAR(r.loss, ref.loss, 1e-6);
+  for (int64_t i = 0; i < logits.numel(); ++i)
+    EXPECT_NEAR(d.f32()[i], 5.0 * ref.grad[i], 1e-6) << i;
+  // The gradient is the derivative of the loss that is reported.
+  for (int64_t i = 0; i < logits.numel(); ++i) {
+    float& v = logits.f32()[i];
+    const float saved = v;
+    v = saved + 1e-2f;
+    const float up_at = v;
+    const double up = 5.0 * softmax_cross_entropy(logits, labels_of(y), nullptr, smooth).loss;
+    v = saved - 1e-2f;
+    const float down_at = v;
+    const double down = 5.0 * softmax_cross_entropy(logits, labels_of(y), nullptr, smooth).loss;
+    v = saved;
+    EXPECT_NEAR(d.f32()[i], (up - down) / (static_cast<double>(up_at) - down_at), 1e-3) << i;
+  }
+  EXPECT_THROW(softmax_cross_entropy(logits, labels_of(y), &d, {.label_smoothing = 1.0f}), Error);
+  EXPECT_THROW(softmax_cross_entropy(logits, labels_of(y), &d, {.label_smoothing = -0.1f}), Error);
 }
 
 TEST(SoftmaxCrossEntropy, LargeLogitsStayFinite) {

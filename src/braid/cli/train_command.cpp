@@ -19,7 +19,7 @@ struct TrainFlags {
           checkpoint_every = 0, warmup = 0, crop_pad = 0;
   uint64_t seed = 0;
   int threads = 0;
-  double lr = 0, weight_decay = 0, momentum = 0, clip = 0;
+  double lr = 0, weight_decay = 0, momentum = 0, clip = 0, erase = 0, label_smoothing = 0;
   bool flip = false;
 };
 
@@ -61,6 +61,8 @@ train::TrainConfig resolve(const CLI::App& cmd, const TrainFlags& f) {
   if (given("--clip")) j["clip_grad_norm"] = f.clip;
   if (given("--flip")) j["augment_flip"] = f.flip;
   if (given("--crop-pad")) j["augment_crop_pad"] = f.crop_pad;
+  if (given("--erase")) j["augment_erase"] = f.erase;
+  if (given("--label-smoothing")) j["label_smoothing"] = f.label_smoothing;
   if (given("--optimizer")) j["optimizer"]["name"] = f.optimizer;
   if (given("--lr")) j["optimizer"]["lr"] = f.lr;
   if (given("--weight-decay")) j["optimizer"]["weight_decay"] = f.weight_decay;
@@ -143,6 +145,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--clip", flags->clip, "clip gradients to this global norm (0: off)");
   cmd->add_flag("--flip", flags->flip, "augment: random horizontal flips");
   cmd->add_option("--crop-pad", flags->crop_pad, "augment: random crops after padding by N");
+  cmd->add_option("--erase", flags->erase, "augment: random erasing with this probability");
+  cmd->add_option("--label-smoothing", flags->label_smoothing,
+                  "cross-entropy label smoothing eps in [0, 1)");
   cmd->add_option("--seed", flags->seed, "random seed");
   cmd->add_option("--threads", flags->threads, "BLAS threads");
   cmd->add_option("--out", flags->out, "output directory (metrics.jsonl, checkpoint/)");

@@ -54,6 +54,7 @@ struct ArrayDataset {
 struct AugmentOptions {
   bool flip = false;     // random horizontal flip with probability 1/2
   int64_t crop_pad = 0;  // pad by this many pixels, then crop back at a random offset
+  float erase = 0.0f;    // probability of random erasing (Zhong et al. 2017), after the crop
 };
 
 struct FillContext {

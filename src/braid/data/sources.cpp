@@ -8,7 +8,7 @@
 namespace braid::data {
 namespace {
 
-bool augmenting(const AugmentOptions& a) { return a.flip || a.crop_pad > 0; }
+bool augmenting(const AugmentOptions& a) { return a.flip || a.crop_pad > 0 || a.erase > 0; }
 
 }  // namespace
 
@@ -35,12 +35,15 @@ void ImageSource::fill(std::span<const SampleRef> samples, const FillContext& ct
   const bool augment = augmenting(ctx.augment);
   for (size_t r = 0; r < samples.size(); ++r) {
     const int64_t i = samples[r].index;
-    CropFlip cf;
+    float* dst = in + static_cast<int64_t>(r) * numel;
     if (augment) {
       Rng rng = sample_rng(ctx, samples[r].position);
-      cf = draw_crop_flip(ctx.augment, rng);
+      const CropFlip cf = draw_crop_flip(ctx.augment, rng);
+      transform_u8(dataset_->image(i), g, table_, cf, dst);
+      erase(draw_erase(ctx.augment, g, rng), g, dst);
+    } else {
+      transform_u8(dataset_->image(i), g, table_, CropFlip{}, dst);
     }
-    transform_u8(dataset_->image(i), g, table_, cf, in + static_cast<int64_t>(r) * numel);
     tg[r] = labels[i];
   }
 }
@@ -62,7 +65,7 @@ void ArraySource::fill(std::span<const SampleRef> samples, const FillContext& ct
                        Tensor& targets) const {
   const bool augment = augmenting(ctx.augment);
   BRAID_CHECK(!augment || sample_shape_.rank() == 3,
-              "crop/flip augmentation needs image features [N, H, W, C], got samples of shape ",
+              "crop/flip/erase augmentation needs image features [N, H, W, C], got samples of shape ",
               sample_shape_.str());
   const float* src = dataset_->features.f32();
   const int32_t* labels = dataset_->labels.data<int32_t>();
@@ -73,9 +76,10 @@ void ArraySource::fill(std::span<const SampleRef> samples, const FillContext& ct
     float* dst = in + static_cast<int64_t>(r) * sample_numel_;
     if (augment) {
       Rng rng = sample_rng(ctx, samples[r].position);
+      const ImageGeometry g{sample_shape_[0], sample_shape_[1], sample_shape_[2]};
       const CropFlip cf = draw_crop_flip(ctx.augment, rng);
-      transform_f32(src + i * sample_numel_, {sample_shape_[0], sample_shape_[1], sample_shape_[2]},
-                    cf, dst);
+      transform_f32(src + i * sample_numel_, g, cf, dst);
+      erase(draw_erase(ctx.augment, g, rng), g, dst);
     } else {
       std::memcpy(dst, src + i * sample_numel_, static_cast<size_t>(sample_numel_) * sizeof(float));
     }

@@ -2,6 +2,7 @@
 #include "data/transforms.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -82,6 +83,38 @@ void transform_f32(const float* src, const ImageGeometry& g, const CropFlip& cf,
   check_geometry(g, cf);
   apply_crop_flip(
       src, g, cf, 0.0f, [](float v) { return v; }, dst);
+}
+
+EraseBox draw_erase(const AugmentOptions& options, const ImageGeometry& g, Rng& rng) {
+  BRAID_CHECK(options.erase >= 0.0f && options.erase <= 1.0f,
+              "random erasing probability must be in [0, 1], got ", options.erase);
+  if (options.erase == 0.0f || rng.uniform() >= options.erase) return {};
+  constexpr float kMinArea = 0.02f, kMaxArea = 0.33f;
+  const float log_min_ratio = std::log(0.3f), log_max_ratio = std::log(3.3f);
+  const auto area = static_cast<float>(g.h * g.w);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const float target = area * rng.uniform(kMinArea, kMaxArea);
+    const float ratio = std::exp(rng.uniform(log_min_ratio, log_max_ratio));
+    const auto h = static_cast<int64_t>(std::lround(std::sqrt(target * ratio)));
+    const auto w = static_cast<int64_t>(std::lround(std::sqrt(target / ratio)));
+    if (h < 1 || w < 1 || h >= g.h || w >= g.w) continue;
+    EraseBox box{.h = h, .w = w};
+    box.y = static_cast<int64_t>(rng.below(static_cast<uint64_t>(g.h - h + 1)));
+    box.x = static_cast<int64_t>(rng.below(static_cast<uint64_t>(g.w - w + 1)));
+    return box;
+  }
+  return {};
+}
+
+void erase(const EraseBox& box, const ImageGeometry& g, float* image) {
+  if (box.h == 0) return;
+  BRAID_CHECK(box.y >= 0 && box.x >= 0 && box.w > 0 && box.y + box.h <= g.h && box.x + box.w <= g.w,
+              "erase box ", box.h, "x", box.w, " at (", box.y, ", ", box.x, ") outside the ", g.h,
+              "x", g.w, " image");
+  for (int64_t y = box.y; y < box.y + box.h; ++y) {
+    float* row = image + (y * g.w + box.x) * g.c;
+    std::fill(row, row + box.w * g.c, 0.0f);
+  }
 }
 
 }  // namespace braid::data

@@ -53,4 +53,17 @@ void transform_u8(const uint8_t* src, const ImageGeometry& g, const PixelTable& 
 // The same geometry for float images, padding with 0.0f.
 void transform_f32(const float* src, const ImageGeometry& g, const CropFlip& cf, float* dst);
 
+// Random erasing as torchvision.transforms.RandomErasing(p, scale=(0.02, 0.33),
+// ratio=(0.3, 3.3), value=0) after normalisation: with probability p, a rectangle of
+// 2-33 % of the image with aspect ratio (log-uniform) 0.3-3.3 is set to 0, the dataset mean.
+// Up to 10 draws look for a rectangle that fits; if none does, nothing is erased.
+struct EraseBox {
+  int64_t y = 0, x = 0, h = 0, w = 0;  // h == 0: nothing to erase
+};
+// Draws after draw_crop_flip from the same generator (one word, plus up to 10 x 4 words
+// when erasing); draws nothing when options.erase is 0.
+EraseBox draw_erase(const AugmentOptions& options, const ImageGeometry& g, Rng& rng);
+// Zeroes the box in every channel of an HWC image.
+void erase(const EraseBox& box, const ImageGeometry& g, float* image);
+
 }  // namespace braid::data

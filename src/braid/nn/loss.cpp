@@ -67,17 +67,36 @@ BRAID_MULTIVERSION double exp_shifted(const float* x, float m, float* e, int64_t
   return s;
 }
 
-// One row's loss, log(sum_j exp(x_j - m)) - (x_label - m), with m = max_j x_j: every
-// exponent is <= 0, so nothing overflows. When d is not null it receives
-// grad * (softmax - onehot); otherwise a stack block holds the exponentials.
-double row_cross_entropy(const float* x, int64_t classes, int32_t label, float m, float* d,
-                         float grad) {
-  const double target = static_cast<double>(x[label]) - m;
+// Sum of a row in double (eight partial sums, as above).
+BRAID_MULTIVERSION double row_sum(const float* x, int64_t n) {
+  double acc[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += x[j + k];
+  double s = 0;
+  for (int k = 0; k < 8; ++k) s += acc[k];
+  for (; j < n; ++j) s += x[j];
+  return s;
+}
+
+// d[j] = a d[j] + b.
+BRAID_MULTIVERSION void scale_shift(float a, float b, float* d, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) d[j] = a * d[j] + b;
+}
+
+// One row's loss against the smoothed target t = (1 - eps) onehot + eps / C:
+//   -sum_j t_j log softmax_j = log(sum_j exp(x_j - m)) - sum_j t_j (x_j - m),
+// with m = max_j x_j: every exponent is <= 0, so nothing overflows. When d is not null it
+// receives grad * (softmax - t); otherwise a stack block holds the exponentials.
+double row_cross_entropy(const float* x, int64_t classes, int32_t label, float m, float eps,
+                         float* d, float grad) {
+  double target = (1.0 - eps) * (static_cast<double>(x[label]) - m);
+  if (eps > 0) target += eps * (row_sum(x, classes) / static_cast<double>(classes) - m);
   double s = 0;
   if (d) {
     s = exp_shifted(x, m, d, classes);
-    scale(static_cast<float>(grad / s), d, classes);
-    d[label] -= grad;
+    scale_shift(static_cast<float>(grad / s), -grad * eps / static_cast<float>(classes), d, classes);
+    d[label] -= grad * (1.0f - eps);
   } else {
     constexpr int64_t kBlock = 1024;
     float e[kBlock];
@@ -96,7 +115,10 @@ bool is_argmax(const float* x, int32_t label, float m) {
 }  // namespace
 
 LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                                 float grad_scale) {
+                                 const CrossEntropyOptions& options) {
+  const float eps = options.label_smoothing;
+  BRAID_CHECK(eps >= 0.0f && eps < 1.0f, "softmax_cross_entropy: label smoothing must be in [0, 1), got ",
+              eps);
   BRAID_CHECK(logits.dtype() == DType::f32 && logits.rank() >= 2 && logits.shape()[-1] > 0,
               "softmax_cross_entropy: logits must be f32 [..., C] with rank >= 2 and C > 0, got ",
               dtype_name(logits.dtype()), " ", logits.shape().str());
@@ -124,7 +146,7 @@ LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Ten
     dlogits->ensure(logits.shape());
     d = dlogits->f32();
   }
-  const float grad = result.count ? grad_scale / static_cast<float>(result.count) : 0.0f;
+  const float grad = result.count ? options.grad_scale / static_cast<float>(result.count) : 0.0f;
   const float* x = logits.f32();
   double total = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -135,7 +157,7 @@ LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Ten
       continue;
     }
     const float m = row_max(xr, classes);
-    total += row_cross_entropy(xr, classes, y[r], m, dr, grad);
+    total += row_cross_entropy(xr, classes, y[r], m, eps, dr, grad);
     if (is_argmax(xr, y[r], m)) ++result.correct;
   }
   result.loss = result.count ? total / static_cast<double>(result.count) : 0.0;

@@ -15,17 +15,23 @@ struct LossResult {
   int64_t count = 0;    // rows whose label is not -1
 };
 
-// Cross-entropy on softmax, as torch.nn.CrossEntropyLoss(ignore_index=-1, reduction='mean').
+struct CrossEntropyOptions {
+  float grad_scale = 1.0f;       // multiplies the gradient (loss scaling, 1/accumulation)
+  float label_smoothing = 0.0f;  // eps in [0, 1): the target is (1 - eps) onehot + eps / C
+};
+
+// Cross-entropy on softmax, as torch.nn.CrossEntropyLoss(ignore_index=-1, reduction='mean',
+// label_smoothing=eps).
 //   logits [..., C] f32 (rank >= 2; leading dimensions are flattened into N rows)
 //   labels i32 with N elements (any shape), each in [0, C) or -1 for "ignore this row":
 //          an ignored row adds nothing to loss, correct or count, and gets zero gradient.
 // When dlogits != nullptr it is ensure()d to logits' shape and receives
-//   grad_scale * (softmax(logits) - onehot(label)) / count.
+//   grad_scale * (softmax(logits) - target) / count, target = (1 - eps) onehot(label) + eps / C.
 // Numerically stable (row max subtracted, log-sum-exp accumulated in double); one pass per
 // row writes exp() straight into dlogits. Labels are validated before anything is written:
 // a label outside [0, C) other than -1 is an error naming its row, its value and C.
 LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                                 float grad_scale = 1.0f);
+                                 const CrossEntropyOptions& options = {});
 
 // Mean squared error over all elements, as torch.nn.MSELoss(reduction='mean'):
 //   pred, target f32 of the same shape (no broadcasting: a mismatch is an error naming both).

@@ -98,6 +98,8 @@ TrainConfig config_from_json(const json& j, TrainConfig c) {
   r.read("clip_grad_norm", c.clip_grad_norm);
   r.read("augment_flip", c.augment_flip);
   r.read("augment_crop_pad", c.augment_crop_pad);
+  r.read("augment_erase", c.augment_erase);
+  r.read("label_smoothing", c.label_smoothing);
   r.read("out", c.out);
   r.read("log_every", c.log_every);
   r.read("eval_every", c.eval_every);
@@ -174,6 +176,11 @@ void validate(const TrainConfig& c) {
   non_negative("checkpoint_every", static_cast<double>(c.checkpoint_every));
   non_negative("clip_grad_norm", c.clip_grad_norm);
   non_negative("augment_crop_pad", static_cast<double>(c.augment_crop_pad));
+  BRAID_CHECK(c.augment_erase >= 0 && c.augment_erase <= 1,
+              "config: 'augment_erase' is a probability and must be in [0, 1], got ",
+              c.augment_erase);
+  BRAID_CHECK(c.label_smoothing >= 0 && c.label_smoothing < 1,
+              "config: 'label_smoothing' must be in [0, 1), got ", c.label_smoothing);
   check_one_of("optimizer.name", c.optimizer.name,
                {"sgd", "adam", "adamw", "rmsprop", "adagrad", "lars", "lamb"});
   positive("optimizer.lr", c.optimizer.lr);
@@ -210,6 +217,8 @@ nlohmann::json to_json(const TrainConfig& c) {
       {"clip_grad_norm", c.clip_grad_norm},
       {"augment_flip", c.augment_flip},
       {"augment_crop_pad", c.augment_crop_pad},
+      {"augment_erase", c.augment_erase},
+      {"label_smoothing", c.label_smoothing},
       {"out", c.out},
       {"log_every", c.log_every},
       {"eval_every", c.eval_every},

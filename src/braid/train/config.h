@@ -51,6 +51,8 @@ struct TrainConfig {
   double clip_grad_norm = 0.0;
   bool augment_flip = false;
   int64_t augment_crop_pad = 0;
+  double augment_erase = 0.0;    // random erasing probability
+  double label_smoothing = 0.0;  // cross-entropy target (1 - eps) onehot + eps / C
 
   std::string out = "runs/latest";
   int64_t log_every = 50;

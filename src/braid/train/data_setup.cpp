@@ -74,6 +74,7 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model) {
   train_opts.seed = config.seed;
   train_opts.augment.flip = config.augment_flip;
   train_opts.augment.crop_pad = config.augment_crop_pad;
+  train_opts.augment.erase = static_cast<float>(config.augment_erase);
   data::LoaderOptions eval_opts = train_opts;
   eval_opts.shuffle = false;
   eval_opts.drop_last = false;
