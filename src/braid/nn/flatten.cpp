@@ -8,7 +8,7 @@ namespace {
 class FlattenCache : public Cache {
  public:
   Shape in_shape;
-  // Ranks 2 and 3 hand back handles of the caller's tensors in out and dx; they must be
+  // Ranks 2 and 3, and images whose transpose is the identity, hand back handles of the caller's tensors in out and dx; they must be
   // dropped before ensure() or a later rank-4 pass would write into the caller's memory.
   bool aliased = false;
 };
@@ -45,7 +45,8 @@ const Tensor& Flatten::forward(const Tensor& x, Cache& cache, const ForwardConte
               " of shape ", x.shape().str());
   const Shape out_shape = output_shape(x.shape());
   c.in_shape = x.shape();
-  if (x.rank() < 4) {
+  // With one channel (or one pixel) the NHWC -> C,H,W transpose is the identity.
+  if (x.rank() < 4 || x.dim(3) == 1 || x.dim(1) * x.dim(2) == 1) {
     c.aliased = true;
     c.out = x.reshape(out_shape);
     return c.out;

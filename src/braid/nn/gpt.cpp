@@ -200,8 +200,10 @@ const Tensor& Gpt::backward(const Tensor& dy, Cache& cache, bool need_dx) {
   const int64_t B = dy.dim(0), T = dy.dim(1), D = config_.d_model, V = config_.vocab;
   const Tensor& hf = c.ln_f->out;
   const ParamSet::Id wte = wte_.weight_id();
-  // The tied head: dwte[V, D] += dlogits^T[V, BT] hf[BT, D]; dh[BT, D] = dlogits wte.
-  sgemm(true, false, V, D, B * T, 1.0f, dy.f32(), hf.f32(), 1.0f, params_->grad(wte).f32());
+  // The tied head: dwte[V, D] (+)= dlogits^T[V, BT] hf[BT, D]; dh[BT, D] = dlogits wte.
+  bool overwrite = false;
+  float* dwte = params_->grad_for_write(wte, overwrite).f32();
+  sgemm(true, false, V, D, B * T, 1.0f, dy.f32(), hf.f32(), overwrite ? 0.0f : 1.0f, dwte);
   c.dh.ensure({B, T, D});
   sgemm(false, false, B * T, D, V, 1.0f, dy.f32(), params_->param(wte).f32(), 0.0f, c.dh.f32());
   const Tensor* g = &ln_f_.backward(c.dh, *c.ln_f, true);

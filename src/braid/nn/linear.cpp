@@ -56,9 +56,10 @@ const Tensor& Linear::forward(const Tensor& x, Cache& cache, const ForwardContex
 
 const Tensor& Linear::backward(const Tensor& dy, Cache& cache, bool need_dx) {
   const int64_t rows = dy.numel() / out_;
-  // dW[out, in] += dy^T[out, rows] x[rows, in]
-  sgemm(true, false, out_, in_, rows, 1.0f, dy.f32(), cache.x.f32(), 1.0f,
-        params_->grad(weight_).f32());
+  // dW[out, in] (+)= dy^T[out, rows] x[rows, in]
+  bool overwrite = false;
+  float* dw = params_->grad_for_write(weight_, overwrite).f32();
+  sgemm(true, false, out_, in_, rows, 1.0f, dy.f32(), cache.x.f32(), overwrite ? 0.0f : 1.0f, dw);
   if (has_bias_) sum_rows_into(dy.f32(), params_->grad(bias_).f32(), rows, out_);
   if (!need_dx) return no_grad();
   // dx[rows, in] = dy[rows, out] W[out, in]

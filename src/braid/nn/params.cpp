@@ -1,5 +1,6 @@
 #include "nn/params.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace braid::nn {
@@ -23,6 +24,7 @@ void ParamSet::allocate() {
   frozen_ = true;
   params_ = Buffer(static_cast<size_t>(total_) * sizeof(float), MemCategory::parameters);
   grads_ = Buffer(static_cast<size_t>(total_) * sizeof(float), MemCategory::gradients);
+  stale_.assign(layout_.size(), 0);
 }
 
 Tensor ParamSet::param(Id id) const {
@@ -32,7 +34,30 @@ Tensor ParamSet::param(Id id) const {
 
 Tensor ParamSet::grad(Id id) const {
   const ParamInfo& p = layout_.at(id);
-  return Tensor::view(grads() + p.offset, p.shape);
+  float* g = grad_data() + p.offset;
+  if (stale_[id]) {
+    std::memset(g, 0, static_cast<size_t>(p.numel()) * sizeof(float));
+    stale_[id] = 0;
+    --stale_count_;
+  }
+  return Tensor::view(g, p.shape);
+}
+
+Tensor ParamSet::grad_for_write(Id id, bool& overwrite) const {
+  const ParamInfo& p = layout_.at(id);
+  overwrite = stale_[id] != 0;
+  if (overwrite) {
+    stale_[id] = 0;
+    --stale_count_;
+  }
+  return Tensor::view(grad_data() + p.offset, p.shape);
+}
+
+float* ParamSet::grads() const {
+  if (stale_count_ > 0)
+    for (Id id = 0; id < layout_.size(); ++id)
+      if (stale_[id]) grad(id);
+  return grad_data();
 }
 
 int64_t ParamSet::find(const std::string& name) const {
@@ -48,7 +73,8 @@ int64_t ParamSet::count() const {
 }
 
 void ParamSet::zero_grads() {
-  if (total_) std::memset(grads(), 0, static_cast<size_t>(total_) * sizeof(float));
+  std::fill(stale_.begin(), stale_.end(), uint8_t{1});
+  stale_count_ = static_cast<int64_t>(stale_.size());
 }
 
 }  // namespace braid::nn

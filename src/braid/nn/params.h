@@ -49,7 +49,12 @@ class ParamSet {
   bool allocated() const { return params_.data() != nullptr || total_ == 0; }
 
   Tensor param(Id id) const;
+  // A gradient for accumulation (+=). The first access after zero_grads() zeroes it.
   Tensor grad(Id id) const;
+  // A gradient that the caller will write whole, with overwrite = true when it must be
+  // overwritten (the first write since zero_grads(): a GEMM with beta = 0) and false when
+  // it must be accumulated into (a parameter used twice, as a tied embedding).
+  Tensor grad_for_write(Id id, bool& overwrite) const;
   const ParamInfo& info(Id id) const { return layout_[id]; }
   const std::vector<ParamInfo>& layout() const { return layout_; }
   const std::vector<NamedBuffer>& buffers() const { return buffers_; }
@@ -57,15 +62,24 @@ class ParamSet {
   int64_t find(const std::string& name) const;
 
   float* params() const { return static_cast<float*>(params_.data()); }
-  float* grads() const { return static_cast<float*>(grads_.data()); }
+  // The flat gradient buffer, exact: ranges no layer wrote since zero_grads() are zeroed
+  // here first. Read it after backward; a pointer kept from before sees stale ranges.
+  float* grads() const;
   int64_t size() const { return total_; }  // floats in each flat buffer, padding included
   int64_t count() const;                   // trainable scalars, padding excluded
+  // Marks every gradient as zero without touching memory: the layers' first writes
+  // overwrite instead of accumulate, which saves a pass over the whole buffer per step.
   void zero_grads();
 
  private:
   std::vector<ParamInfo> layout_;
   std::vector<NamedBuffer> buffers_;
+  float* grad_data() const { return static_cast<float*>(grads_.data()); }
+
   Buffer params_, grads_;
+  // stale_[id]: the gradient is logically zero but its memory still holds an older value.
+  mutable std::vector<uint8_t> stale_;
+  mutable int64_t stale_count_ = 0;
   int64_t total_ = 0;
   bool frozen_ = false;
 };
