@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
-  libopenblas-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libssl-dev zlib1g-dev
+  libopenblas-dev libdnnl-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libssl-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist fortunes iproute2
 )

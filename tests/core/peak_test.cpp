@@ -48,17 +48,19 @@ TEST(Peak, Bf16DotRunsOrSaysUnavailable) {
   }
 }
 
-TEST(Peak, SgemmOnASmallShape) {
-  const PeakResult r = measure_sgemm(16, 32, 8, 5);
-  expect_sane(r);
-  EXPECT_EQ(r.samples, 5);
+TEST(Peak, SgemmOnASmallShapeWithEitherLibrary) {
+  for (const GemmLibrary library : {GemmLibrary::openblas, GemmLibrary::onednn}) {
+    const PeakResult r = measure_sgemm(library, true, false, 16, 32, 8, 5);
+    expect_sane(r);
+    EXPECT_EQ(r.samples, 5);
+  }
 }
 
 TEST(Peak, BadArgumentsThrow) {
   EXPECT_THROW(measure_fma_peak(best_isa(), 0), Error);
   EXPECT_THROW(measure_bf16_dot_peak(-1), Error);
-  EXPECT_THROW(measure_sgemm(0, 4, 4, 1), Error);
-  EXPECT_THROW(measure_sgemm(4, 4, 4, 0), Error);
+  EXPECT_THROW(measure_sgemm(GemmLibrary::openblas, false, false, 0, 4, 4, 1), Error);
+  EXPECT_THROW(measure_sgemm(GemmLibrary::onednn, false, false, 4, 4, 4, 0), Error);
 }
 
 }  // namespace

@@ -27,7 +27,25 @@ double median(std::vector<double> v) {
 
 struct GemmShape {
   const char* where;
+  bool trans_a, trans_b;
   int64_t m, n, k;
+};
+
+// The products of one training step of each model: forward (x W^T), the weight gradient
+// (dy^T x) and the input gradient (dy W).
+constexpr GemmShape kGemmShapes[] = {
+    {"reference 128x1024x1024 NN", false, false, 128, 1024, 1024},
+    {"mlp fc1 forward", false, true, 128, 1024, 784},
+    {"mlp fc1 weight grad", true, false, 1024, 784, 128},
+    {"mlp fc2 forward", false, true, 128, 1024, 1024},
+    {"mlp fc2 weight grad", true, false, 1024, 1024, 128},
+    {"mlp fc2 input grad", false, false, 128, 1024, 1024},
+    {"cnn conv2 forward (im2col)", false, false, 128 * 121, 64, 288},
+    {"cnn conv2 weight grad", true, false, 288, 64, 128 * 121},
+    {"cnn fc1 forward", false, true, 128, 128, 1600},
+    {"gpt-tiny c_fc forward", false, true, 4096, 512, 128},
+    {"gpt-tiny c_fc weight grad", true, false, 512, 128, 4096},
+    {"gpt-tiny c_proj input grad", false, false, 4096, 512, 128},
 };
 
 void run_peak(bool json, double seconds) {
@@ -40,13 +58,6 @@ void run_peak(bool json, double seconds) {
   const PeakResult avx2 = fma(Isa::avx2);
   const PeakResult bf16 =
       isa_supported(Isa::avx512_bf16) ? measure_bf16_dot_peak(seconds) : PeakResult{};
-  const GemmShape shapes[] = {
-      {"reference 128x1024x1024", 128, 1024, 1024},
-      {"mlp fc1 forward", 128, 1024, 784},
-      {"mlp fc2 forward", 128, 1024, 1024},
-      {"cnn conv2 forward (im2col)", 128 * 121, 64, 288},
-      {"gpt-tiny c_fc forward", 4096, 512, 128},
-  };
   nlohmann::json out = {{"cpu", cpu_description()}, {"blas", blas_config()}};
   auto row = [&](const char* what, const PeakResult& r) {
     out["peaks"].push_back({{"what", what},
@@ -67,10 +78,35 @@ void run_peak(bool json, double seconds) {
   row("fp32 FMA, AVX-512", avx512);
   row("fp32 FMA, AVX2", avx2);
   row("bf16 dot (VDPBF16PS)", bf16);
-  for (const auto& s : shapes) {
-    const PeakResult r = measure_sgemm(s.m, s.n, s.k, 20);
-    const std::string label = std::string("sgemm ") + s.where;
-    row(label.c_str(), r);
+  if (!json)
+    std::printf("\n%-34s %21s %21s  %s\n%-34s %10s %10s %10s %10s\n", "sgemm (one thread), GFLOP/s",
+                "OpenBLAS", "oneDNN", "braid uses", "", "best", "median", "best", "median");
+  for (const GemmShape& s : kGemmShapes) {
+    // Alternate the libraries in short rounds so a slow spell of the machine hits both.
+    std::vector<double> best(2, 0), medians[2];
+    for (int round = 0; round < 3; ++round)
+      for (int lib = 0; lib < 2; ++lib) {
+        const PeakResult r = measure_sgemm(lib ? GemmLibrary::onednn : GemmLibrary::openblas,
+                                           s.trans_a, s.trans_b, s.m, s.n, s.k, 10);
+        best[lib] = std::max(best[lib], r.best_gflops);
+        medians[lib].push_back(r.median_gflops);
+      }
+    const char* uses = gemm_library_name(gemm_library_for(s.trans_a, s.trans_b, s.m, s.n, s.k));
+    const double median_openblas = median(medians[0]), median_onednn = median(medians[1]);
+    out["sgemm"].push_back({{"what", s.where},
+                            {"trans_a", s.trans_a},
+                            {"trans_b", s.trans_b},
+                            {"m", s.m},
+                            {"n", s.n},
+                            {"k", s.k},
+                            {"openblas_best_gflops", best[0]},
+                            {"openblas_median_gflops", median_openblas},
+                            {"onednn_best_gflops", best[1]},
+                            {"onednn_median_gflops", median_onednn},
+                            {"braid_uses", uses}});
+    if (!json)
+      std::printf("%-34s %10.1f %10.1f %10.1f %10.1f  %s\n", s.where, best[0], median_openblas,
+                  best[1], median_onednn, uses);
   }
   if (json) std::printf("%s\n", out.dump().c_str());
 }

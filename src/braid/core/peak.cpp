@@ -142,7 +142,8 @@ PeakResult measure_bf16_dot_peak(double seconds) {
   return run_for(seconds, bf16_dot_sample);
 }
 
-PeakResult measure_sgemm(int64_t M, int64_t N, int64_t K, int repeats) {
+PeakResult measure_sgemm(GemmLibrary library, bool trans_a, bool trans_b, int64_t M, int64_t N,
+                         int64_t K, int repeats) {
   BRAID_CHECK(M >= 1 && N >= 1 && K >= 1, "measure_sgemm: M, N, K must be >= 1, got ", M, "x", N,
               "x", K);
   BRAID_CHECK(repeats >= 1, "measure_sgemm: repeats must be >= 1, got ", repeats);
@@ -156,14 +157,15 @@ PeakResult measure_sgemm(int64_t M, int64_t N, int64_t K, int repeats) {
   for (int64_t i = 0; i < M * K; ++i) A[i] = rng.uniform(-0.5f, 0.5f);
   for (int64_t i = 0; i < K * N; ++i) B[i] = rng.uniform(-0.5f, 0.5f);
   // Warm: first touch of C, BLAS's own buffers and thread start-up stay out of the samples.
-  sgemm(false, false, M, N, K, 1.0f, A, B, 0.0f, C);
+  auto multiply = [&] { sgemm_with(library, trans_a, trans_b, M, N, K, 1.0f, A, B, 0.0f, C); };
+  multiply();
   const double flops =
       2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   std::vector<double> gflops;
   gflops.reserve(repeats);
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = Clock::now();
-    sgemm(false, false, M, N, K, 1.0f, A, B, 0.0f, C);
+    multiply();
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     gflops.push_back(dt > 0 ? flops / dt * 1e-9 : 0.0);
   }

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/cpu.h"
+#include "core/gemm.h"
 
 namespace braid {
 
@@ -29,9 +30,10 @@ PeakResult measure_fma_peak(Isa isa, double seconds);
 // into 16 fp32 lanes, counted as 64 flops. Unavailable without AVX512_BF16.
 PeakResult measure_bf16_dot_peak(double seconds);
 
-// braid::sgemm on C[M,N] = A[M,K] B[K,N] (no transposes), 2*M*N*K flops per call, with
-// whatever BLAS threads are configured. Buffers are allocated and warmed once; then
-// `repeats` timed calls. Throws braid::Error unless M, N, K, repeats >= 1.
-PeakResult measure_sgemm(int64_t M, int64_t N, int64_t K, int repeats);
+// sgemm on `library`: C[M,N] = op(A) op(B), 2*M*N*K flops per call, with whatever BLAS
+// threads are configured. Buffers are allocated and warmed once; then `repeats` timed
+// calls. Throws braid::Error unless M, N, K, repeats >= 1.
+PeakResult measure_sgemm(GemmLibrary library, bool trans_a, bool trans_b, int64_t M, int64_t N,
+                         int64_t K, int repeats);
 
 }  // namespace braid
