@@ -60,8 +60,8 @@ void check(GemmLibrary library, const Case& c) {
 
 TEST(Gemm, BothLibrariesMatchANaiveProduct) {
   const Case cases[] = {
-      {false, false, 7, 5, 3, 1.0f, 0.0f},   {false, true, 33, 17, 65, 1.0f, 1.0f},
-      {true, false, 64, 31, 129, 0.5f, 0.0f}, {true, true, 9, 40, 16, -1.0f, 0.25f},
+      {false, false, 7, 5, 3, 1.0f, 0.0f},     {false, true, 33, 17, 65, 1.0f, 1.0f},
+      {true, false, 64, 31, 129, 0.5f, 0.0f},  {true, true, 9, 40, 16, -1.0f, 0.25f},
       {true, false, 130, 70, 128, 1.0f, 1.0f}, {false, false, 1, 1, 1, 2.0f, 0.0f},
   };
   for (const GemmLibrary library : {GemmLibrary::openblas, GemmLibrary::onednn})
@@ -80,7 +80,8 @@ TEST(Gemm, RepeatedCallsGiveTheSameBits) {
 
 TEST(Gemm, SgemmRunsTheRulesLibrary) {
   // sgemm() must give exactly what the library its rule names gives.
-  const Case shapes[] = {{true, false, 1024, 784, 128, 1, 0}, {false, true, 128, 1024, 784, 1, 0},
+  const Case shapes[] = {{true, false, 1024, 784, 128, 1, 0},
+                         {false, true, 128, 1024, 784, 1, 0},
                          {false, false, 128, 1024, 1024, 1, 0}};
   for (const Case& c : shapes) {
     const std::vector<float> A = random_values(c.M * c.K, 6), B = random_values(c.K * c.N, 7);

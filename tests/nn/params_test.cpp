@@ -25,7 +25,7 @@ TEST(ParamSet, ZeroGradsIsLazyButExact) {
   params.grad_for_write(a, overwrite);
   EXPECT_TRUE(overwrite);
   params.grad_for_write(a, overwrite);
-  EXPECT_FALSE(overwrite);  // written once since zero_grads: accumulate now
+  EXPECT_FALSE(overwrite);                   // written once since zero_grads: accumulate now
   EXPECT_EQ(params.grad(a).f32()[0], 7.0f);  // memory untouched: the caller overwrites it
   // b was never written: the flat buffer reads it as zero.
   const float* g = params.grads();

@@ -79,8 +79,8 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 
 std::string blas_config() {
   const dnnl_version_t* v = dnnl_version();
-  return std::string(openblas_get_config()) + " core=" + openblas_get_corename() +
-         "; oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+  return std::string(openblas_get_config()) + " core=" + openblas_get_corename() + "; oneDNN " +
+         std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
          std::to_string(v->patch) + "; threads=" + std::to_string(openblas_get_num_threads());
 }
 

@@ -64,9 +64,10 @@ ArraySource::ArraySource(std::shared_ptr<const ArrayDataset> dataset)
 void ArraySource::fill(std::span<const SampleRef> samples, const FillContext& ctx, Tensor& inputs,
                        Tensor& targets) const {
   const bool augment = augmenting(ctx.augment);
-  BRAID_CHECK(!augment || sample_shape_.rank() == 3,
-              "crop/flip/erase augmentation needs image features [N, H, W, C], got samples of shape ",
-              sample_shape_.str());
+  BRAID_CHECK(
+      !augment || sample_shape_.rank() == 3,
+      "crop/flip/erase augmentation needs image features [N, H, W, C], got samples of shape ",
+      sample_shape_.str());
   const float* src = dataset_->features.f32();
   const int32_t* labels = dataset_->labels.data<int32_t>();
   float* in = inputs.f32();

@@ -8,8 +8,9 @@ namespace {
 class FlattenCache : public Cache {
  public:
   Shape in_shape;
-  // Ranks 2 and 3, and images whose transpose is the identity, hand back handles of the caller's tensors in out and dx; they must be
-  // dropped before ensure() or a later rank-4 pass would write into the caller's memory.
+  // Ranks 2 and 3, and images whose transpose is the identity, hand back handles of the caller's
+  // tensors in out and dx; they must be dropped before ensure() or a later rank-4 pass would write
+  // into the caller's memory.
   bool aliased = false;
 };
 

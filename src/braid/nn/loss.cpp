@@ -67,18 +67,6 @@ BRAID_MULTIVERSION double exp_shifted(const float* x, float m, float* e, int64_t
   return s;
 }
 
-// Sum of a row in double (eight partial sums, as above).
-BRAID_MULTIVERSION double row_sum(const float* x, int64_t n) {
-  double acc[8] = {};
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int k = 0; k < 8; ++k) acc[k] += x[j + k];
-  double s = 0;
-  for (int k = 0; k < 8; ++k) s += acc[k];
-  for (; j < n; ++j) s += x[j];
-  return s;
-}
-
 // d[j] = a d[j] + b.
 BRAID_MULTIVERSION void scale_shift(float a, float b, float* d, int64_t n) {
   for (int64_t j = 0; j < n; ++j) d[j] = a * d[j] + b;
@@ -91,11 +79,13 @@ BRAID_MULTIVERSION void scale_shift(float a, float b, float* d, int64_t n) {
 double row_cross_entropy(const float* x, int64_t classes, int32_t label, float m, float eps,
                          float* d, float grad) {
   double target = (1.0 - eps) * (static_cast<double>(x[label]) - m);
-  if (eps > 0) target += eps * (row_sum(x, classes) / static_cast<double>(classes) - m);
+  if (eps > 0)
+    target += eps * (static_cast<double>(sum(x, classes)) / static_cast<double>(classes) - m);
   double s = 0;
   if (d) {
     s = exp_shifted(x, m, d, classes);
-    scale_shift(static_cast<float>(grad / s), -grad * eps / static_cast<float>(classes), d, classes);
+    scale_shift(static_cast<float>(grad / s), -grad * eps / static_cast<float>(classes), d,
+                classes);
     d[label] -= grad * (1.0f - eps);
   } else {
     constexpr int64_t kBlock = 1024;
@@ -117,8 +107,8 @@ bool is_argmax(const float* x, int32_t label, float m) {
 LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
                                  const CrossEntropyOptions& options) {
   const float eps = options.label_smoothing;
-  BRAID_CHECK(eps >= 0.0f && eps < 1.0f, "softmax_cross_entropy: label smoothing must be in [0, 1), got ",
-              eps);
+  BRAID_CHECK(eps >= 0.0f && eps < 1.0f,
+              "softmax_cross_entropy: label smoothing must be in [0, 1), got ", eps);
   BRAID_CHECK(logits.dtype() == DType::f32 && logits.rank() >= 2 && logits.shape()[-1] > 0,
               "softmax_cross_entropy: logits must be f32 [..., C] with rank >= 2 and C > 0, got ",
               dtype_name(logits.dtype()), " ", logits.shape().str());
