@@ -93,9 +93,9 @@ double Trainer::train_step(const data::Batch& batch) {
       nn::Mode::train, Rng(config_.seed, kForwardStream, 0).fork(static_cast<uint64_t>(step_))};
   params_.zero_grads();
   const Tensor& logits = model_.module->forward(batch.inputs, *cache_, ctx);
-  const nn::LossResult loss = nn::softmax_cross_entropy(
-      logits, batch.targets, &dlogits_,
-      {.label_smoothing = static_cast<float>(config_.label_smoothing)});
+  const nn::LossResult loss =
+      nn::softmax_cross_entropy(logits, batch.targets, &dlogits_,
+                                {.label_smoothing = static_cast<float>(config_.label_smoothing)});
   times_.forward = watch.lap();
   model_.module->backward(dlogits_, *cache_, /*need_dx=*/false);
   times_.backward = watch.lap();
