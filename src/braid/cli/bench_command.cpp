@@ -91,7 +91,7 @@ void run_peak(bool json, double seconds) {
         best[lib] = std::max(best[lib], r.best_gflops);
         medians[lib].push_back(r.median_gflops);
       }
-    const char* uses = gemm_library_name(gemm_library_for(s.trans_a, s.trans_b, s.m, s.n, s.k));
+    const char* uses = gemm_library_name(gemm_library_for(s.m, s.n, s.k));
     const double median_openblas = median(medians[0]), median_onednn = median(medians[1]);
     out["sgemm"].push_back({{"what", s.where},
                             {"trans_a", s.trans_a},

@@ -38,14 +38,13 @@ const char* gemm_library_name(GemmLibrary library) {
   return library == GemmLibrary::onednn ? "onednn" : "openblas";
 }
 
-// Measured with `braid bench peak` on AVX2 (Zen 3), one thread, medians of alternated
-// rounds: with a short inner dimension (K <= 128) and neither side thin, oneDNN is 1.1-2x
-// OpenBLAS whatever the transposes (weight gradients at batch 128: 1.07-1.29x; forward
-// with 128 inputs: 1.25-1.55x; conv input gradients with K = 64: 1.8-2x). With a long K
-// they are even or OpenBLAS leads (mlp input gradients 0.78-0.86x), and on thin outputs
-// (10 rows) OpenBLAS leads.
-GemmLibrary gemm_library_for(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {
-  (void)trans_a, (void)trans_b;
+// On AVX2 (Zen 3), one thread, medians of alternated runs (`braid bench peak` and a
+// harness over more shapes, 2026-11-23): with a short inner dimension (K <= 128) and
+// neither side thin, oneDNN beats OpenBLAS whatever the transposes (mlp weight gradients
+// at batch 128: 1.07-1.29x; gpt-tiny forwards with 128 inputs: 1.25-1.55x; conv input
+// gradients with K = 64: 1.8-2x). With a long K they are even or OpenBLAS leads (mlp
+// input gradient: 0.56-0.86x), and on thin outputs (10 rows) OpenBLAS leads.
+GemmLibrary gemm_library_for(int64_t M, int64_t N, int64_t K) {
   constexpr int64_t kShortK = 128, kThin = 32;
   return K <= kShortK && std::min(M, N) >= kThin ? GemmLibrary::onednn : GemmLibrary::openblas;
 }
@@ -73,8 +72,8 @@ void sgemm_with(GemmLibrary library, bool trans_a, bool trans_b, int64_t M, int6
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
            const float* B, float beta, float* C, int64_t lda, int64_t ldb, int64_t ldc) {
-  sgemm_with(gemm_library_for(trans_a, trans_b, M, N, K), trans_a, trans_b, M, N, K, alpha, A, B,
-             beta, C, lda, ldb, ldc);
+  sgemm_with(gemm_library_for(M, N, K), trans_a, trans_b, M, N, K, alpha, A, B, beta, C, lda, ldb,
+             ldc);
 }
 
 std::string blas_config() {

@@ -38,7 +38,6 @@ Tensor ParamSet::grad(Id id) const {
   if (stale_[id]) {
     std::memset(g, 0, static_cast<size_t>(p.numel()) * sizeof(float));
     stale_[id] = 0;
-    --stale_count_;
   }
   return Tensor::view(g, p.shape);
 }
@@ -48,15 +47,13 @@ Tensor ParamSet::grad_for_write(Id id, bool& overwrite) const {
   overwrite = stale_[id] != 0;
   if (overwrite) {
     stale_[id] = 0;
-    --stale_count_;
   }
   return Tensor::view(grad_data() + p.offset, p.shape);
 }
 
 float* ParamSet::grads() const {
-  if (stale_count_ > 0)
-    for (Id id = 0; id < layout_.size(); ++id)
-      if (stale_[id]) grad(id);
+  for (Id id = 0; id < layout_.size(); ++id)
+    if (stale_[id]) grad(id);
   return grad_data();
 }
 
@@ -72,9 +69,6 @@ int64_t ParamSet::count() const {
   return n;
 }
 
-void ParamSet::zero_grads() {
-  std::fill(stale_.begin(), stale_.end(), uint8_t{1});
-  stale_count_ = static_cast<int64_t>(stale_.size());
-}
+void ParamSet::zero_grads() { std::fill(stale_.begin(), stale_.end(), uint8_t{1}); }
 
 }  // namespace braid::nn

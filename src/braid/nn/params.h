@@ -79,7 +79,6 @@ class ParamSet {
   Buffer params_, grads_;
   // stale_[id]: the gradient is logically zero but its memory still holds an older value.
   mutable std::vector<uint8_t> stale_;
-  mutable int64_t stale_count_ = 0;
   int64_t total_ = 0;
   bool frozen_ = false;
 };
