@@ -21,8 +21,13 @@ Sequential::Sequential(std::vector<std::unique_ptr<Module>> children)
     : children_(std::move(children)) {}
 
 void Sequential::declare(ParamSet& params, const std::string& prefix) {
-  for (size_t i = 0; i < children_.size(); ++i)
+  first_with_params_ = children_.size();
+  for (size_t i = 0; i < children_.size(); ++i) {
+    const size_t before = params.layout().size();
     children_[i]->declare(params, prefix + std::to_string(i) + ".");
+    if (params.layout().size() > before && first_with_params_ == children_.size())
+      first_with_params_ = i;
+  }
 }
 
 void Sequential::init(Rng& rng) {
@@ -51,8 +56,11 @@ const Tensor& Sequential::forward(const Tensor& x, Cache& cache, const ForwardCo
 const Tensor& Sequential::backward(const Tensor& dy, Cache& cache, bool need_dx) {
   auto& c = static_cast<SequentialCache&>(cache);
   const Tensor* g = &dy;
-  for (size_t i = children_.size(); i-- > 0;)
-    g = &children_[i]->backward(*g, *c.children[i], need_dx || i > 0);
+  for (size_t i = children_.size(); i-- > 0;) {
+    // Below the first child with parameters nothing learns: no backward at all.
+    if (!need_dx && i < first_with_params_) return no_grad();
+    g = &children_[i]->backward(*g, *c.children[i], need_dx || i > first_with_params_);
+  }
   return children_.empty() ? dy : *g;
 }
 

@@ -28,6 +28,10 @@ class Sequential : public Module {
 
  private:
   std::vector<std::unique_ptr<Module>> children_;
+  // Children up to and including this one need no input gradient unless the caller asks
+  // for one: nothing before them learns (mlp's Linear after Flatten). Until declare()
+  // runs, every child but the first computes one.
+  size_t first_with_params_ = 0;
 };
 
 // Residual: y = x + body(x). Body children are named "<prefix>body.<i>.".
