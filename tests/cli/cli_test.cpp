@@ -8,9 +8,12 @@
 #include <fstream>
 #include <string>
 
+#include "temp_dir.h"
+
 namespace {
 
 namespace fs = std::filesystem;
+using braid::testing::TempDir;
 
 struct Result {
   int code;
@@ -27,20 +30,13 @@ Result run(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
-std::string temp_dir(const std::string& name) {
-  const fs::path p =
-      fs::path(::testing::TempDir()) / ("braid_cli_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
 bool have_fashion_mnist() {
   return fs::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz");
 }
 
 TEST(Cli, UnknownConfigKeyIsOneClearLineAndExitCode1) {
-  const std::string dir = temp_dir("badkey");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   std::ofstream(dir + "/c.json") << R"({"model": "mlp", "optimiser": {"lr": 0.1}})";
   const Result r = run("train --config " + dir + "/c.json");
   EXPECT_EQ(r.code, 1) << r.output;
@@ -49,7 +45,8 @@ TEST(Cli, UnknownConfigKeyIsOneClearLineAndExitCode1) {
 }
 
 TEST(Cli, MalformedConfigAndMissingFilesAreNamed) {
-  const std::string dir = temp_dir("malformed");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   std::ofstream(dir + "/c.json") << R"({"model": "mlp",)";
   Result r = run("train --config " + dir + "/c.json");
   EXPECT_EQ(r.code, 1);
@@ -70,7 +67,8 @@ TEST(Cli, BadFlagValueNamesTheKey) {
 
 TEST(Cli, TrainThenEvalTheCheckpoint) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "apt-get install dataset-fashion-mnist";
-  const std::string dir = temp_dir("train");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   Result r = run("train --model mlp --steps 30 --batch 64 --lr 0.05 --eval-every 30 --out " + dir);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::exists(dir + "/metrics.jsonl"));

@@ -1,5 +1,4 @@
-// Test helpers: a unique temporary directory removed at scope exit, and writers for plain
-// and gzipped files.
+// Test helpers: TempDir (temp_dir.h), and writers for plain and gzipped files.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,29 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace braid::data::testing_util {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::path(::testing::TempDir()) / "braid-data-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const {
-    return (std::filesystem::path(path_) / name).string();
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using braid::testing::TempDir;
 
 inline void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);

@@ -1,5 +1,5 @@
-// Helpers for tests that touch the disk: a fresh directory removed afterwards, and
-// whole-file reads and writes for building and corrupting files byte by byte.
+// Helpers for tests that touch the disk: TempDir (temp_dir.h), and whole-file reads and
+// writes for building and corrupting files byte by byte.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,37 +14,11 @@
 #include <vector>
 
 #include "core/error.h"
+#include "temp_dir.h"
 
 namespace braid::train::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "braid_test_XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  // Names of everything in the directory (or a sub-directory), sorted.
-  std::vector<std::string> list(const std::string& sub = "") const {
-    std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(sub.empty() ? path_ : file(sub)))
-      names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  std::string path_;
-};
+using braid::testing::TempDir;
 
 inline std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -9,11 +9,13 @@
 
 #include "core/memory.h"
 #include "data/loader.h"
+#include "temp_dir.h"
 
 namespace braid::train {
 namespace {
 
 namespace fs = std::filesystem;
+using braid::testing::TempDir;
 using nlohmann::json;
 
 bool have_fashion_mnist() {
@@ -24,14 +26,6 @@ bool have_fashion_mnist() {
   if (!have_fashion_mnist())                                \
   GTEST_SKIP() << "Fashion-MNIST missing: apt-get install " \
                   "dataset-fashion-mnist (scripts/setup.sh does)"
-
-std::string temp_dir(const std::string& name) {
-  const fs::path p =
-      fs::path(::testing::TempDir()) / ("braid_trainer_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
 
 // A small model exercising conv, batch norm (buffers) and dropout (randomness).
 TrainConfig small_config(const std::string& out, int64_t steps) {
@@ -61,7 +55,8 @@ std::vector<float> params_of(Trainer& t) {
 
 TEST(Trainer, SameSeedTwiceIsBitwiseIdentical) {
   REQUIRE_FASHION_MNIST();
-  const std::string dir = temp_dir("seed");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   Trainer a(small_config(dir + "/a", 12));
   a.run();
   Trainer b(small_config(dir + "/b", 12));
@@ -78,7 +73,8 @@ TEST(Trainer, SameSeedTwiceIsBitwiseIdentical) {
 
 TEST(Trainer, ResumeContinuesBitForBit) {
   REQUIRE_FASHION_MNIST();
-  const std::string dir = temp_dir("resume");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   Trainer straight(small_config(dir + "/straight", 20));
   straight.run();
 
@@ -102,7 +98,8 @@ TEST(Trainer, ResumeContinuesBitForBit) {
 
 TEST(Trainer, SteadyStateStepAllocatesNothing) {
   REQUIRE_FASHION_MNIST();
-  TrainConfig c = small_config(temp_dir("alloc"), 0);
+  const TempDir tmp;
+  TrainConfig c = small_config(tmp.path(), 0);
   c.model = "cnn-bn";
   Trainer t(c);
   for (int i = 0; i < 3; ++i) t.train_one_batch();
@@ -119,7 +116,8 @@ TEST(Trainer, FashionMnistLossFallsWellBelowItsStart) {
   c.max_steps = 150;
   c.optimizer.lr = 0.05;
   c.eval_batches = 20;
-  c.out = temp_dir("mlp");
+  const TempDir tmp;
+  c.out = tmp.path();
   Trainer t(c);
   const EvalResult before = t.evaluate(20);
   t.run();
@@ -139,7 +137,8 @@ TEST(Trainer, GptTinyValidationLossFalls) {
   c.optimizer.name = "adamw";
   c.optimizer.lr = 3e-3;
   c.eval_batches = 4;
-  c.out = temp_dir("gpt");
+  const TempDir tmp;
+  c.out = tmp.path();
   if (!fs::exists("/usr/share/games/fortunes")) GTEST_SKIP() << "apt-get install fortunes";
   Trainer t(c);
   const EvalResult before = t.evaluate(4);
