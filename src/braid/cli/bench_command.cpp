@@ -42,9 +42,11 @@ constexpr GemmShape kGemmShapes[] = {
     {"mlp fc2 input grad", false, false, 128, 1024, 1024},
     {"cnn conv2 forward (im2col)", false, false, 128 * 121, 64, 288},
     {"cnn conv2 weight grad", true, false, 288, 64, 128 * 121},
+    {"cnn conv2 input grad", false, true, 128 * 121, 288, 64},
     {"cnn fc1 forward", false, true, 128, 128, 1600},
     {"gpt-tiny c_fc forward", false, true, 4096, 512, 128},
     {"gpt-tiny c_fc weight grad", true, false, 512, 128, 4096},
+    {"gpt-tiny c_attn input grad", false, false, 4096, 128, 384},
     {"gpt-tiny c_proj input grad", false, false, 4096, 512, 128},
 };
 
@@ -91,7 +93,7 @@ void run_peak(bool json, double seconds) {
         best[lib] = std::max(best[lib], r.best_gflops);
         medians[lib].push_back(r.median_gflops);
       }
-    const char* uses = gemm_library_name(gemm_library_for(s.m, s.n, s.k));
+    const char* uses = gemm_library_name(gemm_library_for(s.trans_a, s.trans_b, s.m, s.n, s.k));
     const double median_openblas = median(medians[0]), median_onednn = median(medians[1]);
     out["sgemm"].push_back({{"what", s.where},
                             {"trans_a", s.trans_a},

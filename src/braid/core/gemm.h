@@ -2,8 +2,8 @@
 // transpose; lda/ldb/ldc default to the packed row length.
 //
 // Two libraries multiply: OpenBLAS and oneDNN. Which one runs a call is a fixed rule on
-// its sizes (gemm_library_for), taken from `braid bench peak`, which
-// times both at the models' shapes; it is never decided by timing at run time, so a run
+// its transposes and sizes (gemm_library_for), taken from `braid bench peak`, which times
+// both at the models' shapes; it is never decided by timing at run time, so a run
 // computes the same bits every time. Both run on the threads set_blas_threads() gives.
 #pragma once
 
@@ -15,7 +15,7 @@ namespace braid {
 enum class GemmLibrary { openblas, onednn };
 
 const char* gemm_library_name(GemmLibrary library);
-GemmLibrary gemm_library_for(int64_t M, int64_t N, int64_t K);
+GemmLibrary gemm_library_for(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K);
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
            const float* B, float beta, float* C, int64_t lda = 0, int64_t ldb = 0, int64_t ldc = 0);
