@@ -239,5 +239,36 @@ TEST(Optimizer, ShardsAtSegmentBoundariesMatchTheWhole) {
   }
 }
 
+TEST(Optimizer, StepInPartsMatchesOneStepBitwise) {
+  for (const OptimizerConfig& c : all_configs()) {
+    auto whole = make_optimizer(c, big_segments(), kBig);
+    auto parts = make_optimizer(c, big_segments(), kBig);
+    std::vector<float> p_whole = big_values(0), p_parts = big_values(0);
+    for (int t = 0; t < 3; ++t) {
+      const std::vector<float> g = big_values(t + 1);
+      whole->step(p_whole.data(), g.data(), 0.03f);
+      // Last segment first, as a backward pass reaches them.
+      parts->step_segments(p_parts.data(), g.data(), 0.03f, 2, 3);
+      parts->step_segments(p_parts.data(), g.data(), 0.03f, 0, 2);
+      parts->finish_step();
+      EXPECT_EQ(parts->steps(), t + 1) << c.name;
+    }
+    expect_bitwise_equal(p_whole, p_parts, c.name);
+  }
+}
+
+TEST(Optimizer, StepInPartsMustCoverEverySegment) {
+  auto opt = make_optimizer(OptimizerConfig{}, big_segments(), kBig);
+  std::vector<float> p = big_values(0);
+  const std::vector<float> g = big_values(1);
+  opt->step_segments(p.data(), g.data(), 0.1f, 0, 2);
+  EXPECT_THROW(opt->finish_step(), Error);                   // b.weight not updated yet
+  EXPECT_THROW(opt->step(p.data(), g.data(), 0.1f), Error);  // a step in parts is under way
+  EXPECT_THROW(opt->step_segments(p.data(), g.data(), 0.1f, 2, 4), Error);  // past the end
+  opt->step_segments(p.data(), g.data(), 0.1f, 2, 3);
+  opt->finish_step();
+  EXPECT_EQ(opt->steps(), 1);
+}
+
 }  // namespace
 }  // namespace braid::optim::test

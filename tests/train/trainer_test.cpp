@@ -53,6 +53,34 @@ std::vector<float> params_of(Trainer& t) {
   return {t.params().params(), t.params().params() + t.params().size()};
 }
 
+// Without clipping a Sequential model updates each layer inside backward; with a clip
+// norm no batch reaches, it updates after backward. Both must give the same bits.
+TEST(Trainer, UpdateInBackwardMatchesUpdateAfterBackward) {
+  for (const char* optimizer : {"sgd", "adamw", "lamb"}) {
+    std::vector<std::vector<float>> results;
+    for (double clip : {0.0, 1e30}) {
+      TrainConfig c = small_config("", 0);
+      c.optimizer.name = optimizer;
+      c.optimizer.momentum = std::string(optimizer) == "sgd" ? 0.9 : 0.0;
+      c.clip_grad_norm = clip;
+      c.max_steps = 5;
+      Trainer t(c, /*load_data=*/false);
+      data::Batch batch;
+      for (uint64_t step = 0; step < 5; ++step) {
+        t.fill_random_batch(batch, step);
+        t.train_step(batch);
+      }
+      results.push_back(params_of(t));
+    }
+    ASSERT_EQ(results[0].size(), results[1].size());
+    EXPECT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)),
+              0)
+        << optimizer;
+    EXPECT_NE(results[0], params_of(*std::make_unique<Trainer>(small_config("", 0), false)))
+        << optimizer << ": training changed nothing";
+  }
+}
+
 TEST(Trainer, SameSeedTwiceIsBitwiseIdentical) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;

@@ -51,8 +51,12 @@ Tensor ParamSet::grad_for_write(Id id, bool& overwrite) const {
   return Tensor::view(grad_data() + p.offset, p.shape);
 }
 
-float* ParamSet::grads() const {
-  for (Id id = 0; id < layout_.size(); ++id)
+float* ParamSet::grads() const { return grads(0, layout_.size()); }
+
+float* ParamSet::grads(Id first, Id end) const {
+  BRAID_CHECK(first <= end && end <= layout_.size(), "ParamSet::grads: id range [", first, ", ",
+              end, ") outside the ", layout_.size(), " parameters");
+  for (Id id = first; id < end; ++id)
     if (stale_[id]) grad(id);
   return grad_data();
 }

@@ -65,6 +65,9 @@ class ParamSet {
   // The flat gradient buffer, exact: ranges no layer wrote since zero_grads() are zeroed
   // here first. Read it after backward; a pointer kept from before sees stale ranges.
   float* grads() const;
+  // The same flat buffer, exact only over the parameters [first, end): for a caller that
+  // reads those as soon as their layer's backward is done (an update fused into backward).
+  float* grads(Id first, Id end) const;
   int64_t size() const { return total_; }  // floats in each flat buffer, padding included
   int64_t count() const;                   // trainable scalars, padding excluded
   // Marks every gradient as zero without touching memory: the layers' first writes

@@ -22,9 +22,11 @@ Sequential::Sequential(std::vector<std::unique_ptr<Module>> children)
 
 void Sequential::declare(ParamSet& params, const std::string& prefix) {
   first_with_params_ = children_.size();
+  child_params_.clear();
   for (size_t i = 0; i < children_.size(); ++i) {
-    const size_t before = params.layout().size();
+    const ParamSet::Id before = params.layout().size();
     children_[i]->declare(params, prefix + std::to_string(i) + ".");
+    child_params_.emplace_back(before, params.layout().size());
     if (params.layout().size() > before && first_with_params_ == children_.size())
       first_with_params_ = i;
   }
@@ -60,6 +62,9 @@ const Tensor& Sequential::backward(const Tensor& dy, Cache& cache, bool need_dx)
     // Below the first child with parameters nothing learns: no backward at all.
     if (!need_dx && i < first_with_params_) return no_grad();
     g = &children_[i]->backward(*g, *c.children[i], need_dx || i > first_with_params_);
+    if (backward_hook_ && i < child_params_.size() &&
+        child_params_[i].first < child_params_[i].second)
+      backward_hook_(child_params_[i].first, child_params_[i].second);
   }
   return children_.empty() ? dy : *g;
 }

@@ -2,9 +2,12 @@
 // activations included in the numbering).
 #pragma once
 
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/params.h"
 
 namespace braid::nn {
 
@@ -26,8 +29,16 @@ class Sequential : public Module {
   const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
   double forward_flops(const Shape& in) const override;
 
+  // Called after each child's backward with the parameter ids [first, end) that child
+  // declared, once their gradients are final: an optimizer can update them while they are
+  // still in cache. Only for models where no parameter is used by two children.
+  using BackwardHook = std::function<void(ParamSet::Id first, ParamSet::Id end)>;
+  void set_backward_hook(BackwardHook hook) { backward_hook_ = std::move(hook); }
+
  private:
   std::vector<std::unique_ptr<Module>> children_;
+  std::vector<std::pair<ParamSet::Id, ParamSet::Id>> child_params_;  // from declare()
+  BackwardHook backward_hook_;
   // Children up to and including this one need no input gradient unless the caller asks
   // for one: nothing before them learns (mlp's Linear after Flatten). Until declare()
   // runs, every child but the first computes one.

@@ -34,10 +34,11 @@ Adagrad::Adagrad(std::vector<Segment> segments, int64_t buffer_size, const Adagr
     fill(options.initial_accumulator_value, sum_ + s.offset, s.numel);
 }
 
-void Adagrad::update(float* params, const float* grads, float lr, int64_t step) {
+void Adagrad::update(float* params, const float* grads, float lr, int64_t step,
+                     std::span<const Segment> segments) {
   const auto clr =
       static_cast<float>(lr / (1.0 + static_cast<double>(step - 1) * options_.lr_decay));
-  for (const Segment& s : segments_) {
+  for (const Segment& s : segments) {
     const float wd = s.decay ? options_.weight_decay : 0.0f;
     adagrad_kernel(params + s.offset, grads + s.offset, sum_ + s.offset, s.numel, clr, options_.eps,
                    wd);

@@ -22,7 +22,8 @@ class Adagrad final : public Optimizer {
   std::string_view name() const override { return "adagrad"; }
 
  protected:
-  void update(float* params, const float* grads, float lr, int64_t step) override;
+  void update(float* params, const float* grads, float lr, int64_t step,
+              std::span<const Segment> segments) override;
 
  private:
   AdagradOptions options_;

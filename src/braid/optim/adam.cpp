@@ -38,14 +38,15 @@ Adam::Adam(std::vector<Segment> segments, int64_t buffer_size, const AdamOptions
   exp_avg_sq_ = add_state("exp_avg_sq");
 }
 
-void Adam::update(float* params, const float* grads, float lr, int64_t step) {
+void Adam::update(float* params, const float* grads, float lr, int64_t step,
+                  std::span<const Segment> segments) {
   const double beta1 = options_.beta1, beta2 = options_.beta2;
   const double t = static_cast<double>(step);
   const double bias_correction1 = 1.0 - std::pow(beta1, t);
   const double bias_correction2 = 1.0 - std::pow(beta2, t);
   const auto step_size = static_cast<float>(lr / bias_correction1);
   const auto bc2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-  for (const Segment& s : segments_) {
+  for (const Segment& s : segments) {
     const double wd = s.decay ? options_.weight_decay : 0.0;
     const bool decoupled = options_.decoupled_weight_decay;
     adam_kernel(params + s.offset, grads + s.offset, exp_avg_ + s.offset, exp_avg_sq_ + s.offset,

@@ -28,7 +28,8 @@ class Adam final : public Optimizer {
   }
 
  protected:
-  void update(float* params, const float* grads, float lr, int64_t step) override;
+  void update(float* params, const float* grads, float lr, int64_t step,
+              std::span<const Segment> segments) override;
 
  private:
   AdamOptions options_;

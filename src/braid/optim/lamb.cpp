@@ -88,7 +88,8 @@ Lamb::Lamb(std::vector<Segment> segments, int64_t buffer_size, const LambOptions
   exp_avg_sq_ = add_state("exp_avg_sq");
 }
 
-void Lamb::update(float* params, const float* grads, float lr, int64_t step) {
+void Lamb::update(float* params, const float* grads, float lr, int64_t step,
+                  std::span<const Segment> segments) {
   const double beta1 = options_.beta1, beta2 = options_.beta2;
   const double t = static_cast<double>(step);
   LambScalars k{options_.beta1,
@@ -99,7 +100,7 @@ void Lamb::update(float* params, const float* grads, float lr, int64_t step) {
                 static_cast<float>(1.0 - std::pow(beta2, t)),
                 options_.eps,
                 0.0f};
-  for (const Segment& s : segments_) {
+  for (const Segment& s : segments) {
     float* p = params + s.offset;
     const float* g = grads + s.offset;
     float* m = exp_avg_ + s.offset;

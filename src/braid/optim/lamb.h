@@ -30,7 +30,8 @@ class Lamb final : public Optimizer {
   std::string_view name() const override { return "lamb"; }
 
  protected:
-  void update(float* params, const float* grads, float lr, int64_t step) override;
+  void update(float* params, const float* grads, float lr, int64_t step,
+              std::span<const Segment> segments) override;
 
  private:
   LambOptions options_;

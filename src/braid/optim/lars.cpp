@@ -17,8 +17,9 @@ Lars::Lars(std::vector<Segment> segments, int64_t buffer_size, const LarsOptions
   if (options.momentum > 0) momentum_ = add_state("momentum_buffer");
 }
 
-void Lars::update(float* params, const float* grads, float lr, int64_t step) {
-  for (const Segment& s : segments_) {
+void Lars::update(float* params, const float* grads, float lr, int64_t step,
+                  std::span<const Segment> segments) {
+  for (const Segment& s : segments) {
     float* p = params + s.offset;
     const float* g = grads + s.offset;
     float local = 1.0f;

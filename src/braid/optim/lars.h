@@ -31,7 +31,8 @@ class Lars final : public Optimizer {
   std::string_view name() const override { return "lars"; }
 
  protected:
-  void update(float* params, const float* grads, float lr, int64_t step) override;
+  void update(float* params, const float* grads, float lr, int64_t step,
+              std::span<const Segment> segments) override;
 
  private:
   LarsOptions options_;

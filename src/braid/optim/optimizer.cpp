@@ -25,7 +25,29 @@ void Optimizer::step(float* params, const float* grads, float lr) {
               " must be finite and >= 0; check the schedule");
   BRAID_CHECK((params && grads) || buffer_size_ == 0, name(),
               ": step() needs parameter and gradient buffers");
-  update(params, grads, lr, steps_ + 1);
+  BRAID_CHECK(segments_stepped_ == 0, name(), ": step() during a step in parts (",
+              segments_stepped_, " of ", segments_.size(), " segments updated)");
+  update(params, grads, lr, steps_ + 1, segments_);
+  ++steps_;
+}
+
+void Optimizer::step_segments(float* params, const float* grads, float lr, size_t first,
+                              size_t end) {
+  BRAID_CHECK(std::isfinite(lr) && lr >= 0, name(), ": learning rate ", lr,
+              " must be finite and >= 0; check the schedule");
+  BRAID_CHECK(first <= end && end <= segments_.size(), name(), ": segments [", first, ", ", end,
+              ") outside the ", segments_.size(), " segments");
+  BRAID_CHECK(first == end || (params && grads), name(),
+              ": step_segments() needs parameter and gradient buffers");
+  update(params, grads, lr, steps_ + 1,
+         std::span<const Segment>(segments_).subspan(first, end - first));
+  segments_stepped_ += end - first;
+}
+
+void Optimizer::finish_step() {
+  BRAID_CHECK(segments_stepped_ == segments_.size(), name(), ": finish_step() after ",
+              segments_stepped_, " segment updates; the step has ", segments_.size());
+  segments_stepped_ = 0;
   ++steps_;
 }
 

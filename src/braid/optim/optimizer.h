@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,6 +40,11 @@ class Optimizer {
   // offsets, with learning rate lr (>= 0, finite), then counts the step. Both pointers
   // address buffers of at least buffer_size floats. Allocates nothing.
   void step(float* params, const float* grads, float lr);
+  // The same step in parts, for an update fused into backward: each call updates the
+  // segments [first, end) as soon as their gradients are final, and finish_step() counts
+  // the step once every segment was updated exactly once. The result is bitwise step()'s.
+  void step_segments(float* params, const float* grads, float lr, size_t first, size_t end);
+  void finish_step();
 
   virtual std::string_view name() const = 0;  // "sgd", "adam", ...
 
@@ -60,8 +66,10 @@ class Optimizer {
   // Validates the segments against buffer_size (see validate_segments).
   Optimizer(std::vector<Segment> segments, int64_t buffer_size);
 
-  // The update itself; `step` is the 1-based number of this step (steps() + 1).
-  virtual void update(float* params, const float* grads, float lr, int64_t step) = 0;
+  // The update of `segments` (all of segments_, or a run of them); `step` is the 1-based
+  // number of this step (steps() + 1).
+  virtual void update(float* params, const float* grads, float lr, int64_t step,
+                      std::span<const Segment> segments) = 0;
 
   // Allocates a zero-filled state buffer of buffer_size floats, registered under `name`
   // for state()/load_state(). Call from the constructor only.
@@ -73,6 +81,7 @@ class Optimizer {
  private:
   NamedTensors state_;
   int64_t steps_ = 0;
+  size_t segments_stepped_ = 0;  // of the step in parts under way
 };
 
 // Every option of every optimizer, for configs and the CLI; each optimizer reads the ones

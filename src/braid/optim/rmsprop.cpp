@@ -45,9 +45,10 @@ RmsProp::RmsProp(std::vector<Segment> segments, int64_t buffer_size, const RmsPr
   if (options.momentum > 0) momentum_ = add_state("momentum_buffer");
 }
 
-void RmsProp::update(float* params, const float* grads, float lr, int64_t) {
+void RmsProp::update(float* params, const float* grads, float lr, int64_t,
+                     std::span<const Segment> segments) {
   const auto one_minus_alpha = static_cast<float>(1.0 - options_.alpha);
-  for (const Segment& s : segments_) {
+  for (const Segment& s : segments) {
     const float wd = s.decay ? options_.weight_decay : 0.0f;
     if (momentum_) {
       rmsprop_momentum_kernel(params + s.offset, grads + s.offset, square_avg_ + s.offset,

@@ -23,7 +23,8 @@ class RmsProp final : public Optimizer {
   std::string_view name() const override { return "rmsprop"; }
 
  protected:
-  void update(float* params, const float* grads, float lr, int64_t step) override;
+  void update(float* params, const float* grads, float lr, int64_t step,
+              std::span<const Segment> segments) override;
 
  private:
   RmsPropOptions options_;

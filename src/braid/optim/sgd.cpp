@@ -52,8 +52,9 @@ Sgd::Sgd(std::vector<Segment> segments, int64_t buffer_size, const SgdOptions& o
   if (options.momentum > 0) momentum_ = add_state("momentum_buffer");
 }
 
-void Sgd::update(float* params, const float* grads, float lr, int64_t step) {
-  for (const Segment& s : segments_) {
+void Sgd::update(float* params, const float* grads, float lr, int64_t step,
+                 std::span<const Segment> segments) {
+  for (const Segment& s : segments) {
     const float wd = s.decay ? options_.weight_decay : 0.0f;
     detail::sgd_update(params + s.offset, grads + s.offset,
                        momentum_ ? momentum_ + s.offset : nullptr, s.numel, lr, 1.0f, wd,

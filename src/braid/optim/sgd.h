@@ -23,7 +23,8 @@ class Sgd final : public Optimizer {
   std::string_view name() const override { return "sgd"; }
 
  protected:
-  void update(float* params, const float* grads, float lr, int64_t step) override;
+  void update(float* params, const float* grads, float lr, int64_t step,
+              std::span<const Segment> segments) override;
 
  private:
   SgdOptions options_;

@@ -62,6 +62,16 @@ Trainer::Trainer(const TrainConfig& config, bool load_data)
     lr = optim::scaled_lr(static_cast<float>(lr), config_.batch, config_.optimizer.base_batch);
   optimizer_ = optim::make_optimizer(optimizer_config(config_.optimizer), segments_of(params_),
                                      params_.size());
+  if (auto* seq = dynamic_cast<nn::Sequential*>(model_.module.get());
+      seq && config_.clip_grad_norm == 0) {
+    update_in_backward_ = true;
+    seq->set_backward_hook([this](nn::ParamSet::Id first, nn::ParamSet::Id end) {
+      if (!in_step_) return;
+      Stopwatch watch;
+      optimizer_->step_segments(params_.params(), params_.grads(first, end), step_lr_, first, end);
+      hook_seconds_ += watch.lap();
+    });
+  }
   if (load_data) {
     DataLoaders loaders = make_loaders(config_, model_);
     train_loader_ = std::move(loaders.train);
@@ -97,13 +107,24 @@ double Trainer::train_step(const data::Batch& batch) {
       nn::softmax_cross_entropy(logits, batch.targets, &dlogits_,
                                 {.label_smoothing = static_cast<float>(config_.label_smoothing)});
   times_.forward = watch.lap();
-  model_.module->backward(dlogits_, *cache_, /*need_dx=*/false);
-  times_.backward = watch.lap();
-  if (config_.clip_grad_norm > 0)
-    optim::clip_grad_norm(params_.grads(), optimizer_->segments(),
-                          static_cast<float>(config_.clip_grad_norm));
-  optimizer_->step(params_.params(), params_.grads(), learning_rate());
-  times_.optimizer = watch.lap();
+  if (update_in_backward_) {
+    step_lr_ = learning_rate();
+    hook_seconds_ = 0;
+    in_step_ = true;
+    model_.module->backward(dlogits_, *cache_, /*need_dx=*/false);
+    in_step_ = false;
+    optimizer_->finish_step();
+    times_.backward = watch.lap() - hook_seconds_;
+    times_.optimizer = hook_seconds_;
+  } else {
+    model_.module->backward(dlogits_, *cache_, /*need_dx=*/false);
+    times_.backward = watch.lap();
+    if (config_.clip_grad_norm > 0)
+      optim::clip_grad_norm(params_.grads(), optimizer_->segments(),
+                            static_cast<float>(config_.clip_grad_norm));
+    optimizer_->step(params_.params(), params_.grads(), learning_rate());
+    times_.optimizer = watch.lap();
+  }
   ++step_;
   return loss.loss;
 }

@@ -88,6 +88,13 @@ class Trainer {
   bool resume_mid_epoch_ = false;
   bool loader_started_ = false;  // the loader was restored to a position inside epoch_
   StepTimes times_;
+  // A Sequential model without gradient clipping updates each layer's parameters right
+  // after that layer's backward, while its gradient is still in cache (the same bits as
+  // one update after backward). Clipping needs the global norm first, so it steps after.
+  bool update_in_backward_ = false;
+  bool in_step_ = false;  // the hook updates only inside train_step's backward
+  float step_lr_ = 0;
+  double hook_seconds_ = 0;
 };
 
 }  // namespace braid::train
