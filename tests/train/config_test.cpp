@@ -45,6 +45,9 @@ TEST(Config, WrongTypeAndBadValuesNameTheKey) {
   EXPECT_NE(e.find("'optimizer.name' is 'adamax'; accepted: sgd"), std::string::npos) << e;
   EXPECT_NE(error_of(json::parse(R"({"dataset": "npy"})")).find("'npy' needs 4 paths"),
             std::string::npos);
+  for (const char* decay : {R"({"ema_decay": 1.0})", R"({"ema_decay": -0.1})"})
+    EXPECT_NE(error_of(json::parse(decay)).find("'ema_decay' must be in [0, 1)"), std::string::npos)
+        << decay;
 }
 
 TEST(Config, JsonRoundTrip) {

@@ -19,7 +19,8 @@ struct TrainFlags {
           checkpoint_every = 0, warmup = 0, crop_pad = 0;
   uint64_t seed = 0;
   int threads = 0;
-  double lr = 0, weight_decay = 0, momentum = 0, clip = 0, erase = 0, label_smoothing = 0;
+  double lr = 0, weight_decay = 0, momentum = 0, clip = 0, erase = 0, label_smoothing = 0,
+         ema_decay = 0;
   bool flip = false;
 };
 
@@ -63,6 +64,7 @@ train::TrainConfig resolve(const CLI::App& cmd, const TrainFlags& f) {
   if (given("--crop-pad")) j["augment_crop_pad"] = f.crop_pad;
   if (given("--erase")) j["augment_erase"] = f.erase;
   if (given("--label-smoothing")) j["label_smoothing"] = f.label_smoothing;
+  if (given("--ema-decay")) j["ema_decay"] = f.ema_decay;
   if (given("--optimizer")) j["optimizer"]["name"] = f.optimizer;
   if (given("--lr")) j["optimizer"]["lr"] = f.lr;
   if (given("--weight-decay")) j["optimizer"]["weight_decay"] = f.weight_decay;
@@ -91,7 +93,8 @@ void run_train(const CLI::App& cmd, const TrainFlags& f) {
   trainer.run();
 }
 
-void run_eval(const std::string& checkpoint, int64_t batch, const std::string& data_dir) {
+void run_eval(const std::string& checkpoint, int64_t batch, const std::string& data_dir,
+              bool averaged) {
   std::ifstream in(checkpoint + "/state.json");
   if (!in)
     BRAID_THROW(IoError, "checkpoint '", checkpoint,
@@ -111,7 +114,15 @@ void run_eval(const std::string& checkpoint, int64_t batch, const std::string& d
   if (!data_dir.empty()) config.data_dir = data_dir;
   set_blas_threads(config.threads);
   train::Trainer trainer(config);
-  trainer.load_weights(checkpoint);
+  if (averaged) {
+    const std::string path = checkpoint + "/ema.safetensors";
+    BRAID_CHECK(std::filesystem::exists(path), "checkpoint '", checkpoint,
+                "' holds no weight average (ema.safetensors); train with --ema-decay to keep one, "
+                "or drop --ema");
+    trainer.load_weights(path);
+  } else {
+    trainer.load_weights(checkpoint);
+  }
   const train::EvalResult r = trainer.evaluate();
   if (trainer.model().task == train::Task::language_model)
     std::printf("validation loss %.4f (%.4f bits/byte) over %lld windows\n", r.loss,
@@ -148,6 +159,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--erase", flags->erase, "augment: random erasing with this probability");
   cmd->add_option("--label-smoothing", flags->label_smoothing,
                   "cross-entropy label smoothing eps in [0, 1)");
+  cmd->add_option("--ema-decay", flags->ema_decay,
+                  "also evaluate an exponential moving average of the weights (0: off)");
   cmd->add_option("--seed", flags->seed, "random seed");
   cmd->add_option("--threads", flags->threads, "BLAS threads");
   cmd->add_option("--out", flags->out, "output directory (metrics.jsonl, checkpoint/)");
@@ -163,13 +176,16 @@ void add_eval_command(CLI::App& app) {
   struct EvalFlags {
     std::string checkpoint, data_dir;
     int64_t batch = 0;
+    bool ema = false;
   };
   auto flags = std::make_shared<EvalFlags>();
   CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint on the test split");
   cmd->add_option("--checkpoint", flags->checkpoint, "checkpoint directory")->required();
   cmd->add_option("--batch", flags->batch, "evaluation batch size (default: the run's)");
   cmd->add_option("--data-dir", flags->data_dir, "Fashion-MNIST directory (default: the run's)");
-  cmd->callback([flags] { run_eval(flags->checkpoint, flags->batch, flags->data_dir); });
+  cmd->add_flag("--ema", flags->ema, "evaluate the checkpoint's weight average (ema.safetensors)");
+  cmd->callback(
+      [flags] { run_eval(flags->checkpoint, flags->batch, flags->data_dir, flags->ema); });
 }
 
 }  // namespace braid::cli

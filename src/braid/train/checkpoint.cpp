@@ -1,6 +1,7 @@
 #include "train/checkpoint.h"
 
 #include <filesystem>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -18,6 +19,7 @@ using nlohmann::json;
 
 constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kAveragedModelFile = "ema.safetensors";
 constexpr const char* kStateFile = "state.json";
 constexpr size_t kMaxStateBytes = 64u << 20;
 constexpr size_t kMaxNamesListed = 10;
@@ -101,10 +103,14 @@ std::vector<NamedTensor> state_dict(const nn::ParamSet& params) {
 }
 
 void load_state_dict(const SafetensorsFile& file, nn::ParamSet& params, const std::string& source) {
-  std::unordered_map<std::string_view, const Tensor*> in_file;
-  for (const NamedTensor& t : file.tensors) in_file.emplace(t.name, &t.tensor);
+  copy_named_tensors(file.tensors, state_dict(params), source);
+}
 
-  const std::vector<NamedTensor> targets = state_dict(params);
+void copy_named_tensors(const std::vector<NamedTensor>& from,
+                        const std::vector<NamedTensor>& targets, const std::string& source) {
+  std::unordered_map<std::string_view, const Tensor*> in_file;
+  for (const NamedTensor& t : from) in_file.emplace(t.name, &t.tensor);
+
   std::vector<std::string> missing, mismatched, unexpected;
   std::unordered_set<std::string_view> wanted;
   for (const NamedTensor& dst : targets) {
@@ -123,7 +129,7 @@ void load_state_dict(const SafetensorsFile& file, nn::ParamSet& params, const st
       mismatched.push_back(detail::concat("tensor '", dst.name, "' has shape ", src.shape().str(),
                                           " but the model expects ", dst.tensor.shape().str()));
   }
-  for (const NamedTensor& t : file.tensors)
+  for (const NamedTensor& t : from)
     if (!wanted.contains(t.name)) unexpected.push_back(t.name);
 
   if (!missing.empty() || !mismatched.empty() || !unexpected.empty()) {
@@ -152,7 +158,8 @@ void load_state_dict(const SafetensorsFile& file, nn::ParamSet& params, const st
 
 void save_checkpoint(const std::string& dir, const nn::ParamSet& params,
                      const std::vector<NamedTensor>& optimizer_state,
-                     const nlohmann::json& train_state) {
+                     const nlohmann::json& train_state,
+                     const std::vector<NamedTensor>* averaged_model) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) BRAID_THROW(IoError, "cannot create checkpoint directory '", dir, "': ", ec.message());
@@ -167,13 +174,19 @@ void save_checkpoint(const std::string& dir, const nn::ParamSet& params,
       write_safetensors(join_path(dir, kModelFile), state_dict(params), metadata);
   const FileDigest optimizer =
       write_safetensors(join_path(dir, kOptimizerFile), optimizer_state, metadata);
-  const json state = {
-      {"format", kCheckpointFormat},
-      {"version", kCheckpointVersion},
-      {"files",
-       {{kModelFile, {{"bytes", model.bytes}, {"xxh64", hex64(model.xxh64)}}},
-        {kOptimizerFile, {{"bytes", optimizer.bytes}, {"xxh64", hex64(optimizer.xxh64)}}}}},
-      {"train_state", train_state}};
+  json files = {{kModelFile, {{"bytes", model.bytes}, {"xxh64", hex64(model.xxh64)}}},
+                {kOptimizerFile, {{"bytes", optimizer.bytes}, {"xxh64", hex64(optimizer.xxh64)}}}};
+  const std::string averaged_path = join_path(dir, kAveragedModelFile);
+  if (averaged_model) {
+    const FileDigest averaged = write_safetensors(averaged_path, *averaged_model, metadata);
+    files[kAveragedModelFile] = {{"bytes", averaged.bytes}, {"xxh64", hex64(averaged.xxh64)}};
+  } else if (fs::remove(averaged_path, ec); ec) {
+    BRAID_THROW(IoError, "cannot remove '", averaged_path, "': ", ec.message());
+  }
+  const json state = {{"format", kCheckpointFormat},
+                      {"version", kCheckpointVersion},
+                      {"files", files},
+                      {"train_state", train_state}};
   std::string text;
   try {
     text = state.dump(2) + "\n";
@@ -188,8 +201,12 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, nn::ParamSet& params) {
   json state = read_state(dir);
   SafetensorsFile model = read_recorded(dir, state, kModelFile);
   SafetensorsFile optimizer = read_recorded(dir, state, kOptimizerFile);
+  std::optional<SafetensorsFile> averaged;
+  if (state["files"].contains(kAveragedModelFile))
+    averaged = read_recorded(dir, state, kAveragedModelFile);
   load_state_dict(model, params, "checkpoint '" + join_path(dir, kModelFile) + "'");
   LoadedCheckpoint out;
+  if (averaged) out.averaged_model = std::move(averaged->tensors);
   out.train_state = std::move(state["train_state"]);
   out.optimizer_state = std::move(optimizer.tensors);
   return out;

@@ -5,6 +5,8 @@
 //                          of shape []), exactly PyTorch's state_dict names, shapes and
 //                          dtypes, so torch's load_state_dict accepts the file unchanged
 //   optimizer.safetensors  the optimizer's named state tensors, as the caller gives them
+//   ema.safetensors        only with a weight average: the averaged weights and buffers,
+//                          named as in model.safetensors (so PyTorch loads them alike)
 //   state.json             the commit record: {"format": "braid-checkpoint", "version": 1,
 //                          "files": {name: {"bytes": n, "xxh64": hex}}, "train_state": ...}
 //
@@ -39,15 +41,21 @@ std::vector<NamedTensor> state_dict(const nn::ParamSet& params);
 // shapes and dtypes match exactly; otherwise throws one Error that lists every missing,
 // unexpected and mismatched tensor, prefixed by `source` (e.g. "checkpoint 'x/model.safetensors'").
 void load_state_dict(const SafetensorsFile& file, nn::ParamSet& params, const std::string& source);
+// The same checks and copy for any named targets (a weight average's tensors).
+void copy_named_tensors(const std::vector<NamedTensor>& from,
+                        const std::vector<NamedTensor>& targets, const std::string& source);
 
 // Writes the checkpoint into `dir` (created if needed), replacing any checkpoint there.
+// `averaged_model`, when given, goes to ema.safetensors.
 void save_checkpoint(const std::string& dir, const nn::ParamSet& params,
                      const std::vector<NamedTensor>& optimizer_state,
-                     const nlohmann::json& train_state);
+                     const nlohmann::json& train_state,
+                     const std::vector<NamedTensor>* averaged_model = nullptr);
 
 struct LoadedCheckpoint {
   nlohmann::json train_state;                // as given to save_checkpoint
   std::vector<NamedTensor> optimizer_state;  // in the order given to save_checkpoint
+  std::vector<NamedTensor> averaged_model;   // empty when the checkpoint has no average
 };
 
 // Verifies the files against state.json, then loads the weights and buffers into `params`.

@@ -100,6 +100,7 @@ TrainConfig config_from_json(const json& j, TrainConfig c) {
   r.read("augment_crop_pad", c.augment_crop_pad);
   r.read("augment_erase", c.augment_erase);
   r.read("label_smoothing", c.label_smoothing);
+  r.read("ema_decay", c.ema_decay);
   r.read("out", c.out);
   r.read("log_every", c.log_every);
   r.read("eval_every", c.eval_every);
@@ -181,6 +182,10 @@ void validate(const TrainConfig& c) {
               c.augment_erase);
   BRAID_CHECK(c.label_smoothing >= 0 && c.label_smoothing < 1,
               "config: 'label_smoothing' must be in [0, 1), got ", c.label_smoothing);
+  BRAID_CHECK(c.ema_decay >= 0 && c.ema_decay < 1,
+              "config: 'ema_decay' must be in [0, 1) (0: no weight average; 0.999 is typical), "
+              "got ",
+              c.ema_decay);
   check_one_of("optimizer.name", c.optimizer.name,
                {"sgd", "adam", "adamw", "rmsprop", "adagrad", "lars", "lamb"});
   positive("optimizer.lr", c.optimizer.lr);
@@ -219,6 +224,7 @@ nlohmann::json to_json(const TrainConfig& c) {
       {"augment_crop_pad", c.augment_crop_pad},
       {"augment_erase", c.augment_erase},
       {"label_smoothing", c.label_smoothing},
+      {"ema_decay", c.ema_decay},
       {"out", c.out},
       {"log_every", c.log_every},
       {"eval_every", c.eval_every},

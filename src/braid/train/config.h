@@ -53,6 +53,7 @@ struct TrainConfig {
   int64_t augment_crop_pad = 0;
   double augment_erase = 0.0;    // random erasing probability
   double label_smoothing = 0.0;  // cross-entropy target (1 - eps) onehot + eps / C
+  double ema_decay = 0.0;        // > 0: also evaluate an EMA of the weights (weight_average.h)
 
   std::string out = "runs/latest";
   int64_t log_every = 50;

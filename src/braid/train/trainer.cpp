@@ -72,6 +72,7 @@ Trainer::Trainer(const TrainConfig& config, bool load_data)
       hook_seconds_ += watch.lap();
     });
   }
+  if (config_.ema_decay > 0) average_ = std::make_unique<WeightAverage>(params_, config_.ema_decay);
   if (load_data) {
     DataLoaders loaders = make_loaders(config_, model_);
     train_loader_ = std::move(loaders.train);
@@ -124,6 +125,10 @@ double Trainer::train_step(const data::Batch& batch) {
                             static_cast<float>(config_.clip_grad_norm));
     optimizer_->step(params_.params(), params_.grads(), learning_rate());
     times_.optimizer = watch.lap();
+  }
+  if (average_) {
+    average_->update(params_);
+    times_.optimizer += watch.lap();
   }
   ++step_;
   return loss.loss;
@@ -189,6 +194,18 @@ EvalResult Trainer::evaluate(int64_t max_batches) {
   return out;
 }
 
+EvalResult Trainer::evaluate_average(int64_t max_batches) {
+  BRAID_CHECK(average_, "evaluate_average: this run keeps no weight average (ema_decay is 0)");
+  struct SwapBack {
+    WeightAverage& average;
+    nn::ParamSet& params;
+    ~SwapBack() { average.swap_with(params); }
+  };
+  average_->swap_with(params_);
+  const SwapBack restore{*average_, params_};
+  return evaluate(max_batches);
+}
+
 double Trainer::flops_per_step() const {
   std::vector<int64_t> dims{config_.batch};
   for (int i = 0; i < model_.sample_shape.rank(); ++i) dims.push_back(model_.sample_shape[i]);
@@ -238,6 +255,16 @@ void Trainer::run(int64_t stop_at_step) {
       line += detail::concat("  accuracy ", r.accuracy);
     } else {
       rec["bits_per_byte"] = r.loss / std::log(2.0);
+    }
+    if (average_) {
+      const EvalResult a = evaluate_average(config_.eval_batches);
+      rec["ema_loss"] = a.loss;
+      line += detail::concat("  ema loss ", a.loss);
+      if (!is_lm) {
+        rec["ema_accuracy"] = a.accuracy;
+        line += detail::concat("  ema accuracy ", a.accuracy);
+      }
+      rec["seconds"] = w.elapsed();
     }
     metrics.write(rec);
     progress.print(line);
@@ -323,7 +350,9 @@ void Trainer::save_checkpoint(const std::string& dir) const {
     const data::LoaderState ls = train_loader_->state();
     state["loader"] = {{"epoch", ls.epoch}, {"position", ls.position}};
   }
-  train::save_checkpoint(dir, params_, opt_state, state);
+  if (average_) state["ema_updates"] = average_->updates();
+  train::save_checkpoint(dir, params_, opt_state, state,
+                         average_ ? &average_->state_dict() : nullptr);
 }
 
 void Trainer::load_checkpoint(const std::string& dir) {
@@ -346,6 +375,18 @@ void Trainer::load_checkpoint(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     BRAID_THROW(Error, "checkpoint '", dir, "': state.json lacks the training position (", e.what(),
                 "); it was not written by braid train");
+  }
+  if (average_ && !ck.averaged_model.empty()) {
+    const nlohmann::json& n = ck.train_state.value("ema_updates", nlohmann::json());
+    BRAID_CHECK(n.is_number_integer(), "checkpoint '", dir,
+                "': it holds a weight average but state.json has no integer 'ema_updates'");
+    average_->load(ck.averaged_model, n.get<int64_t>(), "checkpoint '" + dir + "/ema.safetensors'");
+  } else if (average_) {
+    // The earlier run kept no average: start it at the loaded weights.
+    average_ = std::make_unique<WeightAverage>(params_, config_.ema_decay);
+    log_warn("checkpoint '", dir, "' holds no weight average; the average starts at step ", step_);
+  } else if (!ck.averaged_model.empty()) {
+    log_warn("checkpoint '", dir, "' holds a weight average, which this run (ema_decay 0) drops");
   }
 }
 

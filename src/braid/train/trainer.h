@@ -14,6 +14,7 @@
 #include "nn/params.h"
 #include "train/config.h"
 #include "train/model_spec.h"
+#include "train/weight_average.h"
 
 namespace braid::data {
 struct Batch;
@@ -55,6 +56,9 @@ class Trainer {
   // the seconds spent waiting for the batch. For benchmarks.
   double train_one_batch();
   EvalResult evaluate(int64_t max_batches = 0);
+  // The same on the weight average (config.ema_decay > 0), leaving the model as it was.
+  EvalResult evaluate_average(int64_t max_batches = 0);
+  const WeightAverage* weight_average() const { return average_.get(); }
 
   void save_checkpoint(const std::string& dir) const;
   // Restores weights, optimizer state, step, epoch, RNG and sampler position.
@@ -83,6 +87,7 @@ class Trainer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::Schedule> schedule_;
   std::unique_ptr<data::Loader> train_loader_, eval_loader_;
+  std::unique_ptr<WeightAverage> average_;
   int64_t step_ = 0;
   int64_t epoch_ = 0;
   bool resume_mid_epoch_ = false;
