@@ -11,8 +11,8 @@
 
 #include "core/error.h"
 #include "data/loader.h"
-#include "train/trainer.h"
 #include "temp_dir.h"
+#include "train/trainer.h"
 
 namespace braid::train {
 namespace {

@@ -56,8 +56,7 @@ void WeightAverage::update(const nn::ParamSet& params) {
 }
 
 void WeightAverage::swap_with(nn::ParamSet& params) {
-  if (params.size() > 0)
-    swap_bytes(flat_, Tensor::view(params.params(), Shape{params.size()}));
+  if (params.size() > 0) swap_bytes(flat_, Tensor::view(params.params(), Shape{params.size()}));
   for (size_t i = param_count_; i < state_.size(); ++i)
     swap_bytes(state_[i].tensor, params.buffers()[i - param_count_].value);
 }

@@ -44,9 +44,9 @@ class WeightAverage {
  private:
   double decay_;
   int64_t updates_ = 0;
-  Tensor flat_;                      // same layout as the flat parameter buffer
-  std::vector<NamedTensor> state_;   // views into flat_, then owned buffer copies
-  size_t param_count_ = 0;           // state_[0, param_count_) are parameters
+  Tensor flat_;                     // same layout as the flat parameter buffer
+  std::vector<NamedTensor> state_;  // views into flat_, then owned buffer copies
+  size_t param_count_ = 0;          // state_[0, param_count_) are parameters
 };
 
 }  // namespace braid::train
