@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "core/error.h"
 #include "data/loader.h"
@@ -165,6 +166,36 @@ TEST(WeightAverage, TrainerEvaluatesTheAverageAndResumesItBitForBit) {
   EXPECT_EQ(without.weight_average(), nullptr);
   EXPECT_FALSE(fs::exists(dir + "/plain/checkpoint/ema.safetensors"));
   EXPECT_THROW(without.evaluate_average(), Error);
+}
+
+TEST(WeightAverage, ResumeWithoutAnAverageStartsItAndACorruptOneIsRefused) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST missing (scripts/setup.sh)";
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
+  TrainConfig plain = ema_config(dir + "/plain", 3);
+  plain.ema_decay = 0;
+  Trainer(plain).run();
+  Trainer late(ema_config(dir + "/late", 6));
+  late.load_checkpoint(dir + "/plain/checkpoint");
+  ASSERT_NE(late.weight_average(), nullptr);
+  EXPECT_EQ(late.weight_average()->updates(), 0);
+  const Tensor& first = late.weight_average()->state_dict()[0].tensor;
+  EXPECT_EQ(std::memcmp(first.raw(), late.params().params(), first.nbytes()), 0);
+
+  Trainer(ema_config(dir + "/ema", 3)).run();
+  const std::string ema_file = dir + "/ema/checkpoint/ema.safetensors";
+  {
+    std::fstream f(ema_file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x7f');
+  }
+  Trainer reader(ema_config(dir + "/reader", 6));
+  try {
+    reader.load_checkpoint(dir + "/ema/checkpoint");
+    FAIL() << "a corrupt ema.safetensors was loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ema.safetensors"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
