@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "fashion_mnist_data.h"
 #include "temp_dir.h"
 
 namespace {
@@ -28,10 +29,6 @@ Result run(const std::string& args) {
   while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-bool have_fashion_mnist() {
-  return fs::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz");
 }
 
 TEST(Cli, UnknownConfigKeyIsOneClearLineAndExitCode1) {
@@ -66,7 +63,7 @@ TEST(Cli, BadFlagValueNamesTheKey) {
 }
 
 TEST(Cli, TrainThenEvalTheCheckpoint) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "apt-get install dataset-fashion-mnist";
+  REQUIRE_FASHION_MNIST();
   const TempDir tmp;
   const std::string& dir = tmp.path();
   Result r = run("train --model mlp --steps 30 --batch 64 --lr 0.05 --eval-every 30 --out " + dir);

@@ -9,6 +9,7 @@
 
 #include "core/memory.h"
 #include "data/loader.h"
+#include "fashion_mnist_data.h"
 #include "temp_dir.h"
 
 namespace braid::train {
@@ -17,15 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using braid::testing::TempDir;
 using nlohmann::json;
-
-bool have_fashion_mnist() {
-  return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
-}
-
-#define REQUIRE_FASHION_MNIST()                             \
-  if (!have_fashion_mnist())                                \
-  GTEST_SKIP() << "Fashion-MNIST missing: apt-get install " \
-                  "dataset-fashion-mnist (scripts/setup.sh does)"
 
 // A small model exercising conv, batch norm (buffers) and dropout (randomness).
 TrainConfig small_config(const std::string& out, int64_t steps) {

@@ -8,18 +8,18 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
 #include "data/loader.h"
-#include "temp_dir.h"
+#include "fashion_mnist_data.h"
+#include "test_files.h"
 #include "train/trainer.h"
 
 namespace braid::train {
 namespace {
 
 namespace fs = std::filesystem;
-using braid::testing::TempDir;
+using testing::TempDir;
 
 struct SmallModel {
   nn::ParamSet params;
@@ -102,10 +102,6 @@ TEST(WeightAverage, LoadChecksNamesAndShapes) {
   EXPECT_EQ(avg.state_dict()[0].tensor.f32()[1], 42.0f);
 }
 
-bool have_fashion_mnist() {
-  return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
-}
-
 TrainConfig ema_config(const std::string& out, int64_t steps) {
   TrainConfig c;
   c.model = "cnn-bn";  // batch norm: the running statistics are averaged too
@@ -130,7 +126,7 @@ std::vector<unsigned char> bytes_of(const std::vector<NamedTensor>& tensors) {
 }
 
 TEST(WeightAverage, TrainerEvaluatesTheAverageAndResumesItBitForBit) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST missing (scripts/setup.sh)";
+  REQUIRE_FASHION_MNIST();
   const TempDir tmp;
   const std::string& dir = tmp.path();
   Trainer straight(ema_config(dir + "/straight", 12));
@@ -169,7 +165,7 @@ TEST(WeightAverage, TrainerEvaluatesTheAverageAndResumesItBitForBit) {
 }
 
 TEST(WeightAverage, ResumeWithoutAnAverageStartsItAndACorruptOneIsRefused) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST missing (scripts/setup.sh)";
+  REQUIRE_FASHION_MNIST();
   const TempDir tmp;
   const std::string& dir = tmp.path();
   TrainConfig plain = ema_config(dir + "/plain", 3);
@@ -184,11 +180,9 @@ TEST(WeightAverage, ResumeWithoutAnAverageStartsItAndACorruptOneIsRefused) {
 
   Trainer(ema_config(dir + "/ema", 3)).run();
   const std::string ema_file = dir + "/ema/checkpoint/ema.safetensors";
-  {
-    std::fstream f(ema_file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(-1, std::ios::end);
-    f.put('\x7f');
-  }
+  std::string bytes = testing::read_bytes(ema_file);
+  bytes.back() = static_cast<char>(bytes.back() ^ 0x5a);
+  testing::write_bytes(ema_file, bytes);
   Trainer reader(ema_config(dir + "/reader", 6));
   try {
     reader.load_checkpoint(dir + "/ema/checkpoint");
