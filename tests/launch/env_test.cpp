@@ -10,6 +10,7 @@
 #include "comm/deadline.h"
 #include "core/error.h"
 #include "launch/job.h"
+#include "launch/job_id.h"
 
 namespace braid::launch {
 namespace {
@@ -296,6 +297,54 @@ TEST(Timeout, DefaultAndSeconds) {
       EXPECT_NE(std::string(e.what()).find("BRAID_TIMEOUT_S"), std::string::npos) << e.what();
     }
   }
+}
+
+// The job id keeps jobs on one store apart: braid's own first, then the innermost
+// launcher's (torchrun, then MPI, then Slurm), escaped so it never holds a '/'.
+TEST(JobId, Precedence) {
+  EXPECT_FALSE(read_job_id(fake({})).has_value());
+  const Vars all = {{"BRAID_JOB_ID", "mine"},
+                    {"TORCHELASTIC_RUN_ID", "tr"},
+                    {"TORCHELASTIC_RESTART_COUNT", "2"},
+                    {"PMIX_NAMESPACE", "prterun-h-1@1"},
+                    {"SLURM_JOB_ID", "77"},
+                    {"SLURM_STEP_ID", "3"}};
+  EXPECT_EQ(read_job_id(fake(all))->id, "mine");
+  Vars v = all;
+  v.erase("BRAID_JOB_ID");
+  EXPECT_EQ(read_job_id(fake(v))->id, "torchelastic-tr-restart2");
+  v.erase("TORCHELASTIC_RUN_ID");
+  EXPECT_EQ(read_job_id(fake(v))->id, "ompi-prterun-h-1@1");
+  EXPECT_EQ(read_job_id(fake(v))->source, "PMIX_NAMESPACE");
+  v.erase("PMIX_NAMESPACE");
+  EXPECT_EQ(read_job_id(fake(v))->id, "slurm-77.3");
+  v.erase("SLURM_STEP_ID");
+  EXPECT_EQ(read_job_id(fake(v))->id, "slurm-77");
+  EXPECT_EQ(read_job_id(fake({{"OMPI_MCA_orte_ess_jobid", "123"}}))->id, "ompi-123");
+}
+
+TEST(JobId, TorchrunsDefaultRunIdNamesNoJob) {
+  EXPECT_FALSE(read_job_id(fake({{"TORCHELASTIC_RUN_ID", "none"}})).has_value());
+  EXPECT_EQ(read_job_id(fake({{"TORCHELASTIC_RUN_ID", "none"}, {"SLURM_JOB_ID", "5"}}))->id,
+            "slurm-5");
+  EXPECT_EQ(read_job_id(fake({{"TORCHELASTIC_RUN_ID", "abc"}}))->id, "torchelastic-abc-restart0");
+}
+
+TEST(JobId, EscapedSoDistinctIdsStayDistinct) {
+  EXPECT_EQ(escape_job_id("a/b c"), "a%2Fb%20c");
+  EXPECT_EQ(escape_job_id("a%2Fb"), "a%252Fb");
+  EXPECT_EQ(escape_job_id("Job_1.2:x@y+z-w"), "Job_1.2:x@y+z-w");
+  EXPECT_THROW(read_job_id(fake({{"BRAID_JOB_ID", std::string(300, 'x')}})), Error);
+}
+
+TEST(JobId, ReadWithTheRankEnvironment) {
+  const RankEnv env = read_rank_env(fake({{"RANK", "1"},
+                                          {"WORLD_SIZE", "2"},
+                                          {"MASTER_ADDR", "h"},
+                                          {"MASTER_PORT", "1"},
+                                          {"BRAID_JOB_ID", "j/1"}}));
+  EXPECT_EQ(env.job_id, "j%2F1");
+  EXPECT_EQ(env.job_id_source, "BRAID_JOB_ID");
 }
 
 // BRAID_BACKEND picks MPI instead of braid's store and transports; a bad value or an MPI

@@ -1,7 +1,8 @@
 // `braid launch` with real processes (the braid binary running sh): prefixed output, the
 // environment it gives ranks, a failing or killed rank stopping the others, SIGINT to the
-// launcher stopping everyone, and commands that cannot run. Ranks announce themselves on
-// stdout, so the tests wait for those lines, never for time.
+// launcher stopping everyone, a signal delivered twice (as `timeout` does) forwarded once
+// with the grace period honoured, and commands that cannot run. Ranks announce themselves
+// on stdout, so the tests wait for those lines, never for time.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/braid_process.h"
 #include "launch/output_prefixer.h"
 
 namespace {
@@ -238,13 +240,128 @@ TEST(Launch, SigintToTheLauncherStopsEveryone) {
 }
 
 TEST(Launch, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
-  Launcher l({"-n", "2", "--", "sh", "-c",
+  Launcher l({"-n", "2", "--grace", "1", "--", "sh", "-c",
               "trap '' TERM INT; echo ready pid $$; while :; do sleep 1; done"});
   l.wait_for_lines("ready", 2);
   l.signal(SIGTERM);
   EXPECT_EQ(l.finish(), 128 + SIGTERM) << l.both();
-  EXPECT_NE(l.err().find("2 did not stop within"), std::string::npos) << l.both();
+  EXPECT_NE(l.err().find("interrupted by SIGTERM; stopped 2 ranks (ranks 0, 1 did not stop "
+                         "within the 1.000 s grace period and got SIGKILL)"),
+            std::string::npos)
+      << l.both();
   expect_all_gone(printed_pids(l.out()));
+}
+
+// Ranks that save their work on SIGTERM: the handler takes a while, then exits 0.
+constexpr const char* kSavesOnSigterm =
+    "trap 'sleep 0.5; echo handled $BRAID_RANK; exit 0' TERM; echo ready pid $$; "
+    "while :; do sleep 0.1; done";
+
+void expect_stopped_by_themselves(const std::string& out) {
+  EXPECT_TRUE(braid::testing::contains(out, "[rank 0] handled 0")) << out;
+  EXPECT_TRUE(braid::testing::contains(out, "[rank 1] handled 1")) << out;
+  EXPECT_TRUE(braid::testing::contains(
+      out,
+      "braid launch: interrupted by SIGTERM; stopped 2 ranks (ranks 0, 1 stopped by "
+      "themselves within "))
+      << out;
+  EXPECT_FALSE(braid::testing::contains(out, "SIGKILL")) << out;
+}
+
+TEST(Launch, SigtermToTheLauncherAndItsGroupIsForwardedOnce) {
+  // What `timeout` does when time is up: the signal to the launcher, then the same to its
+  // process group, which holds the launcher. Before, the echo killed the ranks at once.
+  braid::testing::Process l({BRAID_BINARY, "launch", "-n", "2", "--", "sh", "-c", kSavesOnSigterm},
+                            {}, /*own_group=*/true);
+  ASSERT_TRUE(l.wait_for("ready", 2)) << l.output();
+  ::kill(l.pid(), SIGTERM);
+  ::kill(-l.pid(), SIGTERM);
+  EXPECT_EQ(l.finish(), 128 + SIGTERM) << l.output();
+  expect_stopped_by_themselves(l.output());
+  expect_all_gone(printed_pids(l.output()));
+}
+
+TEST(Launch, UnderTimeoutRanksFinishTheirHandler) {
+  if (::access("/usr/bin/timeout", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/timeout";
+  braid::testing::Process l({"/usr/bin/timeout", "-s", "TERM", "1", BRAID_BINARY, "launch", "-n",
+                             "2", "--", "sh", "-c", kSavesOnSigterm});
+  EXPECT_EQ(l.finish(), 124) << l.output();  // timeout's "time ran out"
+  if (braid::testing::Process::occurrences(l.output(), "ready") < 2)
+    GTEST_SKIP() << "the ranks had not started when timeout fired (a loaded machine):\n"
+                 << l.output();
+  expect_stopped_by_themselves(l.output());
+}
+
+TEST(Launch, ASignalFromSomeoneElseWhileStoppingKillsAtOnce) {
+  braid::testing::Process l({BRAID_BINARY, "launch", "-n", "2", "--grace", "600", "--", "sh", "-c",
+                             "trap '' TERM INT; echo ready pid $$; while :; do sleep 0.1; done"});
+  ASSERT_TRUE(l.wait_for("ready", 2)) << l.output();
+  ::kill(l.pid(), SIGTERM);
+  ASSERT_TRUE(l.wait_for("waiting up to 600.000 s")) << l.output();
+  // A second sender (a person pressing Ctrl-C again, a scheduler): not an echo.
+  const pid_t launcher = l.pid();
+  const pid_t other = ::fork();
+  if (other == 0) {
+    ::kill(launcher, SIGTERM);
+    ::_exit(0);
+  }
+  ::waitpid(other, nullptr, 0);
+  EXPECT_EQ(l.finish(), 128 + SIGTERM) << l.output();
+  EXPECT_TRUE(braid::testing::contains(
+      l.output(), "stopped 2 ranks (ranks 0, 1 got SIGKILL at once when SIGTERM came again after"))
+      << l.output();
+  expect_all_gone(printed_pids(l.output()));
+}
+
+TEST(Launch, RankKilledFromOutsideNamesTheOomKillerOnlyAsAPossibility) {
+  Launcher l({"-n", "2", "--", "sh", "-c", "echo ready pid $$; exec sleep 30"});
+  l.wait_for_lines("ready", 2);
+  int rank = -1, pid = 0;
+  ASSERT_EQ(std::sscanf(l.out().c_str(), "[rank %d] ready pid %d", &rank, &pid), 2) << l.both();
+  ::kill(pid, SIGKILL);  // as a person or a watchdog would: no memory involved
+  EXPECT_EQ(l.finish(), 128 + SIGKILL) << l.both();
+  EXPECT_NE(l.err().find("braid launch: rank " + std::to_string(rank) +
+                         " was killed by signal 9 (SIGKILL); stopped the other rank"),
+            std::string::npos)
+      << l.both();
+  EXPECT_NE(l.err().find("OOM killer"), std::string::npos) << l.both();
+  EXPECT_EQ(l.err().find("likely cause"), std::string::npos) << l.both();
+}
+
+TEST(Launch, RanksGetTorchrunsVariablesAndAFreshJobId) {
+  // Inherited values must not leak through: the launcher's own win.
+  ::setenv("RANK", "99", 1);
+  ::setenv("WORLD_SIZE", "100", 1);
+  const std::string script =
+      "echo $BRAID_RANK $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $BRAID_JOB_ID";
+  Launcher first({"-n", "3", "--", "sh", "-c", script});
+  Launcher second({"-n", "3", "--", "sh", "-c", script});
+  ::unsetenv("RANK");
+  ::unsetenv("WORLD_SIZE");
+  std::set<std::string> ids_of_each[2];
+  Launcher* launchers[2] = {&first, &second};
+  for (int j = 0; j < 2; ++j) {
+    ASSERT_EQ(launchers[j]->finish(), 0) << launchers[j]->both();
+    int matched = 0;
+    for (const std::string& line : lines(launchers[j]->out())) {
+      int prefix = -1, braid_rank = -2, rank = -3, world = 0, local = -4, local_world = 0;
+      char id[128] = {};
+      ASSERT_EQ(std::sscanf(line.c_str(), "[rank %d] %d %d %d %d %d %127s", &prefix, &braid_rank,
+                            &rank, &world, &local, &local_world, id),
+                7)
+          << line;
+      EXPECT_EQ(braid_rank, prefix) << line;
+      EXPECT_EQ(rank, prefix) << line;
+      EXPECT_EQ(local, prefix) << line;
+      EXPECT_EQ(world, 3) << line;
+      EXPECT_EQ(local_world, 3) << line;
+      ids_of_each[j].insert(id);
+      ++matched;
+    }
+    EXPECT_EQ(matched, 3);
+    EXPECT_EQ(ids_of_each[j].size(), 1u) << "every rank of a job must get the same id";
+  }
+  EXPECT_NE(*ids_of_each[0].begin(), *ids_of_each[1].begin()) << "each job needs its own id";
 }
 
 TEST(Launch, LeftoverProcessesOfARankAreKilled) {

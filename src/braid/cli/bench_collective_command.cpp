@@ -28,6 +28,7 @@
 #include "core/memory.h"
 #include "core/timer.h"
 #include "launch/env.h"
+#include "launch/host_memory.h"
 #include "launch/job.h"
 
 namespace braid::cli {
@@ -46,13 +47,17 @@ struct CollectiveFlags {
   std::string write_table;
 };
 
-size_t parse_size(const std::string& s) {
+// Sizes beyond this are typos, and keep every product below (sizes x ranks) far from
+// overflowing.
+constexpr double kMaxSize = double(uint64_t{1} << 50);
+
+size_t parse_size(const std::string& flag, const std::string& s) {
   size_t pos = 0;
   double v = 0;
   try {
     v = std::stod(s, &pos);
   } catch (const std::exception&) {
-    BRAID_THROW(Error, "size '", s, "' is not a number (accepted: 4096, 4K, 16M, 1G)");
+    BRAID_THROW(Error, flag, " '", s, "' is not a size (accepted: 4096, 4K, 16M, 1G)");
   }
   const std::string unit = s.substr(pos);
   double mult = 1;
@@ -62,9 +67,10 @@ size_t parse_size(const std::string& s) {
     mult = 1 << 20;
   else if (unit == "G" || unit == "GiB")
     mult = 1 << 30;
-  else
-    BRAID_CHECK(unit.empty() || unit == "B", "size '", s, "': unknown unit (K, M, G)");
-  BRAID_CHECK(v >= 0, "size '", s, "' is negative");
+  else if (!unit.empty() && unit != "B")
+    BRAID_THROW(Error, flag, " '", s, "': unknown unit '", unit, "' (accepted: K, M, G)");
+  if (!(v >= 0) || v * mult > kMaxSize)
+    BRAID_THROW(Error, flag, " '", s, "' is out of range: expected 0 to 1024T");
   return static_cast<size_t>(v * mult);
 }
 
@@ -240,38 +246,113 @@ class CollectiveBench {
   void* send_ = nullptr;
 };
 
+// What the flags ask for, checked before any rank starts or any buffer is allocated.
+struct Plan {
+  comm::CallKind call;
+  std::vector<comm::Algorithm> algorithms;
+  size_t lo = 0, hi = 0;
+};
+
+Plan plan_of(const CollectiveFlags& f) {
+  Plan p;
+  p.call = call_of(f.collective);
+  if (f.algorithm == "all") {
+    if (p.call == comm::CallKind::allreduce)
+      p.algorithms = {comm::Algorithm::ring, comm::Algorithm::halving_doubling,
+                      comm::Algorithm::binary_blocks, comm::Algorithm::tree,
+                      comm::Algorithm::direct};
+    else
+      p.algorithms = {comm::Algorithm::automatic};
+  } else {
+    p.algorithms = {comm::parse_algorithm(f.algorithm)};
+  }
+  if (f.transport != "auto") comm::parse_transport_kind(f.transport);
+  p.lo = parse_size("--min", f.min_size);
+  p.hi = parse_size("--max", f.max_size);
+  BRAID_CHECK(p.lo >= 4 && p.lo <= p.hi && f.factor >= 2, "bench ", f.collective,
+              ": need 4 <= --min <= --max and --factor >= 2; got --min ", f.min_size, ", --max ",
+              f.max_size, ", --factor ", f.factor);
+  BRAID_CHECK(!f.shared || p.call == comm::CallKind::allreduce, "bench ", f.collective,
+              ": --shared applies to allreduce only");
+  BRAID_CHECK(f.seconds > 0 && f.seconds <= 3600, "bench ", f.collective,
+              ": --seconds must be in (0, 3600], got ", f.seconds);
+  return p;
+}
+
+// Each rank holds a send and a receive buffer of the largest size; the ranks on this host
+// together must fit in what the kernel says is available, with a tenth kept free for the
+// transport, the page cache and everyone else.
+void check_memory(const CollectiveFlags& f, size_t largest, int ranks_on_host) {
+  const std::optional<uint64_t> available = launch::mem_available_bytes();
+  if (!available) return;  // not Linux, or no /proc: nothing to check against
+  const uint64_t per_rank = 2 * (static_cast<uint64_t>(largest) + 64);
+  const uint64_t need = per_rank * static_cast<uint64_t>(ranks_on_host);
+  const uint64_t usable = *available / 10 * 9;
+  if (need <= usable) return;
+  // The largest power-of-two size that fits, to suggest.
+  uint64_t fits = 4;
+  while (2 * (2 * fits + 64) * static_cast<uint64_t>(ranks_on_host) <= usable) fits *= 2;
+  fits = std::max<uint64_t>(4, fits / 2);
+  BRAID_THROW(Error, "bench ", f.collective, ": --max ", f.max_size, " needs ",
+              launch::describe_bytes(per_rank), " per rank (send and receive buffers) x ",
+              ranks_on_host, ranks_on_host == 1 ? " rank" : " ranks",
+              " on this host = ", launch::describe_bytes(need), ", but only ",
+              launch::describe_bytes(*available),
+              " is available (MemAvailable in /proc/meminfo; a tenth is kept free); choose a "
+              "smaller --max, e.g. --max ",
+              human_bytes(fits), ", or fewer ranks");
+}
+
+// Outside MPI, braid's own conventions say where this process stands; under mpirun with
+// BRAID_BACKEND=mpi there is no store to name, so only Open MPI's local pair is read.
+launch::RankEnv this_rank() {
+  if (!launch::mpi_backend()) return launch::read_rank_env();
+  launch::RankEnv env;
+  auto number = [](const char* name, int fallback) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? std::max(std::atoi(v), 0) : fallback;
+  };
+  env.local_rank = number("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+  env.local_size = std::max(1, number("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
+  env.world_size = std::max(2, number("OMPI_COMM_WORLD_SIZE", 2));
+  return env;
+}
+
 void run_collective_bench(const CollectiveFlags& f) {
-  const comm::CallKind call = call_of(f.collective);
-  // Under mpirun with BRAID_BACKEND=mpi there is no store address to read; MPI placed us.
-  if (!launch::mpi_backend() && launch::read_rank_env().world_size == 1 && f.ranks > 1)
-    relaunch_as_ranks(f.ranks, f.transport);
+  const launch::RankEnv env = this_rank();
+  const bool in_job = env.world_size > 1;
+  Plan plan;
+  try {
+    plan = plan_of(f);
+    // Every rank checks before it joins, so none has allocated when another reads
+    // MemAvailable: joining completes only once all have arrived.
+    check_memory(f, plan.hi, in_job ? env.local_size : std::max(1, f.ranks));
+  } catch (const Error&) {
+    // Every rank of the job got the same flags and sees the same host: the first rank on
+    // each host says what is wrong, the others leave quietly.
+    if (in_job && env.local_rank != 0) {
+      std::fflush(nullptr);
+      std::exit(1);
+    }
+    throw;
+  }
+  if (!in_job && f.ranks > 1) relaunch_as_ranks(f.ranks, f.transport);
 
   launch::JoinOptions jo;
   if (f.transport != "auto") jo.transport = comm::parse_transport_kind(f.transport);
   launch::Job job = launch::join_job(jo);
   comm::Group& g = *job.world;
   const int n = g.size();
-
-  std::vector<comm::Algorithm> algorithms;
-  if (f.algorithm == "all") {
-    if (call == comm::CallKind::allreduce)
-      algorithms = {comm::Algorithm::ring, comm::Algorithm::halving_doubling,
-                    comm::Algorithm::binary_blocks, comm::Algorithm::tree, comm::Algorithm::direct};
-    else
-      algorithms = {comm::Algorithm::automatic};
-  } else {
-    algorithms = {comm::parse_algorithm(f.algorithm)};
-  }
-  const size_t lo = parse_size(f.min_size), hi = parse_size(f.max_size);
-  BRAID_CHECK(lo >= 4 && lo <= hi && f.factor >= 2, "need 4 <= --min <= --max and --factor >= 2");
+  const comm::CallKind call = plan.call;
+  const std::vector<comm::Algorithm>& algorithms = plan.algorithms;
   // Sizes are multiples of n floats so every rank's share is whole for allgather and
   // reduce-scatter.
   std::vector<size_t> sizes;
-  for (size_t b = lo; b <= hi; b *= static_cast<size_t>(f.factor)) {
-    const size_t unit = sizeof(float) * static_cast<size_t>(n);
+  const size_t unit = sizeof(float) * static_cast<size_t>(n);
+  for (size_t b = plan.lo;; b *= static_cast<size_t>(f.factor)) {
     sizes.push_back(std::max(unit, b / unit * unit));
+    if (b > plan.hi / static_cast<size_t>(f.factor)) break;
   }
-  BRAID_CHECK(!f.shared || call == comm::CallKind::allreduce, "--shared applies to allreduce only");
   CollectiveBench bench(g, call, sizes.back(), f.shared);
 
   const bool lead = g.rank() == 0;
@@ -341,7 +422,8 @@ void add_collective_benches(CLI::App& bench) {
     f->collective = name;
     CLI::App* c = bench.add_subcommand(
         name, std::string(name) + " bandwidth and latency (nccl-tests columns)");
-    c->add_option("-n,--ranks", f->ranks, "outside a job: launch this many local ranks");
+    c->add_option("-n,--ranks", f->ranks, "outside a job: launch this many local ranks")
+        ->check(CLI::Range(1, 4096));
     c->add_option("--transport", f->transport, "auto, shm or tcp");
     c->add_option("--algorithm", f->algorithm,
                   "auto, ring, halving_doubling, binary_blocks, tree, direct, or all");

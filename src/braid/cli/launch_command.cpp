@@ -1,5 +1,5 @@
-// `braid launch -n N [--timeout S] [--transport auto|shm|tcp] -- CMD ARGS...`: runs N ranks
-// of a job on this machine (launch/launcher.h) and exits with the job's status.
+// `braid launch -n N [--timeout S] [--transport auto|shm|tcp] [--grace S] -- CMD ARGS...`:
+// runs N ranks of a job on this machine (launch/launcher.h) and exits with the job's status.
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -15,6 +15,7 @@ namespace {
 struct LaunchFlags {
   int ranks = 1;
   double timeout_s = 0;
+  double grace_s = 0;
   std::string transport;
   std::vector<std::string> command;
 };
@@ -26,6 +27,8 @@ void run_launch(const CLI::App& cmd, const LaunchFlags& f) {
   if (cmd.count("--timeout") > 0)
     options.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000 + 0.5));
   if (cmd.count("--transport") > 0) options.transport = comm::parse_transport_kind(f.transport);
+  if (cmd.count("--grace") > 0)
+    options.grace = std::chrono::milliseconds(static_cast<int64_t>(f.grace_s * 1000 + 0.5));
   const launch::LaunchResult result = launch::launch(options);
   if (result.exit_code != 0) {
     // The job's status is the launcher's: a script sees the failing rank's exit code.
@@ -49,6 +52,10 @@ void add_launch_command(CLI::App& app) {
       ->check(CLI::Range(0.001, 1e6));
   cmd->add_option("--transport", flags->transport, "auto, shm or tcp (sets BRAID_TRANSPORT)")
       ->check(CLI::IsMember({"auto", "shm", "tcp"}));
+  cmd->add_option("--grace", flags->grace_s,
+                  "Seconds ranks get to stop after SIGTERM (e.g. to save a checkpoint) before "
+                  "SIGKILL (default 25)")
+      ->check(CLI::Range(0.0, 86400.0));
   cmd->add_option("command", flags->command,
                   "The program every rank runs and its arguments, after --")
       ->required();

@@ -1,5 +1,8 @@
 // `braid store`: a standalone rendezvous store server for jobs whose ranks are started by
-// something else (mpirun, srun, a Kubernetes operator). Serves until SIGINT or SIGTERM.
+// something else (mpirun, srun, a Kubernetes operator). Serves until SIGINT or SIGTERM, any
+// number of jobs one after another or at once: each job keeps its keys under its own id
+// (BRAID_JOB_ID or the scheduler's, launch/job_id.h), and its ranks set
+// BRAID_STORE_HOSTED=1 so rank 0 does not host a store of its own.
 #include <pthread.h>
 #include <signal.h>
 

@@ -11,6 +11,7 @@
 
 #include "comm/deadline.h"
 #include "core/error.h"
+#include "launch/job_id.h"
 
 namespace braid::launch {
 namespace {
@@ -224,6 +225,10 @@ RankEnv read_rank_env(const GetEnv& getenv) {
       BRAID_THROW(Error, "BRAID_STORE_HOSTED='", hosted->value,
                   "' is not valid: expected 1 (the launcher hosts the store) or 0 (rank 0 does)");
     env.store_hosted = hosted->value == "1";
+  }
+  if (const std::optional<JobId> id = read_job_id(getenv)) {
+    env.job_id = id->id;
+    env.job_id_source = id->source;
   }
   return env;
 }

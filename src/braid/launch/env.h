@@ -7,6 +7,7 @@
 // what is accepted. A job of more than one rank must say where its store is: braid's
 // BRAID_STORE_ADDR=host:port, or (for the other launchers) BRAID_STORE_ADDR or
 // MASTER_ADDR and MASTER_PORT; rank 0 hosts the store there unless BRAID_STORE_HOSTED=1.
+// The job's id, which keeps jobs sharing one store apart, is read by launch/job_id.h.
 #pragma once
 
 #include <chrono>
@@ -32,6 +33,10 @@ struct RankEnv {
   // BRAID_STORE_HOSTED=1: the launcher hosts the store, so rank 0 connects to it like the
   // others instead of hosting it.
   bool store_hosted = false;
+  // The job's id (launch/job_id.h), escaped for use in store keys; empty when nothing
+  // named the job. job_id_source names the variable(s) it came from.
+  std::string job_id;
+  std::string job_id_source;
 };
 
 RankEnv read_rank_env(const GetEnv& getenv = ::getenv);

@@ -1,5 +1,5 @@
-// join_job: env -> secret -> store (hosted or connected) -> transport -> world group, all
-// under one deadline.
+// join_job: env -> secret -> store (hosted or connected, viewed under the job's key
+// prefix) -> transport -> world group, all under one deadline.
 #include "launch/job.h"
 
 #include <string>
@@ -33,6 +33,34 @@ std::string connect_host(const std::string& store_host) {
   if (bound == "0.0.0.0") return "127.0.0.1";
   if (bound == "::") return "::1";
   return bound;
+}
+
+// Where this job's keys live in the store. A store rank 0 hosts belongs to this job
+// alone; a store hosted elsewhere (`braid store`, BRAID_STORE_HOSTED=1) may serve other
+// jobs before, after and beside this one, and only a job id tells their keys apart:
+// without one, a later job would read an earlier one's addresses and shm names.
+std::string job_key_prefix(const RankEnv& env) {
+  if (!env.job_id.empty()) return "job/" + env.job_id;
+  if (env.world_size == 1 || !env.store_hosted) return "job/private";
+  BRAID_THROW(Error, "rank ", env.rank, " of ", env.world_size, ": the store at ", env.store_host,
+              ":", env.store_port,
+              " is shared (BRAID_STORE_HOSTED=1), so this job needs an id that keeps its keys "
+              "apart from other jobs': set BRAID_JOB_ID to the same value on every rank and a new "
+              "one for every job (e.g. BRAID_JOB_ID=$(date +%s)-$RANDOM), or start the ranks with "
+              "a launcher that names the job (braid launch, torchrun --rdzv-id, mpirun, srun)");
+}
+
+// Every rank checks in under its own key: a second check-in for the same rank means an
+// earlier job used this id on this store, and its stale keys would mislead this one.
+void claim_rank(comm::Store& store, const RankEnv& env) {
+  const int64_t joins = store.add("joined/rank" + std::to_string(env.rank), 1);
+  if (joins == 1) return;
+  BRAID_THROW(Error, "rank ", env.rank, " of ", env.world_size, ": job id '", env.job_id,
+              "' (from ",
+              env.job_id_source.empty() ? "nothing: a private store" : env.job_id_source,
+              ") was already used on the store at ", env.store_host, ":", env.store_port,
+              " by an earlier job (rank ", env.rank, " joined it ", joins - 1,
+              " time(s) before); give every job its own id");
 }
 
 }  // namespace
@@ -113,6 +141,8 @@ Job join_job(const JoinOptions& options) {
     }
   }
 
+  job.store = comm::prefixed(std::move(job.store), job_key_prefix(env));
+  if (env.world_size > 1) claim_rank(*job.store, env);
   auto transport_store = comm::prefixed(job.store, "transport/0");
   auto transport =
       comm::connect_transport(job.transport_kind, *transport_store, env.rank, env.world_size,

@@ -1,6 +1,8 @@
 // Joining a job: what every rank does first. Reads its place in the job (launch/env.h)
 // and the job's secret, meets the other ranks at the store (rank 0 hosts it unless the
-// launcher does), connects the transport and returns the world group.
+// launcher does), connects the transport and returns the world group. Every key the job
+// writes lives under "job/<id>/" of the store (launch/job_id.h), so one long-lived store
+// serves any number of jobs, one after another or at once.
 //
 // Lifetime: a Job owns everything it made; destroying it closes the group, the transport,
 // the store connection and (on rank 0) the hosted store, in that order. Rank 0 should
@@ -37,7 +39,7 @@ struct Job {
   RankEnv env;
   comm::Secret secret;
   std::unique_ptr<comm::StoreServer> hosted_store;  // rank 0's, unless the launcher hosts it
-  std::shared_ptr<comm::Store> store;
+  std::shared_ptr<comm::Store> store;               // a view under this job's key prefix
   std::shared_ptr<comm::Group> world;
   comm::TransportKind transport_kind = comm::TransportKind::automatic;  // as requested
 };
@@ -46,7 +48,8 @@ struct Job {
 // (braid's algorithms over MPI point-to-point). Throws braid::Error for anything else.
 std::optional<std::string> mpi_backend(const GetEnv& getenv = ::getenv);
 
-// Throws braid::Error for a bad environment or a multi-rank job without a secret,
+// Throws braid::Error for a bad environment, a multi-rank job without a secret, or one on
+// a shared store (BRAID_STORE_HOSTED=1) without a job id or with an id used before there,
 // IoError when the store or a peer cannot be reached, TimeoutError naming what was awaited
 // when the deadline passes.
 Job join_job(const JoinOptions& options = {});

@@ -1,21 +1,26 @@
 // The supervision loop is one thread polling the ranks' output pipes and a self-pipe fed
 // by the signal handlers (the process has other threads, BLAS's and the store's, so a
-// signal may land on any of them; a handler that only writes a byte works wherever it
-// runs). A SIGCHLD makes the loop look at every exited child with waitid(WNOWAIT): while
-// an exited rank is not yet reaped its pid cannot be reused, so killing its process group
-// (whatever it left running) cannot hit a stranger; then it is reaped. The launcher is a
-// child subreaper, so what a rank orphans is reaped here too, and the loop ends once the
-// ranks are gone, their pipes closed and no child is left (or after kDrainLimit).
+// signal may land on any of them; a handler that only writes a record of the signal, its
+// sender and its time works wherever it runs). A SIGCHLD makes the loop look at every exited child
+// with waitid(WNOWAIT): while an exited rank is not yet reaped its pid cannot be reused, so killing
+// its process group (whatever it left running) cannot hit a stranger; then it is reaped. The
+// launcher is a child subreaper, so what a rank orphans is reaped here too, and the loop ends once
+// the ranks are gone, their pipes closed and no child is left (or after kDrainLimit).
 #include "launch/launcher.h"
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <iterator>
 #include <memory>
@@ -24,6 +29,7 @@
 #include "comm/store_server.h"
 #include "core/error.h"
 #include "launch/child_process.h"
+#include "launch/oom_watch.h"
 #include "launch/output_prefixer.h"
 
 extern char** environ;
@@ -39,12 +45,25 @@ constexpr std::chrono::milliseconds kDrainLimit{2000};
 
 std::atomic<int> g_signal_pipe{-1};
 
-extern "C" void forward_to_pipe(int signo) {
+// What a handler writes to the self-pipe: one record per signal, well under PIPE_BUF, so
+// each write is atomic and reads return whole records.
+struct SignalRecord {
+  int32_t signo;
+  int32_t sender;  // si_pid: 0 when the kernel sent it (a terminal's Ctrl-C)
+  int32_t code;    // si_code: SI_USER for kill(2)
+  int64_t at_ns;   // CLOCK_MONOTONIC when it arrived
+};
+
+extern "C" void forward_to_pipe(int signo, siginfo_t* info, void*) {
   const int saved = errno;
   const int fd = g_signal_pipe.load(std::memory_order_relaxed);
   if (fd >= 0) {
-    const unsigned char b = static_cast<unsigned char>(signo);
-    [[maybe_unused]] ssize_t n = ::write(fd, &b, 1);
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+    const SignalRecord r{signo, info != nullptr ? static_cast<int32_t>(info->si_pid) : 0,
+                         info != nullptr ? info->si_code : 0,
+                         static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec};
+    [[maybe_unused]] ssize_t n = ::write(fd, &r, sizeof r);
   }
   errno = saved;
 }
@@ -62,8 +81,8 @@ class SignalGuard {
     write_fd_ = fds[1];
     g_signal_pipe.store(write_fd_);
     struct sigaction sa {};
-    sa.sa_handler = forward_to_pipe;
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sa.sa_sigaction = forward_to_pipe;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP | SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     for (size_t i = 0; i < std::size(kCaught); ++i) ::sigaction(kCaught[i], &sa, &old_[i]);
     struct sigaction ignore {};
@@ -94,8 +113,13 @@ struct Rank {
   int code = 0;    // exit code, when signal == 0
   int signal = 0;  // the signal that killed it
   std::unique_ptr<OutputPrefixer> out, err;
+  bool running_at_stop = false;  // still running when the launcher began stopping the job
+  bool sent_sigkill = false;     // the launcher sent it SIGKILL while it ran
+  Clock::time_point exited_at;
 
   bool failed() const { return signal != 0 || code != 0; }
+  // Died of the launcher's SIGKILL, rather than exiting (or dying) before it landed.
+  bool killed_by_launcher() const { return sent_sigkill && signal == SIGKILL; }
   std::string how() const {
     if (signal != 0)
       return "was killed by signal " + std::to_string(signal) + " (" + signal_name(signal) + ")";
@@ -110,35 +134,72 @@ bool starts_with_any(const std::string& entry, const std::vector<std::string>& n
   return false;
 }
 
-std::string format_seconds(std::chrono::milliseconds ms) {
+std::string format_seconds(std::chrono::nanoseconds ns) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ms.count()) / 1000.0);
+  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns.count()) / 1e9);
   return buf;
 }
 
 std::string ranks_word(int n) { return n == 1 ? "1 rank" : std::to_string(n) + " ranks"; }
 
+// "rank 3", "ranks 0, 1, 2", or the first few and a count for a large job.
+std::string rank_list(const std::vector<int>& ranks) {
+  constexpr size_t kShown = 8;
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size() && i < kShown; ++i)
+    s += (i == 0 ? "" : ", ") + std::to_string(ranks[i]);
+  if (ranks.size() > kShown) s += ", ... (" + std::to_string(ranks.size()) + " in all)";
+  return s;
+}
+
+// coreutils `timeout` signals its child and then its own process group, which holds the
+// child: the launcher gets the same signal twice from one sender within microseconds. A
+// person asking again takes far longer, and a terminal's Ctrl-C comes from the kernel
+// (sender 0), once per key press, so neither is mistaken for such an echo.
+constexpr std::chrono::milliseconds kEchoWindow{500};
+
+bool is_echo(const SignalRecord& first, const SignalRecord& again) {
+  return again.signo == first.signo && again.code == SI_USER && first.code == SI_USER &&
+         again.sender == first.sender && again.sender != 0 &&
+         again.at_ns - first.at_ns <
+             std::chrono::duration_cast<std::chrono::nanoseconds>(kEchoWindow).count();
+}
+
 class Supervisor {
  public:
-  Supervisor(const LaunchOptions& options, int signal_fd)
-      : options_(options), signal_fd_(signal_fd) {}
+  Supervisor(const LaunchOptions& options, int signal_fd, OomWatch& oom)
+      : options_(options), signal_fd_(signal_fd), oom_(oom) {}
   ~Supervisor() { kill_all_now(); }
 
-  void start(const std::string& path, const comm::StoreServer& store, const comm::Secret& secret) {
-    std::vector<std::string> ours = {
-        "BRAID_RANK",       "BRAID_WORLD_SIZE",   "BRAID_LOCAL_RANK", "BRAID_LOCAL_WORLD_SIZE",
-        "BRAID_STORE_ADDR", "BRAID_STORE_HOSTED", "BRAID_SECRET"};
+  void start(const std::string& path, const comm::StoreServer& store, const comm::Secret& secret,
+             const std::string& job_id) {
+    // braid's own variables come first for braid's ranks (launch/env.h); torchrun's are
+    // set too, with the same values, for programs that only know those.
+    std::vector<std::string> ours = {"BRAID_RANK",
+                                     "BRAID_WORLD_SIZE",
+                                     "BRAID_LOCAL_RANK",
+                                     "BRAID_LOCAL_WORLD_SIZE",
+                                     "BRAID_STORE_ADDR",
+                                     "BRAID_STORE_HOSTED",
+                                     "BRAID_SECRET",
+                                     "BRAID_JOB_ID",
+                                     "RANK",
+                                     "WORLD_SIZE",
+                                     "LOCAL_RANK",
+                                     "LOCAL_WORLD_SIZE"};
     if (options_.timeout) ours.push_back("BRAID_TIMEOUT_S");
     if (options_.transport) ours.push_back("BRAID_TRANSPORT");
     std::vector<std::string> base;
     for (char** e = environ; *e != nullptr; ++e)
       if (!starts_with_any(*e, ours)) base.emplace_back(*e);
     const std::string n = std::to_string(options_.ranks);
-    base.push_back("BRAID_WORLD_SIZE=" + n);
-    base.push_back("BRAID_LOCAL_WORLD_SIZE=" + n);
+    for (const char* name :
+         {"BRAID_WORLD_SIZE=", "BRAID_LOCAL_WORLD_SIZE=", "WORLD_SIZE=", "LOCAL_WORLD_SIZE="})
+      base.push_back(name + n);
     base.push_back("BRAID_STORE_ADDR=127.0.0.1:" + std::to_string(store.port()));
     base.push_back("BRAID_STORE_HOSTED=1");
     base.push_back("BRAID_SECRET=" + secret.hex());
+    base.push_back("BRAID_JOB_ID=" + job_id);
     if (options_.timeout) base.push_back("BRAID_TIMEOUT_S=" + format_seconds(*options_.timeout));
     if (options_.transport)
       base.push_back("BRAID_TRANSPORT=" +
@@ -155,8 +216,9 @@ class Supervisor {
     for (int s : SignalGuard::kCaught) sigaddset(&block, s);
     for (int r = 0; r < options_.ranks; ++r) {
       spec.env = base;
-      spec.env.push_back("BRAID_RANK=" + std::to_string(r));
-      spec.env.push_back("BRAID_LOCAL_RANK=" + std::to_string(r));
+      const std::string rank = std::to_string(r);
+      for (const char* name : {"BRAID_RANK=", "BRAID_LOCAL_RANK=", "RANK=", "LOCAL_RANK="})
+        spec.env.push_back(name + rank);
       ::pthread_sigmask(SIG_BLOCK, &block, &spec.mask);
       ChildProcess proc;
       try {
@@ -166,11 +228,11 @@ class Supervisor {
         throw;
       }
       ::pthread_sigmask(SIG_SETMASK, &spec.mask, nullptr);
-      auto& rank = ranks_.emplace_back();
-      rank.proc = proc;
-      const std::string prefix = "[rank " + std::to_string(r) + "] ";
-      rank.out = std::make_unique<OutputPrefixer>(prefix, fd_sink(options_.out_fd));
-      rank.err = std::make_unique<OutputPrefixer>(prefix, fd_sink(options_.err_fd));
+      auto& entry = ranks_.emplace_back();
+      entry.proc = proc;
+      const std::string prefix = "[rank " + rank + "] ";
+      entry.out = std::make_unique<OutputPrefixer>(prefix, fd_sink(options_.out_fd));
+      entry.err = std::make_unique<OutputPrefixer>(prefix, fd_sink(options_.err_fd));
     }
   }
 
@@ -204,11 +266,7 @@ class Supervisor {
           if (fds[i].revents != 0) read_output(*owners[i].first, owners[i].second);
         if (fds[0].revents != 0) handle_signals();
       }
-      if (kill_at_ && !killed_ && Clock::now() >= *kill_at_) {
-        killed_count_ = running();
-        signal_all(SIGKILL);
-        killed_ = true;
-      }
+      if (kill_at_ && !killed_ && Clock::now() >= *kill_at_) kill_now(0);
     }
     for (Rank& r : ranks_) {
       close_output(r, true);
@@ -256,30 +314,58 @@ class Supervisor {
     }
   }
 
+  // Sends `signo` once to every running rank and starts the grace period.
   void begin_stopping(int signo) {
+    stop_began_ = Clock::now();
+    stop_signal_ = signo;
+    for (Rank& r : ranks_) r.running_at_stop = !r.exited;
     stopped_ = running();
     signal_all(signo);
-    kill_at_ = Clock::now() + options_.grace;
+    kill_at_ = *stop_began_ + options_.grace;
+  }
+
+  // SIGKILL to every rank still running: the grace period ended (`signo` 0) or `signo`
+  // came while stopping.
+  void kill_now(int signo) {
+    kill_signal_ = signo;
+    killed_after_ = Clock::now() - *stop_began_;
+    for (Rank& r : ranks_)
+      if (!r.exited) r.sent_sigkill = true;
+    signal_all(SIGKILL);
+    killed_ = true;
+  }
+
+  void say(const std::string& line) {
+    const std::string text = line + "\n";
+    for (size_t done = 0; done < text.size();) {
+      const ssize_t n = ::write(options_.err_fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      done += static_cast<size_t>(n);
+    }
   }
 
   void handle_signals() {
-    unsigned char buf[64];
+    SignalRecord buf[16];
     ssize_t n;
     bool child = false;
     while ((n = ::read(signal_fd_, buf, sizeof buf)) > 0) {
-      for (ssize_t i = 0; i < n; ++i) {
-        const int signo = buf[i];
-        if (signo == SIGCHLD) {
+      for (size_t i = 0; i < static_cast<size_t>(n) / sizeof(SignalRecord); ++i) {
+        const SignalRecord& sig = buf[i];
+        if (sig.signo == SIGCHLD) {
           child = true;
         } else if (!kill_at_) {
-          interrupted_by_ = signo;
-          begin_stopping(signo);
+          request_ = sig;
+          interrupted_by_ = sig.signo;
+          begin_stopping(sig.signo);
+          say("braid launch: " + signal_name(sig.signo) + " received: forwarded it to " +
+              ranks_word(stopped_) + "; waiting up to " + format_seconds(options_.grace) +
+              " s for them to stop (signal again to kill them now)");
+        } else if (request_ && is_echo(*request_, sig)) {
+          // The same request delivered twice (see kEchoWindow): the ranks already have it.
         } else if (!killed_) {
-          // Asked again while stopping: stop waiting for the grace period.
-          if (interrupted_by_ == 0 && !failed_) interrupted_by_ = signo;
-          killed_count_ = running();
-          signal_all(SIGKILL);
-          killed_ = true;
+          if (interrupted_by_ == 0 && !failed_) interrupted_by_ = sig.signo;
+          kill_now(sig.signo);
         }
       }
     }
@@ -304,8 +390,11 @@ class Supervisor {
         // Still unreaped, so the group id is ours: take down what the rank left behind.
         ::kill(-pid, SIGKILL);
         r.exited = true;
+        r.exited_at = Clock::now();
         if (r.failed() && !kill_at_) {
           failed_ = static_cast<int>(i);
+          // Read the kernel's records now, while they are fresh.
+          if (r.signal == SIGKILL) failure_note_ = oom_.explain_sigkill(pid);
           begin_stopping(SIGTERM);
         }
       }
@@ -333,9 +422,43 @@ class Supervisor {
     fd = -1;
   }
 
+  // How the ranks running when stopping began ended: by themselves (within how long), or
+  // by the launcher's SIGKILL (and why). Empty when none was running.
+  std::string stop_details() const {
+    std::vector<int> by_themselves, killed;
+    Clock::duration longest{0};
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      const Rank& r = ranks_[i];
+      if (!r.running_at_stop) continue;
+      if (r.killed_by_launcher()) {
+        killed.push_back(static_cast<int>(i));
+      } else {
+        by_themselves.push_back(static_cast<int>(i));
+        if (r.exited) longest = std::max(longest, r.exited_at - *stop_began_);
+      }
+    }
+    std::vector<std::string> parts;
+    if (!by_themselves.empty())
+      parts.push_back(rank_list(by_themselves) + " stopped by " +
+                      (by_themselves.size() == 1 ? "itself" : "themselves") + " within " +
+                      format_seconds(longest) + " s of " + signal_name(stop_signal_));
+    if (!killed.empty()) {
+      if (kill_signal_ == 0)
+        parts.push_back(rank_list(killed) + " did not stop within the " +
+                        format_seconds(options_.grace) + " s grace period and got SIGKILL");
+      else
+        parts.push_back(rank_list(killed) + " got SIGKILL at once when " +
+                        signal_name(kill_signal_) + (request_ ? " came again" : " arrived") +
+                        " after " + format_seconds(killed_after_) + " s");
+    }
+    if (parts.empty()) return "";
+    std::string s = " (";
+    for (size_t i = 0; i < parts.size(); ++i) s += (i == 0 ? "" : "; ") + parts[i];
+    return s + ")";
+  }
+
   LaunchResult result() const {
     LaunchResult res;
-    std::string stopped;
     if (failed_) {
       const Rank& r = ranks_[static_cast<size_t>(*failed_)];
       res.exit_code = r.signal != 0 ? 128 + r.signal : r.code;
@@ -350,21 +473,26 @@ class Supervisor {
     } else {
       return res;
     }
-    if (killed_count_ > 0)
-      res.message += " (" + std::to_string(killed_count_) + " did not stop within " +
-                     format_seconds(options_.grace) + " s and got SIGKILL)";
+    res.message += stop_details();
+    if (!failure_note_.empty()) res.message += ". " + failure_note_;
     return res;
   }
 
   const LaunchOptions& options_;
   int signal_fd_;
+  OomWatch& oom_;
   std::vector<Rank> ranks_;
-  std::optional<int> failed_;                 // the first rank that failed
-  int interrupted_by_ = 0;                    // SIGINT or SIGTERM received by the launcher
-  int stopped_ = 0;                           // ranks running when stopping began
+  std::optional<int> failed_;            // the first rank that failed
+  std::string failure_note_;             // why it may have died (SIGKILL)
+  std::optional<SignalRecord> request_;  // the signal that asked the launcher to stop
+  int interrupted_by_ = 0;               // SIGINT or SIGTERM received by the launcher
+  int stopped_ = 0;                      // ranks running when stopping began
+  int stop_signal_ = 0;                  // what they were sent then
+  std::optional<Clock::time_point> stop_began_;
   std::optional<Clock::time_point> kill_at_;  // set once stopping began
   bool killed_ = false;
-  int killed_count_ = 0;
+  int kill_signal_ = 0;  // 0: the grace period ran out
+  Clock::duration killed_after_{0};
 };
 
 }  // namespace
@@ -396,8 +524,15 @@ LaunchResult launch(const LaunchOptions& options) {
   store_options.secret = secret;
   comm::StoreServer store(std::move(store_options));
 
-  Supervisor supervisor(options, signals.read_fd());
-  supervisor.start(path, store, secret);
+  // A user's BRAID_JOB_ID names the job; else a fresh one, so that even ranks pointed at
+  // a shared store elsewhere keep their keys apart from other jobs'.
+  const char* given_id = ::getenv("BRAID_JOB_ID");
+  const std::string job_id = given_id != nullptr && *given_id != '\0'
+                                 ? std::string(given_id)
+                                 : "launch-" + comm::Secret::generate().hex().substr(0, 16);
+  OomWatch oom;
+  Supervisor supervisor(options, signals.read_fd(), oom);
+  supervisor.start(path, store, secret, job_id);
   return supervisor.supervise();
 }
 

@@ -1,12 +1,20 @@
 // `braid launch`: starts N ranks of one job on this machine and supervises them.
 //
-// The launcher makes a fresh secret, hosts the job's store itself (so the store outlives
-// a failed rank 0), and starts every rank with braid's variables (launch/env.h) in its
-// own process group. Rank output reaches the launcher's stdout and stderr as whole lines
-// prefixed "[rank i] ". SIGINT and SIGTERM are forwarded to every rank. When a rank exits
-// non-zero or by a signal, the others get SIGTERM, then SIGKILL after the grace period,
-// and the result names the rank. Ranks die with the launcher (PR_SET_PDEATHSIG), and
-// whatever a rank leaves running in its process group is killed when it exits.
+// The launcher makes a fresh secret and job id, hosts the job's store itself (so the store
+// outlives a failed rank 0), and starts every rank with braid's variables (launch/env.h)
+// and torchrun's RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE, in its own process
+// group. Rank output reaches the launcher's stdout and stderr as whole lines prefixed
+// "[rank i] ". Ranks die with the launcher (PR_SET_PDEATHSIG), and whatever a rank leaves
+// running in its process group is killed when it exits.
+//
+// Stopping: the first SIGINT or SIGTERM the launcher gets is forwarded once to every rank
+// (their own process groups keep a terminal's Ctrl-C from reaching them directly); an
+// echo of it (`timeout` signals the launcher and then its process group) is ignored;
+// ranks still running after the grace period get SIGKILL, and so do all at once when a
+// signal comes again. When a rank exits non-zero or by a signal, the others get SIGTERM
+// and the same grace period. The result says which ranks stopped by themselves, which
+// were killed and after how long, and for a rank killed by SIGKILL whether the kernel's
+// OOM killer did it (launch/oom_watch.h).
 //
 // Not thread-safe: one launch() per process at a time (it installs signal handlers for
 // SIGINT, SIGTERM, SIGCHLD and ignores SIGPIPE while it runs, then restores them).
@@ -26,9 +34,13 @@ struct LaunchOptions {
   std::vector<std::string> command;                  // program and arguments, run through PATH
   std::optional<std::chrono::milliseconds> timeout;  // BRAID_TIMEOUT_S for the ranks
   std::optional<comm::TransportKind> transport;      // BRAID_TRANSPORT for the ranks
-  std::chrono::milliseconds grace{3000};             // SIGTERM -> SIGKILL
-  int out_fd = 1;                                    // where the ranks' stdout lines go
-  int err_fd = 2;                                    // where their stderr lines go
+  // SIGTERM -> SIGKILL. Ranks of `braid train` save a checkpoint on SIGTERM, which must
+  // fit. 25 s: the launcher is itself under a grace period when a scheduler preempts it
+  // (Kubernetes' terminationGracePeriodSeconds and Slurm's KillWait are 30 s by default),
+  // and stopping a few seconds sooner leaves it the time to report before its own SIGKILL.
+  std::chrono::milliseconds grace{25000};
+  int out_fd = 1;  // where the ranks' stdout lines go
+  int err_fd = 2;  // where their stderr lines go
 };
 
 struct LaunchResult {

@@ -1,0 +1,22 @@
+// How much memory this host can still give, so that a command sized by its flags (a
+// benchmark's largest message on every local rank) is refused with a clear error before
+// it allocates, instead of waking the kernel's OOM killer.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace braid::launch {
+
+// MemAvailable of `meminfo` in bytes (the kernel's estimate of what can be allocated
+// without swapping); nullopt when the file or the line cannot be read.
+std::optional<uint64_t> mem_available_bytes(const std::string& meminfo = "/proc/meminfo");
+
+// The MemAvailable line of a /proc/meminfo text ("MemAvailable:  123 kB"), in bytes.
+std::optional<uint64_t> parse_mem_available(const std::string& meminfo_text);
+
+// "512 B", "3.5 KiB", "16.0 GiB": sizes in messages.
+std::string describe_bytes(uint64_t bytes);
+
+}  // namespace braid::launch

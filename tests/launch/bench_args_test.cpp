@@ -1,0 +1,62 @@
+// `braid bench allreduce` refuses what it cannot measure before any rank starts or any
+// buffer is allocated, and says so once: -n 0 (which measured nothing and reported
+// petabytes per second), bad sizes, and sizes the host's memory cannot hold
+// (MemAvailable), whether it launches its own ranks (-n) or runs under `braid launch`.
+#include <string>
+
+#include "launch/braid_process.h"
+#include "launch/host_memory.h"
+
+namespace braid::testing {
+namespace {
+
+int count(const std::string& s, const std::string& word) { return Process::occurrences(s, word); }
+
+TEST(BenchArgs, ZeroRanksIsRefused) {
+  Process p({BRAID_BINARY, "bench", "allreduce", "-n", "0", "--min", "4K", "--max", "4K"});
+  EXPECT_NE(p.finish(), 0) << p.output();
+  EXPECT_TRUE(contains(p.output(), "--ranks")) << p.output();
+  EXPECT_FALSE(contains(p.output(), "GB/s")) << p.output();
+}
+
+TEST(BenchArgs, BadSizesAreSaidOnceBeforeRanksStart) {
+  Process p({BRAID_BINARY, "bench", "allreduce", "-n", "2", "--min", "8K", "--max", "4K"});
+  EXPECT_EQ(p.finish(), 1) << p.output();
+  EXPECT_EQ(count(p.output(), "need 4 <= --min <= --max"), 1) << p.output();
+  EXPECT_FALSE(contains(p.output(), "[rank")) << "ranks were started:\n" << p.output();
+}
+
+TEST(BenchArgs, UnderALauncherOneRankSaysIt) {
+  Process p(
+      {BRAID_BINARY, "launch", "-n", "3", "--", BRAID_BINARY, "bench", "allreduce", "--max", "4Q"});
+  EXPECT_NE(p.finish(), 0) << p.output();
+  EXPECT_EQ(count(p.output(), "unknown unit 'Q'"), 1) << p.output();
+}
+
+TEST(BenchArgs, MoreThanTheHostsAvailableMemoryIsRefusedFirst) {
+  const std::optional<uint64_t> available = launch::mem_available_bytes();
+  if (!available) GTEST_SKIP() << "no MemAvailable in /proc/meminfo";
+  // One rank's buffers alone exceed what the host has.
+  const std::string size = std::to_string(*available + 1);
+  Process p({BRAID_BINARY, "bench", "allreduce", "-n", "2", "--min", size, "--max", size});
+  EXPECT_EQ(p.finish(), 1) << p.output();
+  EXPECT_EQ(count(p.output(), "bench allreduce: --max " + size + " needs "), 1) << p.output();
+  EXPECT_TRUE(contains(p.output(), " per rank (send and receive buffers) x 2 ranks on this host"))
+      << p.output();
+  EXPECT_TRUE(contains(p.output(), "MemAvailable")) << p.output();
+  EXPECT_FALSE(contains(p.output(), "[rank")) << "ranks were started:\n" << p.output();
+}
+
+TEST(BenchArgs, UnderALauncherTheMemoryCheckCountsEveryLocalRank) {
+  const std::optional<uint64_t> available = launch::mem_available_bytes();
+  if (!available) GTEST_SKIP() << "no MemAvailable in /proc/meminfo";
+  // Fits one rank (2 buffers of a quarter), not four ranks together.
+  const std::string size = std::to_string(*available / 4);
+  Process p({BRAID_BINARY, "launch", "-n", "4", "--", BRAID_BINARY, "bench", "allreduce", "--min",
+             size, "--max", size});
+  EXPECT_NE(p.finish(), 0) << p.output();
+  EXPECT_EQ(count(p.output(), "x 4 ranks on this host"), 1) << p.output();
+}
+
+}  // namespace
+}  // namespace braid::testing
