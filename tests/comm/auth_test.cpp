@@ -1,10 +1,11 @@
 // authenticate() between two threads over loopback: the same secret passes both ways; a
 // wrong secret, a wrong purpose or a peer that is not braid fails on both sides with
 // AuthError; an empty secret is refused before any I/O. Also Secret's hex, file and
-// environment sources.
+// environment sources, which refuse short secrets and files other users can read.
 #include "comm/auth.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -228,9 +229,11 @@ class SecretFiles : public ::testing::Test {
     restore("BRAID_SECRET_FILE", saved_file_);
     std::filesystem::remove_all(dir_);
   }
-  std::string write(const std::string& name, const std::string& text) {
+  // A private file (mode 0600 unless told), as a secret file should be.
+  std::string write(const std::string& name, const std::string& text, mode_t mode = 0600) {
     const auto path = dir_ / name;
     std::ofstream(path) << text;
+    EXPECT_EQ(::chmod(path.c_str(), mode), 0);
     return path.string();
   }
 
@@ -250,9 +253,57 @@ class SecretFiles : public ::testing::Test {
   std::optional<std::string> saved_secret_, saved_file_;
 };
 
+// Secrets of exactly the minimum length, 16 bytes.
+const std::string kHexA = "000102030405060708090a0b0c0d0e0f";
+const std::string kHexB = "f0e0d0c0b0a090807060504030201000";
+
 TEST_F(SecretFiles, ReadsATrimmedHexFile) {
-  const std::string path = write("s", "  0a0b0c\n");
-  EXPECT_EQ(Secret::from_file(path).hex(), "0a0b0c");
+  const std::string path = write("s", "  " + kHexA + "\n");
+  EXPECT_EQ(Secret::from_file(path).hex(), kHexA);
+}
+
+TEST_F(SecretFiles, ASecretShorterThan16BytesIsRefusedSayingHowToMakeOne) {
+  const std::string short_hex = kHexA.substr(2);  // 15 bytes
+  ::setenv("BRAID_SECRET", short_hex.c_str(), 1);
+  try {
+    Secret::from_environment();
+    ADD_FAILURE() << "a 15-byte BRAID_SECRET was accepted";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "BRAID_SECRET")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "15 bytes")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "at least 16")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "openssl rand -hex 32")) << e.what();
+    EXPECT_FALSE(contains(e.what(), short_hex)) << e.what();  // never echoed
+  }
+  ::unsetenv("BRAID_SECRET");
+  const std::string path = write("short", "beef\n");
+  try {
+    Secret::from_file(path);
+    ADD_FAILURE() << "a 2-byte secret file was accepted";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), path)) << e.what();
+    EXPECT_TRUE(contains(e.what(), "2 bytes")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "/dev/urandom")) << e.what();
+  }
+  ::setenv("BRAID_SECRET_FILE", path.c_str(), 1);
+  EXPECT_THROW(Secret::from_environment(), Error);
+}
+
+TEST_F(SecretFiles, AFileOtherUsersCanReadOrChangeIsRefusedWithTheChmodFix) {
+  for (const mode_t mode : {0644, 0640, 0604, 0620, 0666}) {
+    const std::string path = write("shared", kHexA, mode);
+    try {
+      Secret::from_file(path);
+      ADD_FAILURE() << "a secret file of mode " << std::oct << mode << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_TRUE(contains(e.what(), path)) << e.what();
+      EXPECT_TRUE(contains(e.what(), "chmod 600 " + path)) << e.what();
+      EXPECT_TRUE(contains(e.what(), "other users")) << e.what();
+    }
+    std::filesystem::remove(path);
+  }
+  EXPECT_EQ(Secret::from_file(write("private", kHexA, 0600)).hex(), kHexA);
+  EXPECT_EQ(Secret::from_file(write("readonly", kHexB, 0400)).hex(), kHexB);
 }
 
 TEST_F(SecretFiles, MissingEmptyOrBadFilesNameTheFile) {
@@ -276,12 +327,12 @@ TEST_F(SecretFiles, MissingEmptyOrBadFilesNameTheFile) {
 
 TEST_F(SecretFiles, EnvironmentPrefersBraidSecretThenTheFileThenNothing) {
   EXPECT_TRUE(Secret::from_environment().empty());
-  ::setenv("BRAID_SECRET_FILE", write("f", "beef").c_str(), 1);
-  EXPECT_EQ(Secret::from_environment().hex(), "beef");
-  ::setenv("BRAID_SECRET", "cafe", 1);
-  EXPECT_EQ(Secret::from_environment().hex(), "cafe");
+  ::setenv("BRAID_SECRET_FILE", write("f", kHexA).c_str(), 1);
+  EXPECT_EQ(Secret::from_environment().hex(), kHexA);
+  ::setenv("BRAID_SECRET", kHexB.c_str(), 1);
+  EXPECT_EQ(Secret::from_environment().hex(), kHexB);
   ::setenv("BRAID_SECRET", "", 1);  // empty counts as unset
-  EXPECT_EQ(Secret::from_environment().hex(), "beef");
+  EXPECT_EQ(Secret::from_environment().hex(), kHexA);
   ::setenv("BRAID_SECRET", "caf", 1);
   try {
     Secret::from_environment();

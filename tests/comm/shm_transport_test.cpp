@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <fstream>
 #include <sstream>
 
 #include "comm/shm_ring.h"
@@ -23,9 +24,25 @@ CallSignature sig_of(CallKind call, uint64_t count) {
   return s;
 }
 
+// Whether a published segment still has a name in /dev/shm (an anonymous segment's
+// locator, /proc/<pid>/fd/..., never has one).
 bool segment_exists(const std::string& name) {
   struct stat st {};
-  return ::stat(("/dev/shm" + name).c_str(), &st) == 0;
+  return name.rfind("/proc/", 0) != 0 && ::stat(("/dev/shm" + name).c_str(), &st) == 0;
+}
+
+// What a rank publishes before it makes its segment: pid, pid namespace, boot id.
+std::string host_record(int pid, const std::string& boot) {
+  std::ostringstream s;
+  s << pid << ' ' << shm::pid_namespace() << ' ' << boot;
+  return s.str();
+}
+
+std::string boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
 }
 
 std::string segment_name(Store& store, int rank) {
@@ -199,7 +216,8 @@ TEST(ShmTransport, SegmentsAreUnlinkedOnceEveryRankHasMappedThem) {
 }
 
 TEST(ShmTransport, AFailedConnectLeavesNoSegmentBehind) {
-  MemoryStore store;  // rank 1 never comes
+  MemoryStore store;  // rank 1 says where it runs, then never comes
+  store.set("shm/host/1", host_record(::getpid(), boot_id()));
   EXPECT_THROW(connect_shm_transport(store, 0, 2, Deadline::after(100ms), small_rings()),
                TimeoutError);
   const std::string name = segment_name(store, 0);
@@ -208,7 +226,7 @@ TEST(ShmTransport, AFailedConnectLeavesNoSegmentBehind) {
 
 TEST(ShmTransport, APeerOnAnotherHostIsAnIoErrorSayingSo) {
   MemoryStore store;
-  store.set("shm/seg/1", std::string("/braid-elsewhere-r1 1 0 65536 another-boot-id"));
+  store.set("shm/host/1", host_record(1, "another-boot-id"));
   try {
     connect_shm_transport(store, 0, 2, Deadline::after(5s), small_rings());
     FAIL() << "connected";
@@ -216,7 +234,8 @@ TEST(ShmTransport, APeerOnAnotherHostIsAnIoErrorSayingSo) {
     EXPECT_TRUE(contains(e.what(), "another host")) << e.what();
     EXPECT_TRUE(contains(e.what(), "tcp")) << e.what();
   }
-  EXPECT_FALSE(segment_exists(segment_name(store, 0)));
+  // Refused before this rank made a segment.
+  EXPECT_THROW(store.get("shm/seg/0", Deadline::after(0ms)), TimeoutError);
 }
 
 TEST(ShmTransport, OneRankNeedsNoSegment) {

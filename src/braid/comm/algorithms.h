@@ -62,7 +62,7 @@ struct CallContext {
                                    reduction());
   }
   void wait(std::span<const RequestId> ids) const {
-    if (!ids.empty()) group.transport().wait(ids, Deadline::after(timeout));
+    if (!ids.empty()) group.transport().wait(ids, group.deadline_after(timeout));
   }
   void wait(RequestId id) const { wait(std::span<const RequestId>(&id, 1)); }
 };

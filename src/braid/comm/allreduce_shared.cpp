@@ -75,7 +75,7 @@ bool allreduce_shared(const CallContext& ctx, SharedWindow& w, void* data, size_
   const int n = ctx.size(), me = ctx.rank();
   const size_t elem = ctx.elem();
   const uint64_t call = w.next_call();
-  const Deadline deadline = Deadline::after(ctx.timeout);
+  const Deadline deadline = ctx.group.deadline_after(ctx.timeout);
 
   const SharedRegion* region = w.find(data, count * elem);
   Descriptor mine;

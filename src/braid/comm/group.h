@@ -24,6 +24,8 @@ class SharedWindow;
 
 struct GroupOptions {
   std::chrono::milliseconds timeout = kDefaultTimeout;  // every wait of every call
+  // A wait stuck this long logs whom it waits for, and again as often (0: never).
+  std::chrono::milliseconds stall_warning = kDefaultStallWarning;
 };
 
 class Group {
@@ -42,7 +44,11 @@ class Group {
 
   std::chrono::milliseconds timeout() const { return options_.timeout; }
   void set_timeout(std::chrono::milliseconds t) { options_.timeout = t; }
-  Deadline deadline() const { return Deadline::after(options_.timeout); }
+  Deadline deadline() const { return deadline_after(options_.timeout); }
+  // A deadline `timeout` from now that warns of stalls as the group's options say.
+  Deadline deadline_after(std::chrono::milliseconds timeout) const {
+    return Deadline::after(timeout).warn_stalls_every(options_.stall_warning);
+  }
 
   // The next call number; collectives take one each, so members agree on it.
   uint32_t next_seq() { return ++seq_; }

@@ -20,6 +20,7 @@
 #include <mutex>
 
 #include "comm/algorithm.h"
+#include "comm/stall_watch.h"
 #include "core/error.h"
 
 namespace braid::comm {
@@ -419,6 +420,7 @@ bool InprocTransport::progress(std::span<const RequestId> ids, bool block, Deadl
   InprocHub& hub = *hub_;
   std::unique_lock lock(hub.mutex);
   auto& me = hub.ranks[static_cast<size_t>(rank_)];
+  StallWatch stall(deadline);
   for (;;) {
     if (me.dead) BRAID_THROW(PeerError, "rank ", rank_, " is closed (", me.death, ")");
     // Copy whatever is matched: this rank's receives, and its waited sends whose receive
@@ -501,7 +503,8 @@ bool InprocTransport::progress(std::span<const RequestId> ids, bool block, Deadl
                   " s ", describe_request(*first_pending), "; rank ", peer_of(*first_pending),
                   " is stuck, slower, or not making this call (raise the timeout if it is "
                   "only slow)");
-    const auto wake = std::min(deadline.at(), next_buffer);
+    if (stall.due(now)) stall.report(now, rank_, describe_request(*first_pending));
+    const auto wake = std::min({deadline.at(), next_buffer, stall.next()});
     if (wake == Clock::time_point::max())
       me.cv.wait(lock);
     else

@@ -49,6 +49,7 @@ class InprocTransport : public Transport {
   void wait(std::span<const RequestId> requests, Deadline deadline) override;
   bool test(RequestId request) override;
   bool shares_memory() const override { return true; }
+  bool anonymous_shared_memory() const override { return true; }
   std::string peer_gone(int peer) override;
 
   // Makes this rank dead, as if its process had crashed: peers' waits involving it throw

@@ -178,6 +178,15 @@ bool ReceiveMatcher::finished(std::span<const RequestId> ids, const Deadline& de
   return all;
 }
 
+std::string ReceiveMatcher::pending(std::span<const RequestId> ids) {
+  for (const RequestId id : ids) {
+    const Request& r = get(id);
+    if (!r.complete)
+      return detail::concat(describe(r), " (", r.done, " of ", r.bytes, " bytes done)");
+  }
+  return "requests that just completed";
+}
+
 void ReceiveMatcher::throw_timeout(std::span<const RequestId> ids, const Deadline& deadline,
                                    const std::string& hint) {
   for (const RequestId id : ids) {

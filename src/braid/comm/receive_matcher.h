@@ -73,6 +73,9 @@ class ReceiveMatcher {
   // waiting on a broken peer, makes it throw (the caller releases `ids`): the request's
   // own error, or PeerError naming the peer, the call and the seconds waited.
   bool finished(std::span<const RequestId> ids, const Deadline& deadline);
+  // The first incomplete request of `ids` with its progress, for stall warnings
+  // ("a receive of 8 bytes from rank 1 for allreduce #7 ... (0 of 8 bytes done)").
+  std::string pending(std::span<const RequestId> ids);
   // Throws TimeoutError naming the first incomplete request of `ids` (the caller releases).
   [[noreturn]] void throw_timeout(std::span<const RequestId> ids, const Deadline& deadline,
                                   const std::string& hint);

@@ -2,13 +2,15 @@
 // secret itself, only where it came from and what is wrong with it.
 #include "comm/secret.h"
 
+#include <fcntl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 
@@ -30,6 +32,18 @@ std::string trimmed(const std::string& s) {
   const size_t first = s.find_first_not_of(ws);
   if (first == std::string::npos) return "";
   return s.substr(first, s.find_last_not_of(ws) - first + 1);
+}
+
+// How to make a good secret, with tools every machine has.
+constexpr char kHowToMake[] =
+    "make one with `openssl rand -hex 32` (or `od -An -tx1 -N32 /dev/urandom | tr -d ' \\n'`)";
+
+// A secret a person supplied must be long enough not to be guessed.
+void check_length(const Secret& s, const std::string& where) {
+  if (s.bytes().size() >= Secret::kMinBytes) return;
+  BRAID_THROW(Error, where, " is ", s.bytes().size(), " bytes (", 2 * s.bytes().size(),
+              " hex digits); a job's secret needs at least ", Secret::kMinBytes, " random bytes (",
+              2 * Secret::kMinBytes, " hex digits): ", kHowToMake);
 }
 
 }  // namespace
@@ -68,29 +82,67 @@ Secret Secret::from_hex(const std::string& hex) {
 }
 
 Secret Secret::from_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) BRAID_THROW(IoError, "secret file '", path, "': cannot open it: ", std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) BRAID_THROW(IoError, "secret file '", path, "': cannot read it");
-  const std::string hex = trimmed(text.str());
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    BRAID_THROW(IoError, "secret file '", path, "': cannot open it: ", std::strerror(errno));
+  std::string text;
+  struct stat st {};
+  const bool stat_ok = ::fstat(fd, &st) == 0;
+  // A pipe or /dev/stdin has no meaningful mode; a regular file shared with other users
+  // gives the job to all of them.
+  if (stat_ok && S_ISREG(st.st_mode) && (st.st_mode & 077) != 0) {
+    ::close(fd);
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    BRAID_THROW(Error, "secret file '", path, "' has mode ", mode,
+                ": other users on this machine can ", (st.st_mode & 044) ? "read" : "change",
+                " it and so join the job; make it private with `chmod 600 ", path, "`");
+  }
+  // A secret is a few dozen bytes; more than this is not a secret file.
+  constexpr size_t kMaxFileBytes = 64 << 10;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      BRAID_THROW(IoError, "secret file '", path, "': cannot read it: ", std::strerror(err));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxFileBytes) {
+      ::close(fd);
+      BRAID_THROW(Error, "secret file '", path, "' is over ", kMaxFileBytes,
+                  " bytes; it should hold one secret in hex (", kHowToMake, ")");
+    }
+  }
+  ::close(fd);
+  const std::string hex = trimmed(text);
   if (hex.empty())
-    BRAID_THROW(Error, "secret file '", path, "' is empty; it should hold hex bytes");
+    BRAID_THROW(Error, "secret file '", path, "' is empty; it should hold hex bytes (", kHowToMake,
+                ")");
+  Secret s;
   try {
-    return from_hex(hex);
+    s = from_hex(hex);
   } catch (const Error& e) {
     BRAID_THROW(Error, "secret file '", path, "': ", e.what());
   }
+  check_length(s, "the secret in file '" + path + "'");
+  return s;
 }
 
 Secret Secret::from_environment() {
   // An empty variable counts as unset, so `BRAID_SECRET= cmd` clears an inherited one.
   if (const char* hex = std::getenv("BRAID_SECRET"); hex && *hex) {
+    Secret s;
     try {
-      return from_hex(trimmed(hex));
+      s = from_hex(trimmed(hex));
     } catch (const Error& e) {
       BRAID_THROW(Error, "BRAID_SECRET: ", e.what());
     }
+    check_length(s, "the secret in BRAID_SECRET");
+    return s;
   }
   if (const char* path = std::getenv("BRAID_SECRET_FILE"); path && *path) {
     try {

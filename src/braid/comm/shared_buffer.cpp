@@ -1,11 +1,13 @@
 // allocate_shared() and the group's SharedWindow (comm/shared_window.h).
 //
 // Allocation is a collective in two rounds over the group's own allgather: each rank
-// creates a segment in /dev/shm (plus, the first time, its control segment) and the ranks
-// exchange names; each maps its peers' and the ranks exchange whether that worked. Only
-// then does each rank unlink its names, so nothing is left in /dev/shm once the call
-// returns, however the job ends later. Either round failing anywhere sends every rank to
-// private memory, so ranks never disagree about which buffers are shared.
+// creates a segment (plus, the first time, its control segment) and the ranks exchange
+// where to find them; each maps its peers' and the ranks exchange whether that worked.
+// Where the transport allows (one pid namespace) segments are anonymous memfds that peers
+// open through /proc/<pid>/fd, so nothing ever has a name in /dev/shm, even if the job is
+// killed mid-call. Otherwise they are /dev/shm names, unlinked once the second round shows
+// everyone has mapped them. Either round failing anywhere sends every rank to private
+// memory, so ranks never disagree about which buffers are shared.
 #include "comm/shared_buffer.h"
 
 #include <immintrin.h>
@@ -23,6 +25,7 @@
 #include "comm/collectives.h"
 #include "comm/group.h"
 #include "comm/shared_window.h"
+#include "comm/stall_watch.h"
 #include "comm/transport.h"
 #include "core/error.h"
 
@@ -69,9 +72,11 @@ void wait_for_peer(Group& g, int peer, const Deadline& deadline, const std::func
       oversubscribed ? std::chrono::nanoseconds(200us) : std::chrono::nanoseconds(1ms);
   const Clock::time_point start = Clock::now();
   Clock::time_point next_check = start + 100ms;
+  StallWatch stall(deadline);
   for (;;) {
     if (ready()) return;
     const Clock::time_point now = Clock::now();
+    if (stall.due(now)) stall.report(now, g.rank(), waiting_for());
     if (now >= next_check) {
       next_check = now + 100ms;
       const std::string gone = g.transport().peer_gone(g.global_rank(peer));
@@ -122,23 +127,29 @@ size_t page_round(size_t n) {
   return (n + shm::kPageBytes - 1) / shm::kPageBytes * shm::kPageBytes;
 }
 
-// A segment this rank made: mapped, its name unlinked when dropped.
+// A segment this rank made: mapped; a named one is unlinked when dropped, an anonymous
+// one's fd (through which peers open it) is closed.
 struct OwnSegment {
-  std::string name;
+  std::string name;     // a /dev/shm name to unlink, or empty
+  std::string locator;  // what peers open: the name, or an anonymous segment's locator
+  int fd = -1;
   shm::Mapping mapping;
-  ~OwnSegment() {
-    if (!name.empty()) ::shm_unlink(name.c_str());
-  }
-  void create(const std::string& n, size_t bytes, const char* what) {
-    const int fd = shm::create_segment(n, bytes);
-    name = n;
-    try {
-      mapping = shm::Mapping(fd, 0, bytes, what);
-    } catch (...) {
-      ::close(fd);
-      throw;
+  ~OwnSegment() { forget(); }
+  void create(bool anonymous, const char* kind, size_t bytes, const char* what) {
+    if (anonymous) {
+      fd = shm::create_anonymous_segment(kind, bytes, locator);
+    } else {
+      name = locator = unique_name(kind);
+      fd = shm::create_segment(name, bytes);
     }
-    ::close(fd);
+    mapping = shm::Mapping(fd, 0, bytes, what);
+  }
+  // Every peer has mapped it (or given up): the name and the fd are no longer needed.
+  void forget() {
+    if (!name.empty()) ::shm_unlink(name.c_str());
+    name.clear();
+    if (fd >= 0) ::close(fd);
+    fd = -1;
   }
 };
 
@@ -171,18 +182,21 @@ SharedBuffer allocate_shared(Group& g, size_t bytes) {
   const size_t segment_bytes = page_round(bytes);
   const bool need_control = g.shared_window() == nullptr;
 
+  const bool anonymous = g.transport().anonymous_shared_memory();
   OwnSegment segment, control;
   NameRecord mine;
   mine.bytes = bytes;
   std::string problem;
   try {
-    segment.create(unique_name("buf"), segment_bytes, "a shared buffer");
+    segment.create(anonymous, "buf", segment_bytes, "a shared buffer");
     if (need_control) {
-      control.create(unique_name("ctl"), shm::kPageBytes, "a shared-buffer control block");
+      control.create(anonymous, "ctl", shm::kPageBytes, "a shared-buffer control block");
       new (control.mapping.data()) ControlBlock();
     }
-    std::snprintf(mine.segment, kNameBytes, "%s", segment.name.c_str());
-    std::snprintf(mine.control, kNameBytes, "%s", control.name.c_str());
+    BRAID_CHECK(segment.locator.size() < kNameBytes && control.locator.size() < kNameBytes,
+                "allocate_shared: segment locator too long");
+    std::snprintf(mine.segment, kNameBytes, "%s", segment.locator.c_str());
+    std::snprintf(mine.control, kNameBytes, "%s", control.locator.c_str());
     mine.ok = 1;
   } catch (const std::exception& e) {
     problem = e.what();
@@ -220,10 +234,8 @@ SharedBuffer allocate_shared(Group& g, size_t bytes) {
   // Second round: everyone has mapped (or failed to), so the names can go.
   int64_t mapped = ok ? 1 : 0;
   allreduce(g, &mapped, 1, DType::i64, ReduceOp::min);
-  ::shm_unlink(segment.name.c_str());
-  segment.name.clear();
-  if (!control.name.empty()) ::shm_unlink(control.name.c_str());
-  control.name.clear();
+  segment.forget();
+  control.forget();
 
   if (mapped == 0) {
     if (!problem.empty())

@@ -92,7 +92,72 @@ int create_segment(const std::string& name, size_t bytes) {
   return fd;
 }
 
+int create_anonymous_segment(const char* kind, size_t bytes, std::string& locator) {
+  const std::string label = std::string("braid-") + kind;
+  const int fd = ::memfd_create(label.c_str(), MFD_CLOEXEC);
+  if (fd < 0)
+    BRAID_THROW(IoError, "cannot create anonymous shared memory (", label,
+                "): memfd_create failed: ", std::strerror(errno));
+  const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  struct stat st {};
+  if (err != 0 || ::fstat(fd, &st) != 0) {
+    ::close(fd);
+    BRAID_THROW(IoError, "cannot allocate ", bytes, " bytes of shared memory (", label,
+                "): ", std::strerror(err != 0 ? err : errno),
+                " (is memory short? lower TransportOptions::shm_ring_bytes or use the tcp "
+                "transport)");
+  }
+  locator = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd) + "@" +
+            std::to_string(static_cast<uint64_t>(st.st_ino));
+  return fd;
+}
+
+uint64_t pid_namespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+namespace {
+
+// A peer's anonymous segment through its locator (create_anonymous_segment).
+int open_anonymous(const std::string& locator, const std::string& what) {
+  const size_t at = locator.rfind('@');
+  const std::string path = locator.substr(0, at);
+  uint64_t inode = 0;
+  try {
+    inode = std::stoull(locator.substr(at + 1));
+  } catch (const std::exception&) {
+    BRAID_THROW(IoError, what, ": malformed segment locator '", locator, "'");
+  }
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    BRAID_THROW(IoError, "cannot open ", what, " (", path, "): ", std::strerror(errno),
+                errno == ENOENT ? " (its process is gone, or runs in another pid namespace)"
+                : errno == EACCES || errno == EPERM
+                    ? " (every rank must run as the same user, and none may be made "
+                      "undumpable)"
+                    : "");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != inode) {
+    ::close(fd);
+    BRAID_THROW(IoError, "cannot open ", what, ": ", path,
+                " is not the segment it published (its process is gone and the pid reused?)");
+  }
+  return fd;
+}
+
+}  // namespace
+
 int open_segment(const std::string& name, size_t bytes, const std::string& what) {
+  if (name.rfind("/proc/", 0) == 0) {
+    const int fd = open_anonymous(name, what);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
+      ::close(fd);
+      BRAID_THROW(IoError, what, " is ", st.st_size, " bytes, expected ", bytes);
+    }
+    return fd;
+  }
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0)
     BRAID_THROW(IoError, "cannot open ", what, " (/dev/shm", name, "): ", std::strerror(errno),

@@ -201,10 +201,22 @@ class Mapping {
 
 // Creates the segment /dev/shm/<name> (name starts with '/') of `bytes`, every page
 // allocated now, so a full /dev/shm is an IoError here rather than a SIGBUS mid-message.
-// Returns its fd (the caller closes it).
+// Returns its fd (the caller closes it). The name outlives a process killed before it
+// unlinks it: prefer an anonymous segment where peers can open one.
 int create_segment(const std::string& name, size_t bytes);
-// Opens a peer's segment; IoError naming `what` when it is missing or shorter than `bytes`.
+// Creates an anonymous segment (a memfd) of `bytes`, allocated now. It never has a name in
+// /dev/shm, so it cannot outlive the processes that map it, whatever kills them. Peers in
+// this pid namespace (same user) open it by its locator, "/proc/<pid>/fd/<fd>@<inode>",
+// while this process keeps the fd open. Returns the fd; `kind` names it in
+// /proc/<pid>/maps ("memfd:braid-<kind>").
+int create_anonymous_segment(const char* kind, size_t bytes, std::string& locator);
+// Opens a peer's segment by /dev/shm name or anonymous locator; IoError naming `what`
+// when it is missing (its process died), is not the segment the locator names, or is
+// shorter than `bytes`.
 int open_segment(const std::string& name, size_t bytes, const std::string& what);
+// The pid namespace of this process (0 when unknown): peers open each other's anonymous
+// segments only within one.
+uint64_t pid_namespace();
 
 template <typename Ready>
 void sleep_until_rung(Doorbell& d, Ready&& ready, std::chrono::nanoseconds timeout) {

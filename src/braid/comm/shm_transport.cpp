@@ -26,6 +26,7 @@
 #include "comm/frame.h"
 #include "comm/receive_matcher.h"
 #include "comm/shm_ring.h"
+#include "comm/stall_watch.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -53,11 +54,6 @@ std::string read_first_line(const char* path) {
   std::string line;
   std::getline(in, line);
   return line;
-}
-
-uint64_t pid_namespace() {
-  struct stat st {};
-  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
 std::string random_hex(size_t bytes) {
@@ -161,6 +157,7 @@ class ShmTransport final : public Transport {
   void wait(std::span<const RequestId> requests, Deadline deadline) override;
   bool test(RequestId request) override;
   bool shares_memory() const override { return true; }
+  bool anonymous_shared_memory() const override { return anonymous_; }
   std::string peer_gone(int peer) override {
     return peer == rank_ || peer < 0 || peer >= size_ ? std::string() : gone_reason(peer);
   }
@@ -201,6 +198,8 @@ class ShmTransport final : public Transport {
   ReceiveMatcher matcher_;
   IdlePolicy policy_;
   UnlinkGuard unlink_;
+  bool anonymous_ = false;  // this rank's segment is a memfd (see shm::create_anonymous_segment)
+  Fd own_fd_;               // an anonymous segment's fd, open until every peer has mapped it
   shm::Mapping own_;
   shm::SegmentHeader* own_header_ = nullptr;
   std::vector<Peer> peers_;
@@ -229,12 +228,51 @@ ShmTransport::ShmTransport(Store& store, int rank, int size, Deadline deadline,
               ring_bytes);
     ring_bytes = cap;
   }
-  const shm::SegmentLayout layout{ring_bytes, rank, size};
-  const std::string name = "/braid-" + random_hex(8) + "-r" + std::to_string(rank);
+  // First who is where: anonymous segments need every rank in this pid namespace.
+  const std::string boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
+  const uint64_t pidns = shm::pid_namespace();
   {
-    const Fd fd(shm::create_segment(name, layout.total()));
-    unlink_.name = name;
+    std::ostringstream mine;
+    mine << ::getpid() << ' ' << pidns << ' ' << boot_id;
+    store.set("shm/host/" + std::to_string(rank), mine.str());
+  }
+  anonymous_ = pidns != 0;
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    std::istringstream theirs(store.get_string("shm/host/" + std::to_string(p), deadline));
+    std::string peer_boot;
+    int pid = 0;
+    uint64_t peer_pidns = 0;
+    theirs >> pid >> peer_pidns >> peer_boot;
+    BRAID_CHECK(!theirs.fail(), "shm transport: rank ", p, " published a malformed host record");
+    if (peer_boot != boot_id)
+      BRAID_THROW(IoError, "shm transport: rank ", p, " runs on another host (boot id ", peer_boot,
+                  ", here ", boot_id,
+                  "); shared memory needs every rank on one host: use the tcp or auto transport");
+    // A pid means something only in our pid namespace; elsewhere, closing and the
+    // deadline still end a wait.
+    if (pid > 0 && peer_pidns == pidns) {
+      peers_[p].pid = pid;
+      peers_[p].pidfd = Fd(pidfd_open(pid));
+    } else {
+      anonymous_ = false;
+    }
+  }
+
+  const shm::SegmentLayout layout{ring_bytes, rank, size};
+  std::string name;
+  {
+    Fd fd;
+    if (anonymous_) {
+      fd = Fd(shm::create_anonymous_segment("ring", layout.total(), name));
+    } else {
+      name = "/braid-ring-" + std::to_string(::getpid()) + "-" + random_hex(8);
+      fd = Fd(shm::create_segment(name, layout.total()));
+      unlink_.name = name;
+    }
     own_ = shm::Mapping(fd.get(), 0, layout.total(), "this rank's shared-memory segment");
+    // Peers open an anonymous segment through this process's fd until all have mapped it.
+    if (anonymous_) own_fd_ = std::move(fd);
   }
   own_header_ = new (own_.data()) shm::SegmentHeader{};
   own_header_->rank = rank;
@@ -247,28 +285,22 @@ ShmTransport::ShmTransport(Store& store, int rank, int size, Deadline deadline,
     peers_[p].in = shm::Consumer(new (at) shm::RingHeader{}, at + kPageBytes, ring_bytes);
   }
 
-  const std::string boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
-  const uint64_t pidns = pid_namespace();
-  std::ostringstream mine;
-  mine << name << ' ' << ::getpid() << ' ' << pidns << ' ' << ring_bytes << ' ' << boot_id;
-  store.set("shm/seg/" + std::to_string(rank), mine.str());
+  {
+    std::ostringstream mine;
+    mine << name << ' ' << ring_bytes;
+    store.set("shm/seg/" + std::to_string(rank), mine.str());
+  }
 
   std::vector<std::string> mapped_keys;
   for (int p = 0; p < size; ++p) {
     mapped_keys.push_back("shm/mapped/" + std::to_string(p));
     if (p == rank) continue;
     std::istringstream theirs(store.get_string("shm/seg/" + std::to_string(p), deadline));
-    std::string peer_name, peer_boot;
-    int pid = 0;
-    uint64_t peer_pidns = 0;
+    std::string peer_name;
     size_t peer_ring = 0;
-    theirs >> peer_name >> pid >> peer_pidns >> peer_ring >> peer_boot;
+    theirs >> peer_name >> peer_ring;
     BRAID_CHECK(!theirs.fail() && peer_ring >= kMinRingBytes && peer_ring % kPageBytes == 0,
                 "shm transport: rank ", p, " published a malformed segment record");
-    if (peer_boot != boot_id)
-      BRAID_THROW(IoError, "shm transport: rank ", p, " runs on another host (boot id ", peer_boot,
-                  ", here ", boot_id,
-                  "); shared memory needs every rank on one host: use the tcp or auto transport");
     const std::string what = "rank " + std::to_string(p) + "'s shared-memory segment";
     const shm::SegmentLayout theirs_layout{peer_ring, p, size};
     Peer& q = peers_[p];
@@ -285,16 +317,12 @@ ShmTransport::ShmTransport(Store& store, int rank, int size, Deadline deadline,
                   ") is not a braid segment of this job (another braid version?)");
     q.out = shm::Producer(reinterpret_cast<shm::RingHeader*>(q.ring_map.data()),
                           q.ring_map.data() + kPageBytes, peer_ring);
-    // A pid means something only in our pid namespace; elsewhere, closing and the
-    // deadline still end a wait.
-    if (pid > 0 && peer_pidns == pidns) {
-      q.pid = pid;
-      q.pidfd = Fd(pidfd_open(pid));
-    }
   }
   store.set(mapped_keys[static_cast<size_t>(rank)], std::string("1"));
   store.wait(mapped_keys, deadline);
-  unlink_.unlink();  // every peer has it mapped: the name is no longer needed
+  // Every peer has it mapped: neither the name nor the fd is needed any more.
+  unlink_.unlink();
+  own_fd_ = Fd();
 }
 
 ShmTransport::~ShmTransport() {
@@ -508,6 +536,7 @@ void ShmTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
     Clock::time_point next_check = Clock::now() + kLivenessInterval;
     Clock::time_point idle_since{};
     bool idle = false;
+    StallWatch stall(deadline);
     for (;;) {
       const bool moved = progress();
       if (matcher_.finished(ids, deadline)) break;
@@ -525,13 +554,17 @@ void ShmTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
         if (check_liveness(ids)) continue;
       }
       if (now >= deadline.at()) matcher_.throw_timeout(ids, deadline, timeout_hint(ids));
+      if (stall.due(now)) {
+        const std::string hint = timeout_hint(ids);
+        stall.report(now, rank_, matcher_.pending(ids) + (hint.empty() ? "" : "; ") + hint);
+      }
       const auto idle_for = now - idle_since;
       if (idle_for < policy_.spin) {
         for (int i = 0; i < 4; ++i) _mm_pause();
       } else if (idle_for < policy_.yield) {
         ::sched_yield();
       } else {
-        const auto until = std::min(deadline.at(), next_check);
+        const auto until = std::min({deadline.at(), next_check, stall.next()});
         shm::sleep_until_rung(
             own_header_->doorbell, [&] { return progress() || absorb_stalled(); },
             std::chrono::duration_cast<std::chrono::nanoseconds>(until - now));

@@ -1,10 +1,13 @@
 // The shared-memory transport, for ranks on one host.
 //
-// How it works: every rank creates one segment in /dev/shm holding its doorbell and one
-// inbound ring per peer (shm_ring.h); names travel through the store, every peer maps the
-// ring it writes plus the owner's header page, and once all have mapped, each rank unlinks
-// its segment, so nothing is left behind however the job ends. A message is a FrameHeader
-// (padded to 64 bytes) then its payload, streamed through the ring in pieces of up to
+// How it works: every rank creates one segment holding its doorbell and one inbound ring
+// per peer (shm_ring.h); every peer maps the ring it writes plus the owner's header page.
+// When all ranks share a pid namespace (the usual case) a segment is a memfd that peers
+// open through /proc/<pid>/fd: it never has a name, so nothing is left in /dev/shm however
+// the job ends, even when every rank is killed during setup. Otherwise it is a /dev/shm
+// name, unlinked once every peer has mapped it. The ranks first exchange (pid, pid
+// namespace, boot id) through the store to choose, then their segments' locators. A message is a
+// FrameHeader (padded to 64 bytes) then its payload, streamed through the ring in pieces of up to
 // 64 KiB so a message may be larger than the ring and the receiver works on one piece while
 // the sender writes the next. A sender that finds its ring drained starts the next message
 // at the ring's beginning again, so the bytes in use stay in cache (a 4 KiB message costs

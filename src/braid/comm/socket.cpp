@@ -264,6 +264,18 @@ uint16_t Socket::local_port() const {
   return 0;
 }
 
+std::vector<uint8_t> read_announced(const Socket& socket, size_t bytes, Deadline deadline,
+                                    std::string_view what) {
+  constexpr size_t kFirstChunk = size_t{64} << 10;
+  std::vector<uint8_t> out;
+  while (out.size() < bytes) {
+    const size_t have = out.size();
+    out.resize(std::min(bytes, std::max(2 * have, kFirstChunk)));
+    socket.read_exact(out.data() + have, out.size() - have, deadline, what);
+  }
+  return out;
+}
+
 HostPort parse_host_port(std::string_view s) {
   auto bad = [&](const char* why) {
     BRAID_THROW(Error, "address '", s, "': ", why,

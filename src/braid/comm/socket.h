@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "comm/deadline.h"
 
@@ -46,6 +47,12 @@ class Socket {  // RAII owner of a TCP socket fd; move-only
  private:
   int fd_ = -1;
 };
+
+// Reads exactly `bytes` that the peer announced (a length prefix) into a buffer that grows
+// geometrically as they arrive, so a forged length costs memory only once it is sent.
+// Errors as read_exact. (The caller still checks `bytes` against its limit first.)
+std::vector<uint8_t> read_announced(const Socket& socket, size_t bytes, Deadline deadline,
+                                    std::string_view what);
 
 struct HostPort {
   std::string host;

@@ -4,12 +4,16 @@
 // How it works: each connection moves through hello -> proof -> serving. The first two
 // run the AuthHandshake of comm/auth.h without blocking, under an auth deadline; nothing
 // a client sends is parsed as a request until its proof checks out. Serving reads one
-// length-prefixed request (length checked before the body is allocated), answers it, and
-// reads the next only once the answer is flushed, so each client has at most one request
-// in memory. A get/wait whose keys are missing parks its client with the client's
+// length-prefixed request, answers it, and reads the next only once the answer is
+// flushed, so each client has at most one request in memory. The length is checked
+// against the per-connection limit, and the body's buffer grows geometrically with the
+// bytes that actually arrive: a client that announces 128 MiB and sends ten bytes costs
+// 64 KiB, not 128 MiB. A get/wait whose keys are missing parks its client with the client's
 // deadline; every mutation re-checks the parked clients, and the poll timeout is the
 // nearest deadline, when the client is answered "timeout". stop() writes an eventfd the
 // loop polls, then joins; closing the sockets turns clients' calls into IoError.
+// Warnings about clients are rate-limited (a port scanner or a job with the wrong secret
+// could otherwise fill the log): one per interval, then a count of what was held back.
 //
 // Invariant: everything but `wake` and `thread` belongs to the loop thread once it runs.
 #include "comm/store_server.h"
@@ -19,6 +23,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -42,6 +47,8 @@ constexpr auto kAuthTimeout = std::chrono::seconds(30);
 // A client timeout beyond ten years counts as none, so time arithmetic cannot overflow.
 constexpr int64_t kMaxTimeoutMs = int64_t{10} * 365 * 24 * 3600 * 1000;
 constexpr auto kAcceptPauseOnFdLimit = std::chrono::milliseconds(100);
+// A message's buffer starts at most this big and doubles as bytes arrive.
+constexpr size_t kFirstReadBytes = size_t{64} << 10;
 
 enum class Phase { hello, proof, serving };
 
@@ -51,8 +58,10 @@ struct Client {
   Phase phase = Phase::hello;
   std::unique_ptr<AuthHandshake> auth;  // until the proof checks out
   Clock::time_point auth_deadline;
-  // The message being read: `in` is sized to what this stage needs.
+  // The message being read: `in_want` bytes, of which `in_have` arrived; `in` grows with
+  // them (make_room), never to the announced size up front.
   Bytes in;
+  size_t in_want = 0;
   size_t in_have = 0;
   bool in_body = false;  // serving: reading a body (else its length prefix)
   // Bytes queued for the client.
@@ -66,8 +75,15 @@ struct Client {
   bool has_output() const { return out_done < out.size(); }
   bool reading() const { return phase != Phase::serving || (!parked && !has_output()); }
   void expect(size_t bytes) {
-    in.assign(bytes, 0);
+    if (in.capacity() > kFirstReadBytes) in = Bytes();  // release a large request's memory
+    in.resize(std::min(bytes, kFirstReadBytes));
+    in_want = bytes;
     in_have = 0;
+  }
+  // Room for the next read: double what is there, at most what the message still needs.
+  void make_room() {
+    if (in_have < in.size()) return;
+    in.resize(std::min(in_want, std::max(2 * in.size(), kFirstReadBytes)));
   }
   void queue(std::span<const uint8_t> bytes) {
     if (!has_output()) {
@@ -98,6 +114,11 @@ struct StoreServer::Impl {
   std::map<std::string, Bytes> values;
   std::vector<std::unique_ptr<Client>> clients;
   Clock::time_point accept_paused_until{};
+  std::atomic<size_t> in_high_water{0};
+  // Rate limiting of warnings: none logged before `warn_quiet_until`, only counted.
+  Clock::time_point warn_quiet_until{};
+  size_t warnings_held = 0;
+  std::string last_held;
 
   void run();
   void accept_all();
@@ -112,6 +133,8 @@ struct StoreServer::Impl {
   void wake_parked();
   void expire(Clock::time_point now);
   void drop(Client& c, const std::string& why, bool warn);
+  void warn(const std::string& message);
+  void report_held_warnings(Clock::time_point now, bool final);
 };
 
 StoreServer::StoreServer(StoreServerOptions options) : impl_(std::make_unique<Impl>()) {
@@ -133,6 +156,10 @@ StoreServer::~StoreServer() {
 }
 
 uint16_t StoreServer::port() const { return impl_->port; }
+
+size_t StoreServer::receive_buffer_high_water() const {
+  return impl_->in_high_water.load(std::memory_order_relaxed);
+}
 
 std::string StoreServer::address() const {
   const std::string& h = impl_->options.host;
@@ -161,6 +188,7 @@ void StoreServer::Impl::run() {
     }
     const bool accepting = now >= accept_paused_until;
     if (!accepting) next = std::min(next, accept_paused_until);
+    if (warnings_held > 0) next = std::min(next, warn_quiet_until);
     int timeout = -1;
     if (next != Clock::time_point::max()) {
       const auto ms = std::chrono::ceil<std::chrono::milliseconds>(next - now).count();
@@ -178,6 +206,7 @@ void StoreServer::Impl::run() {
     }
     const int n = ::poll(fds.data(), fds.size(), timeout);
     if (n < 0 && errno != EINTR) {
+      report_held_warnings(Clock::now(), true);
       log_warn("store server on port ", port, ": poll failed (", std::strerror(errno),
                "); the server stops");
       break;
@@ -192,7 +221,9 @@ void StoreServer::Impl::run() {
     }
     expire(Clock::now());
     std::erase_if(clients, [](const auto& c) { return c->dead; });
+    report_held_warnings(Clock::now(), false);
   }
+  report_held_warnings(Clock::now(), true);
   clients.clear();  // closes every connection: clients see EOF
   listener.close();
 }
@@ -204,8 +235,8 @@ void StoreServer::Impl::accept_all() {
       const int err = errno;
       if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
       if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
-        log_warn("store server on port ", port, ": cannot accept a connection (",
-                 std::strerror(err), "); raise the open-file limit (ulimit -n)");
+        warn(detail::concat("store server on port ", port, ": cannot accept a connection (",
+                            std::strerror(err), "); raise the open-file limit (ulimit -n)"));
         accept_paused_until = Clock::now() + kAcceptPauseOnFdLimit;
       }
       return;  // EAGAIN: accepted everything pending
@@ -218,7 +249,8 @@ void StoreServer::Impl::accept_all() {
       c->auth = std::make_unique<AuthHandshake>(options.secret, AuthRole::server, kStoreAuthPurpose,
                                                 c->peer);
     } catch (const std::exception& e) {
-      log_warn("store server: dropping connection from ", c->peer, ": ", e.what());
+      warn(detail::concat("store server on port ", port, ": dropping connection from ", c->peer,
+                          ": ", e.what()));
       continue;
     }
     c->auth_deadline = Clock::now() + kAuthTimeout;
@@ -245,6 +277,9 @@ void StoreServer::Impl::on_events(Client& c, short revents) {
 
 void StoreServer::Impl::read_some(Client& c) {
   while (!c.dead && c.reading()) {
+    c.make_room();
+    if (c.in.capacity() > in_high_water.load(std::memory_order_relaxed))
+      in_high_water.store(c.in.capacity(), std::memory_order_relaxed);
     const ssize_t n = ::recv(c.socket.fd(), c.in.data() + c.in_have, c.in.size() - c.in_have, 0);
     if (n == 0) {
       const bool between = c.phase == Phase::serving && !c.in_body && c.in_have == 0;
@@ -266,7 +301,7 @@ void StoreServer::Impl::read_some(Client& c) {
       return;
     }
     c.in_have += static_cast<size_t>(n);
-    if (c.in_have == c.in.size()) advance(c);
+    if (c.in_have == c.in_want) advance(c);
   }
 }
 
@@ -290,7 +325,13 @@ void StoreServer::Impl::advance(Client& c) {
       return;
     case Phase::serving:
       if (!c.in_body) {
-        const size_t body = parse_store_length(c.in, kMaxStoreRequestBytes, "store request");
+        const size_t body = parse_store_length(c.in, SIZE_MAX, "store request");
+        if (body > options.max_request_bytes)
+          BRAID_THROW(Error, "it announced a request of ", body, " bytes, over the limit of ",
+                      options.max_request_bytes,
+                      " bytes per connection (StoreServerOptions::max_request_bytes); the "
+                      "store holds small facts: keys up to ",
+                      kMaxStoreKeyBytes, " bytes, values up to ", kMaxStoreValueBytes, " bytes");
         c.in_body = true;
         c.expect(body);
         if (body > 0) return;
@@ -366,7 +407,8 @@ void StoreServer::Impl::expire(Clock::time_point now) {
 void StoreServer::Impl::drop(Client& c, const std::string& why, bool warn) {
   if (c.dead) return;
   if (warn) {
-    log_warn("store server on port ", port, ": dropping client ", c.peer, ": ", why);
+    this->warn(
+        detail::concat("store server on port ", port, ": dropping client ", c.peer, ": ", why));
   } else {
     log_debug("store server: client ", c.peer, " ", why);
   }
@@ -376,6 +418,29 @@ void StoreServer::Impl::drop(Client& c, const std::string& why, bool warn) {
   c.in = Bytes();
   c.out = Bytes();
   c.out_done = 0;
+}
+
+void StoreServer::Impl::warn(const std::string& message) {
+  const auto now = Clock::now();
+  if (now < warn_quiet_until) {
+    ++warnings_held;
+    last_held = message;
+    return;
+  }
+  log_warn(message);
+  warn_quiet_until = now + options.warning_interval;
+}
+
+// Says how many warnings were held back once their interval is over (or, `final`, now).
+void StoreServer::Impl::report_held_warnings(Clock::time_point now, bool final) {
+  if (warnings_held == 0 || (!final && now < warn_quiet_until)) return;
+  log_warn("store server on port ", port, ": ", warnings_held, " more warning",
+           warnings_held == 1 ? "" : "s", " in the last ",
+           std::chrono::duration<double>(options.warning_interval).count(),
+           " s, not shown one by one; the last: ", last_held);
+  warnings_held = 0;
+  last_held.clear();
+  warn_quiet_until = now + options.warning_interval;
 }
 
 void StoreServer::Impl::handle(Client& c, StoreRequest r) {

@@ -131,8 +131,8 @@ class TcpStore : public Store {
       s.write_all(message.data(), message.size(), io, what);
       uint8_t prefix[kStoreLengthBytes];
       s.read_exact(prefix, sizeof(prefix), io, what);
-      Bytes body(parse_store_length(prefix, kMaxStoreResponseBytes, what));
-      s.read_exact(body.data(), body.size(), io, what);
+      const Bytes body =
+          read_announced(s, parse_store_length(prefix, kMaxStoreResponseBytes, what), io, what);
       response = parse_response(body);
     } catch (const TimeoutError&) {
       throw;  // the server is stuck, not gone; this connection is dropped with `s`

@@ -22,6 +22,7 @@
 #include "comm/frame.h"
 #include "comm/receive_matcher.h"
 #include "comm/socket.h"
+#include "comm/stall_watch.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -453,12 +454,14 @@ void TcpTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
     int timeout_ms = 0;
     Clock::time_point idle_since{};
     bool idle = false;
+    StallWatch stall(deadline);
     for (;;) {
       const bool moved = progress(timeout_ms);
       if (matcher_.finished(ids, deadline)) break;
       if (deadline.expired())
         matcher_.throw_timeout(ids, deadline,
                                "the peer is connected but did not send or take the message");
+      if (stall.due(Clock::now())) stall.report(Clock::now(), rank_, matcher_.pending(ids));
       // Block in poll() only after passes that moved nothing for a while: a wake-up from
       // poll costs more than the next segment usually takes to arrive.
       if (moved) {
@@ -471,7 +474,12 @@ void TcpTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
         idle = true;
         idle_since = now;
       }
-      timeout_ms = now - idle_since < spin_ ? 0 : std::min(deadline.remaining_ms(), 1000);
+      const auto to_stall = std::chrono::ceil<std::chrono::milliseconds>(stall.next() - now);
+      timeout_ms =
+          now - idle_since < spin_
+              ? 0
+              : std::min({deadline.remaining_ms(), 1000,
+                          static_cast<int>(std::clamp<int64_t>(to_stall.count(), 0, 1000))});
     }
   } catch (...) {
     release_all(ids);

@@ -77,6 +77,10 @@ class Transport {
   // then allocate_shared() gives buffers that collectives read in place
   // (comm/shared_buffer.h).
   virtual bool shares_memory() const { return false; }
+  // True when, beyond that, every rank can open memory another rank made without a name
+  // (a memfd through /proc/<pid>/fd: one pid namespace), so shared memory never has a
+  // name in /dev/shm that a killed job could leave behind.
+  virtual bool anonymous_shared_memory() const { return false; }
   // Why global rank `peer` can no longer take part, or "" while it can. For waits that
   // watch shared memory instead of going through the transport; cheap enough to poll
   // every 0.1 s.

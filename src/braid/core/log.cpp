@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 namespace braid {
 
@@ -18,9 +19,34 @@ LogLevel log_level() {
   return level;
 }
 
+namespace {
+
+std::mutex& sink_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+LogSink& sink() {
+  static LogSink s;
+  return s;
+}
+
+}  // namespace
+
 void log_line(LogLevel level, const std::string& message) {
   static constexpr char tags[] = {'D', 'I', 'W', 'E'};
+  std::lock_guard lock(sink_mutex());
+  if (sink()) {
+    sink()(level, message);
+    return;
+  }
   std::fprintf(stderr, "[braid %c] %s\n", tags[static_cast<int>(level)], message.c_str());
+}
+
+LogSink set_log_sink(LogSink s) {
+  std::lock_guard lock(sink_mutex());
+  std::swap(sink(), s);
+  return s;
 }
 
 }  // namespace braid

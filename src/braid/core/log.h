@@ -2,6 +2,9 @@
 // (debug, info, warn, error; default info).
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "core/error.h"
 
 namespace braid {
@@ -9,6 +12,11 @@ namespace braid {
 enum class LogLevel { debug, info, warn, error };
 LogLevel log_level();
 void log_line(LogLevel level, const std::string& message);
+
+// Where lines go instead of stderr, for tests that check what was logged; nullptr restores
+// stderr. Returns the previous sink. The sink is called under a lock, one line at a time.
+using LogSink = std::function<void(LogLevel, const std::string&)>;
+LogSink set_log_sink(LogSink sink);
 
 template <typename... Args>
 void log_info(const Args&... args) {
