@@ -3,12 +3,33 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/log.h"
+
+namespace {
+
+std::string subcommand_names(const CLI::App& app) {
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  return names;
+}
+
+// One line for the user; the check's source location only for those who ask (BRAID_LOG=debug).
+int report(const char* kind, const braid::Error& e, int code) {
+  std::fprintf(stderr, "braid: %s%s\n", kind, e.what());
+  if (!e.where().empty()) braid::log_debug("raised at ", e.where());
+  return code;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"braid: distributed deep-learning training engine"};
+  app.set_version_flag("--version", std::string("braid ") + BRAID_VERSION);
   app.require_subcommand(1);
   braid::cli::add_train_command(app);
   braid::cli::add_eval_command(app);
@@ -19,16 +40,28 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // CLI11 says "A subcommand is required" or "The following argument was not expected:
+    // foo" when the first word is not a command; name the commands instead.
+    const bool no_command =
+        app.get_subcommands().empty() && e.get_exit_code() != 0 &&
+        (dynamic_cast<const CLI::RequiredError*>(&e) || dynamic_cast<const CLI::ExtrasError*>(&e));
+    if (no_command) {
+      const auto extras = app.remaining();
+      if (extras.empty())
+        std::fprintf(stderr, "braid: which command? one of: %s (braid --help)\n",
+                     subcommand_names(app).c_str());
+      else
+        std::fprintf(stderr, "braid: unknown command '%s'; the commands are: %s (braid --help)\n",
+                     extras.front().c_str(), subcommand_names(app).c_str());
+      return 2;
+    }
     return app.exit(e);
   } catch (const braid::TimeoutError& e) {
-    std::fprintf(stderr, "braid: timeout: %s\n", e.what());
-    return 3;
+    return report("timeout: ", e, 3);
   } catch (const braid::IoError& e) {
-    std::fprintf(stderr, "braid: I/O error: %s\n", e.what());
-    return 2;
+    return report("I/O error: ", e, 2);
   } catch (const braid::Error& e) {
-    std::fprintf(stderr, "braid: error: %s\n", e.what());
-    return 1;
+    return report("error: ", e, 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "braid: internal error: %s\n", e.what());
     return 70;

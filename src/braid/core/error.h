@@ -1,17 +1,26 @@
-// Errors in tiers: braid::Error for bad input and broken promises (with file:line),
-// IoError for disk and network, TimeoutError for deadlines. Library code throws; only
-// main() turns an error into an exit code and one line for the user.
+// Errors in tiers: braid::Error for bad input and broken promises, IoError for disk and
+// network, TimeoutError for deadlines. Library code throws; only main() turns an error into
+// an exit code and one line for the user. A check's source location travels beside the
+// message (where()), not in it: users read what went wrong, developers ask for the
+// location with BRAID_LOG=debug.
 #pragma once
 
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace braid {
 
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message, std::string where = {})
+      : std::runtime_error(message), where_(std::move(where)) {}
+  // "file.cpp:123" of the check that threw, or empty.
+  const std::string& where() const { return where_; }
+
+ private:
+  std::string where_;
 };
 
 class IoError : public Error {
@@ -38,7 +47,7 @@ std::string concat(const Args&... args) {
 }  // namespace detail
 }  // namespace braid
 
-// Throws braid::Error("file:line: <message>") unless cond holds. The message is only
+// Throws braid::Error(<message>, where = "file:line") unless cond holds. The message is only
 // built on failure.
 #define BRAID_CHECK(cond, ...)                                                                \
   do {                                                                                        \
@@ -58,6 +67,6 @@ std::string concat(const Args&... args) {
                                   ##__VA_ARGS__));                                            \
   } while (0)
 
-// Always throws ErrorType with the concatenated message (no file:line: these are for
-// errors a user reads, e.g. "fashion-mnist/train-images.gz: truncated at byte 17").
+// Always throws ErrorType with the concatenated message and no location: the message
+// alone says where, e.g. "fashion-mnist/train-images.gz: truncated at byte 17".
 #define BRAID_THROW(ErrorType, ...) throw ErrorType(::braid::detail::concat(__VA_ARGS__))
