@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# Configures and builds one flavour of braid: build.sh [release|asan|tsan] -> build/<flavour>.
+# Configures and builds one flavour of braid into build/<flavour>:
+#   build.sh [release|asan|tsan|mpi] [TARGET...]
+# With no targets, release and asan build everything, tsan the comm and launch tests (and
+# the braid binary they drive), mpi the MPI backend's tests (-DBRAID_MPI=ON, Open MPI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flavour=${1:-release}
+shift || true
 case "$flavour" in
   release) extra=(-DCMAKE_BUILD_TYPE=Release) ;;
   asan) extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DBRAID_SANITIZE=address,undefined") ;;
   tsan) extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRAID_SANITIZE=thread) ;;
-  *) echo "build.sh: unknown flavour '$flavour' (release, asan, tsan)" >&2; exit 2 ;;
+  mpi) extra=(-DCMAKE_BUILD_TYPE=Release -DBRAID_MPI=ON) ;;
+  *) echo "build.sh: unknown flavour '$flavour' (release, asan, tsan, mpi)" >&2; exit 2 ;;
 esac
+targets=("$@")
+if ((${#targets[@]} == 0)); then
+  case "$flavour" in
+    tsan) targets=(braid comm_launch_tests) ;;  # TSan covers the code with threads and processes
+    mpi) targets=(braid mpi_tests) ;;
+    *) targets=(all) ;;
+  esac
+fi
+# Paths relative to the checkout in ccache's keys, so a fresh clone (CI) hits the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 werror=OFF
 [ "${CI:-}" = "true" ] && werror=ON
 cmake -S . -B "build/$flavour" -G Ninja -DBRAID_WERROR=$werror "${extra[@]}" >/dev/null
-if [ "$flavour" = tsan ]; then
-  # TSan covers the layers with threads and processes: build their tests (and the braid
-  # binary they drive) only.
-  cmake --build "build/$flavour" -j"$(nproc)" --target braid comm_launch_tests
-else
-  cmake --build "build/$flavour" -j"$(nproc)"
-fi
+cmake --build "build/$flavour" -j"$(nproc)" --target "${targets[@]}"

@@ -3,7 +3,7 @@
 # Idempotent: skips apt entirely when every package is already installed.
 set -euo pipefail
 packages=(
-  build-essential cmake ninja-build ccache pkg-config
+  build-essential cmake ninja-build ccache pkg-config libopenmpi-dev openmpi-bin
   libopenblas-dev libdnnl-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libssl-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist fortunes iproute2
