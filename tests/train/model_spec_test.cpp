@@ -94,6 +94,72 @@ TEST(ModelSpec, UnknownTypesAndKeysAreErrors) {
   EXPECT_NE(error_of("resnet50").find("unknown built-in model 'resnet50'"), std::string::npos);
 }
 
+void expect_error(const std::string& spec, std::initializer_list<const char*> parts) {
+  const std::string e = error_of(json::parse(spec));
+  for (const char* part : parts)
+    EXPECT_NE(e.find(part), std::string::npos) << spec << " gave: '" << e << "'";
+}
+
+// A conv2d straight into a linear used to be accepted (the linear ran over the channels
+// of every pixel) and failed inside the loss without naming a layer.
+TEST(ModelSpec, LinearAfterConvWithoutFlattenNamesTheLayerAndBothShapes) {
+  expect_error(R"({"input": [28, 28, 1], "layers": [
+                 {"type": "conv2d", "out_channels": 4, "kernel": 3}, {"type": "relu"},
+                 {"type": "linear", "out_features": 10}]})",
+               {"model: layer 2 (linear) expects input [batch, features] or [batch, time, "
+                "features], got [1, 26, 26, 4] from layer 1 (relu)",
+                "add {\"type\": \"flatten\"} before it"});
+  expect_error(R"({"input": [28, 28, 1], "layers": [
+                 {"type": "conv2d", "out_channels": 4, "kernel": 3}]})",
+               {"the last layer, layer 0 (conv2d), outputs [1, 26, 26, 4]",
+                "a model ends in [batch, classes]"});
+  expect_error(R"({"input": [28, 28, 1], "layers": [
+                 {"type": "conv2d", "out_channels": 4, "kernel": 29}]})",
+               {"layer 0 (conv2d) cannot take input [1, 28, 28, 1] from the input"});
+  expect_error(R"({"input": [48], "layers": [{"type": "attention", "heads": 3}]})",
+               {"model: layer 0 (attention) expects input [batch, time, features], got [1, 48]"});
+  // A layer's own check, placed: heads must divide the width.
+  expect_error(R"({"input": [6, 8], "layers": [{"type": "attention", "heads": 3}]})",
+               {"model: layer 0 (attention) cannot take input [1, 6, 8] from the input"});
+  expect_error(R"({"input": [6, 8], "layers": [{"type": "residual", "layers": [
+                 {"type": "linear", "out_features": 3}]}]})",
+               {"layer 0 (residual)"});
+}
+
+// A linear with 1e11 outputs went to the allocator ("internal error", exit 70).
+TEST(ModelSpec, SizesAreBoundedBeforeAnythingIsAllocated) {
+  for (const char* out : {"100000000000", "1e11", "2.5", "0", "-3", "\"10\""})
+    expect_error(
+        std::string(R"({"input": [1600], "layers": [{"type": "linear", "out_features": )") + out +
+            "}]}",
+        {"model: layer 0 (linear): 'out_features' must be an integer in [1, 2147483647], "
+         "got "});
+  // Each size fits, the product does not fit any machine: 3.2e12 parameters, 51 TB.
+  expect_error(R"({"input": [1600], "layers": [
+                 {"type": "relu"}, {"type": "linear", "out_features": 2000000000}]})",
+               {"model: layer 1 (linear) has 3.202e+12 parameters (1600 x 2000000000 weights)",
+                "MemAvailable"});
+  expect_error(R"({"input": [4], "input_dtype": "i32", "layers": [
+                 {"type": "embedding", "num_embeddings": 2000000000, "embedding_dim": 100000}]})",
+               {"layer 0 (embedding) has 2e+14 parameters"});
+  expect_error(
+      R"({"input": [2000000000, 2000000000, 2000000000], "layers": [{"type": "flatten"}]})",
+      {"model: one input sample", "GB, more than the"});
+  expect_error(R"({"input": [28, 0], "layers": [{"type": "flatten"}]})",
+               {"model: 'input' must be one sample's shape"});
+  // 4 TB of activations per sample.
+  expect_error(R"({"input": [1000, 1000, 1], "layers": [
+                 {"type": "conv2d", "out_channels": 1000000, "kernel": 1}]})",
+               {"layer 0 (conv2d) outputs [1, 1000, 1000, 1000000] per sample"});
+  expect_error(R"({"input": [4], "layers": [{"type": "dropout", "p": 1.5}]})",
+               {"layer 0 (dropout): 'p' must be in [0, 1), got 1.5"});
+  // An integral float is the integer it spells.
+  EXPECT_EQ(build_model(json::parse(R"({"input": [4], "layers": [
+              {"type": "linear", "out_features": 1e1}]})"))
+                .num_classes,
+            10);
+}
+
 }  // namespace
 }  // namespace braid::train
 

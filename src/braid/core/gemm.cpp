@@ -3,11 +3,14 @@
 #include <cblas.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
+#include <thread>
 
 #include "core/error.h"
+#include "core/log.h"
 
 extern "C" {
 char* openblas_get_corename(void);
@@ -30,6 +33,14 @@ void apply_onednn_threads() {
   if (applied_generation == generation) return;
   omp_set_num_threads(g_threads.load(std::memory_order_relaxed));
   applied_generation = generation;
+}
+
+// The CPUs this process may run on (its affinity mask: taskset, cgroup cpusets), which
+// can be fewer than the machine has.
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 }  // namespace
@@ -92,7 +103,15 @@ std::string blas_config() {
 }
 
 void set_blas_threads(int threads) {
-  BRAID_CHECK(threads >= 1, "BLAS threads must be >= 1, got ", threads);
+  BRAID_CHECK(threads >= 1 && threads <= kMaxBlasThreads, "threads must be in [1, ",
+              kMaxBlasThreads, "], got ", threads, " (this process may use ", usable_cores(),
+              " cores)");
+  static std::atomic<bool> warned{false};
+  if (const int cores = usable_cores(); threads > cores && !warned.exchange(true))
+    log_warn("threads ", threads, " exceeds the ", cores,
+             " cores this process may use: oversubscribed BLAS threads make each step slower, "
+             "not faster; use --threads ",
+             cores, " or fewer");
   openblas_set_num_threads(threads);
   g_threads.store(threads, std::memory_order_relaxed);
   g_threads_generation.fetch_add(1, std::memory_order_release);

@@ -27,6 +27,12 @@ void sgemm_with(GemmLibrary library, bool trans_a, bool trans_b, int64_t M, int6
 // OpenBLAS's kernel set ("SkylakeX", "Haswell", ...), oneDNN's version and the thread
 // count, for the log.
 std::string blas_config();
+
+// More would only oversubscribe: no machine braid runs on has this many cores per process.
+inline constexpr int kMaxBlasThreads = 1024;
+// Sets the threads both libraries multiply on. Throws braid::Error outside
+// [1, kMaxBlasThreads]; warns once per process when `threads` exceeds the cores this
+// process may run on (oversubscribed BLAS threads make each step slower, not faster).
 void set_blas_threads(int threads);
 
 }  // namespace braid

@@ -1,7 +1,10 @@
 // TrainConfig: everything a training run needs, read from a JSON file and/or CLI flags
-// (flags override the file). Validation is strict: an unknown key, a wrong type or a
-// value out of range is an error naming the key and what is accepted, before any work
-// starts. to_json() round-trips, so the checkpoint sidecar records the exact config.
+// (flags override the file). A built-in model brings its recipe (recipes.h) as the
+// defaults under both. Every key, its bounds and its flag come from one table
+// (settings.h). Validation is strict: an unknown key (with the closest valid one), a wrong
+// type or a value out of range is an error naming the key and what is accepted, before
+// any work starts. to_json() round-trips, so the checkpoint sidecar records the exact
+// config.
 #pragma once
 
 #include <cstdint>
@@ -62,11 +65,16 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;  // steps; 0: each epoch
 };
 
-// Throws braid::Error naming the key ("optimizer.lr") and the accepted values.
-TrainConfig config_from_json(const nlohmann::json& j, TrainConfig base = {});
+// The config `j` describes: the struct's defaults, overlaid by the recipe of the built-in
+// model `j` names (cnn when it names none), overlaid by `j`. Throws braid::Error naming
+// the key ("optimizer.lr") and the accepted values.
+TrainConfig config_from_json(const nlohmann::json& j);
+// `j` laid over `base` (no recipe: `base` is already a resolved config).
+TrainConfig config_from_json(const nlohmann::json& j, const TrainConfig& base);
 TrainConfig load_config_file(const std::string& path);
 nlohmann::json to_json(const TrainConfig& c);
-// Checks cross-field constraints (positive sizes, known names).
+// Checks every key's bounds and the cross-field constraints (npy paths, the model spec's
+// shapes and size).
 void validate(const TrainConfig& c);
 
 }  // namespace braid::train

@@ -1,5 +1,7 @@
 #include "train/model_spec.h"
 
+#include <cmath>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -16,26 +18,62 @@
 #include "nn/linear.h"
 #include "nn/pooling.h"
 #include "nn/sequential.h"
+#include "train/mem_available.h"
+#include "train/recipes.h"
+#include "train/suggest.h"
 
 namespace braid::train {
 namespace {
 
 using nlohmann::json;
 
+// Sizes a spec may name (channels, features, kernels, input dimensions). The product of a
+// few of them stays far inside int64, so shapes and parameter counts cannot overflow
+// before they are checked against memory.
+constexpr int64_t kMaxSize = (int64_t{1} << 31) - 1;
+// Bytes a parameter costs in training: the weight, its gradient and up to two optimizer
+// moments (Adam's m and v), fp32 each.
+constexpr double kBytesPerParameter = 16;
+// Where /proc/meminfo cannot be read.
+constexpr double kAssumedMemory = 1024.0 * 1024 * 1024 * 1024;
+constexpr double kGB = 1e9;
+
+// What the layers built so far need, to refuse the layer that does not fit before its
+// constructor allocates anything.
+struct Budget {
+  double parameters = 0;
+  double limit_bytes = 0;
+  std::string previous = "the input";  // who produced the current shape, for errors
+};
+
+double numel_of(const Shape& shape) {
+  double n = 1;
+  for (int i = 0; i < shape.rank(); ++i) n *= static_cast<double>(shape[i]);
+  return n;
+}
+
 struct LayerReader {
   const json& j;
   std::string where;  // "layer 3 (conv2d)"
   std::set<std::string> seen{"type"};
 
-  int64_t integer(const char* key, std::optional<int64_t> fallback = std::nullopt) {
+  // An integer in [lo, hi]; an integral float (1e3) counts, 2.5 does not.
+  int64_t integer(const char* key, std::optional<int64_t> fallback = std::nullopt, int64_t lo = 1,
+                  int64_t hi = kMaxSize) {
     seen.insert(key);
     auto it = j.find(key);
     if (it == j.end()) {
       BRAID_CHECK(fallback.has_value(), "model: ", where, " needs '", key, "'");
       return *fallback;
     }
-    BRAID_CHECK(it->is_number_integer(), "model: ", where, ": '", key, "' must be an integer");
-    return it->get<int64_t>();
+    const bool integral =
+        it->is_number_integer() ||
+        (it->is_number_float() && std::trunc(it->get<double>()) == it->get<double>());
+    const double v = it->is_number() ? it->get<double>() : 0;
+    BRAID_CHECK(integral && v >= static_cast<double>(lo) && v <= static_cast<double>(hi),
+                "model: ", where, ": '", key, "' must be an integer in [", lo, ", ", hi, "], got ",
+                it->dump());
+    return static_cast<int64_t>(v);
   }
   double number(const char* key, double fallback) {
     seen.insert(key);
@@ -64,100 +102,158 @@ struct LayerReader {
   }
 };
 
-void expect_rank(const std::string& where, const Shape& in, int rank, const char* layout) {
-  BRAID_CHECK(in.rank() == rank, "model: ", where, " expects input ", layout, ", got ", in.str());
+void expect_rank(const std::string& where, const Budget& budget, const Shape& in,
+                 std::initializer_list<int> ranks, const char* layout, const char* hint = "") {
+  for (int r : ranks)
+    if (in.rank() == r) return;
+  BRAID_THROW(Error, "model: ", where, " expects input ", layout, ", got ", in.str(), " from ",
+              budget.previous, hint);
+}
+
+// Refuses a layer whose parameters, with those before it, cannot fit in memory.
+void add_parameters(const std::string& where, Budget& budget, double count,
+                    const std::string& what) {
+  budget.parameters += count;
+  const double bytes = budget.parameters * kBytesPerParameter;
+  BRAID_CHECK(bytes <= budget.limit_bytes, "model: ", where, " has ", count, " parameters (", what,
+              "); with the layers before it the model needs about ", bytes / kGB,
+              " GB for weights, gradients and optimizer state, more than the ",
+              budget.limit_bytes / kGB,
+              " GB this machine has available (MemAvailable in /proc/meminfo); make it smaller");
 }
 
 std::unique_ptr<nn::Sequential> build_layers(const json& layers, Shape& shape,
-                                             const std::string& path);
+                                             const std::string& path, Budget& budget);
 
-std::unique_ptr<nn::Module> build_layer(const json& spec, Shape& shape, const std::string& where0) {
+std::unique_ptr<nn::Module> make_layer(const std::string& type, LayerReader& r, const json& spec,
+                                       const Shape& shape, Budget& budget) {
+  const std::string& where = r.where;
+  const char* kImage = "[batch, height, width, channels]";
+  if (type == "linear") {
+    expect_rank(where, budget, shape, {2, 3}, "[batch, features] or [batch, time, features]",
+                shape.rank() > 3 ? "; add {\"type\": \"flatten\"} before it" : "");
+    const int64_t in = r.integer("in_features", shape[-1]);
+    const int64_t out = r.integer("out_features");
+    const bool bias = r.flag("bias", true);
+    add_parameters(where, budget, double(in) * double(out) + (bias ? double(out) : 0),
+                   std::to_string(in) + " x " + std::to_string(out) + " weights");
+    return std::make_unique<nn::Linear>(in, out, bias);
+  }
+  if (type == "conv2d") {
+    expect_rank(where, budget, shape, {4}, kImage);
+    const int64_t in = r.integer("in_channels", shape[-1]);
+    const int64_t out = r.integer("out_channels");
+    const int64_t k = r.integer("kernel");
+    const int64_t stride = r.integer("stride", 1);
+    const int64_t padding = r.integer("padding", 0, 0);
+    const bool bias = r.flag("bias", true);
+    add_parameters(where, budget,
+                   double(in) * double(out) * double(k) * double(k) + (bias ? out : 0),
+                   std::to_string(out) + " x " + std::to_string(in) + " x " + std::to_string(k) +
+                       " x " + std::to_string(k) + " weights");
+    return std::make_unique<nn::Conv2d>(in, out, k, stride, padding, bias);
+  }
+  if (type == "maxpool2d" || type == "avgpool2d") {
+    expect_rank(where, budget, shape, {4}, kImage);
+    const int64_t k = r.integer("kernel");
+    if (type == "maxpool2d") return std::make_unique<nn::MaxPool2d>(k);
+    return std::make_unique<nn::AvgPool2d>(k);
+  }
+  if (type == "global_avgpool") {
+    expect_rank(where, budget, shape, {4}, kImage);
+    return std::make_unique<nn::GlobalAvgPool>();
+  }
+  if (type == "batchnorm") {
+    expect_rank(where, budget, shape, {2, 4},
+                "[batch, features] or [batch, height, width, channels]");
+    const int64_t c = r.integer("num_features", shape[-1]);
+    add_parameters(where, budget, 4.0 * double(c), "scale, shift and running statistics");
+    if (shape.rank() == 2) return std::make_unique<nn::BatchNorm1d>(c);
+    return std::make_unique<nn::BatchNorm2d>(c);
+  }
+  if (type == "layernorm") {
+    const int64_t n = r.integer("normalized_shape", shape[-1]);
+    add_parameters(where, budget, 2.0 * double(n), "scale and shift");
+    return std::make_unique<nn::LayerNorm>(n);
+  }
+  if (type == "relu") return std::make_unique<nn::ReLU>();
+  if (type == "tanh") return std::make_unique<nn::Tanh>();
+  if (type == "sigmoid") return std::make_unique<nn::Sigmoid>();
+  if (type == "gelu") {
+    const std::string approx = r.text("approximate", "none");
+    BRAID_CHECK(approx == "none" || approx == "tanh", "model: ", where,
+                ": 'approximate' is 'none' or 'tanh', got '", approx, "'");
+    return std::make_unique<nn::Gelu>(approx == "tanh" ? nn::GeluApprox::tanh
+                                                       : nn::GeluApprox::none);
+  }
+  if (type == "dropout") {
+    const double p = r.number("p", 0.5);
+    BRAID_CHECK(p >= 0 && p < 1, "model: ", where, ": 'p' must be in [0, 1), got ", p);
+    return std::make_unique<nn::Dropout>(static_cast<float>(p));
+  }
+  if (type == "flatten") return std::make_unique<nn::Flatten>();
+  if (type == "embedding") {
+    const int64_t n = r.integer("num_embeddings");
+    const int64_t d = r.integer("embedding_dim");
+    add_parameters(where, budget, double(n) * double(d),
+                   std::to_string(n) + " x " + std::to_string(d) + " weights");
+    return std::make_unique<nn::Embedding>(n, d);
+  }
+  if (type == "attention") {
+    expect_rank(where, budget, shape, {3}, "[batch, time, features]");
+    const double d = static_cast<double>(shape[-1]);
+    add_parameters(where, budget, 4 * d * d + 4 * d, "q, k, v and output projections");
+    return std::make_unique<nn::CausalSelfAttention>(shape[-1], r.integer("heads"));
+  }
+  if (type == "residual") {
+    r.seen.insert("layers");
+    BRAID_CHECK(spec.contains("layers"), "model: ", where, " needs 'layers'");
+    Shape inner = shape;
+    const std::string previous = budget.previous;
+    auto body = build_layers(spec["layers"], inner, where + " > ", budget);
+    budget.previous = previous;
+    return std::make_unique<nn::Residual>(std::move(body));
+  }
+  BRAID_THROW(Error, "model: ", where, ": unknown layer type '", type,
+              "'; accepted: linear, conv2d, maxpool2d, avgpool2d, global_avgpool, batchnorm, "
+              "layernorm, relu, tanh, sigmoid, gelu, dropout, flatten, embedding, attention, "
+              "residual");
+}
+
+std::unique_ptr<nn::Module> build_layer(const json& spec, Shape& shape, const std::string& where0,
+                                        Budget& budget) {
   BRAID_CHECK(spec.is_object() && spec.contains("type") && spec["type"].is_string(),
               "model: ", where0, " must be an object with a string 'type'");
   const std::string type = spec["type"];
   LayerReader r{spec, where0 + " (" + type + ")"};
   const std::string& where = r.where;
   std::unique_ptr<nn::Module> m;
-  if (type == "linear") {
-    BRAID_CHECK(shape.rank() >= 2, "model: ", where, " expects input [batch, ..., features], got ",
-                shape.str());
-    const int64_t in = r.integer("in_features", shape[-1]);
-    m = std::make_unique<nn::Linear>(in, r.integer("out_features"), r.flag("bias", true));
-  } else if (type == "conv2d") {
-    expect_rank(where, shape, 4, "[batch, height, width, channels]");
-    const int64_t in = r.integer("in_channels", shape[-1]);
-    m = std::make_unique<nn::Conv2d>(in, r.integer("out_channels"), r.integer("kernel"),
-                                     r.integer("stride", 1), r.integer("padding", 0),
-                                     r.flag("bias", true));
-  } else if (type == "maxpool2d" || type == "avgpool2d") {
-    expect_rank(where, shape, 4, "[batch, height, width, channels]");
-    const int64_t k = r.integer("kernel");
-    if (type == "maxpool2d")
-      m = std::make_unique<nn::MaxPool2d>(k);
-    else
-      m = std::make_unique<nn::AvgPool2d>(k);
-  } else if (type == "global_avgpool") {
-    expect_rank(where, shape, 4, "[batch, height, width, channels]");
-    m = std::make_unique<nn::GlobalAvgPool>();
-  } else if (type == "batchnorm") {
-    BRAID_CHECK(shape.rank() == 2 || shape.rank() == 4, "model: ", where,
-                " expects [batch, features] or [batch, height, width, channels], got ",
-                shape.str());
-    const int64_t c = r.integer("num_features", shape[-1]);
-    if (shape.rank() == 2)
-      m = std::make_unique<nn::BatchNorm1d>(c);
-    else
-      m = std::make_unique<nn::BatchNorm2d>(c);
-  } else if (type == "layernorm") {
-    m = std::make_unique<nn::LayerNorm>(r.integer("normalized_shape", shape[-1]));
-  } else if (type == "relu") {
-    m = std::make_unique<nn::ReLU>();
-  } else if (type == "tanh") {
-    m = std::make_unique<nn::Tanh>();
-  } else if (type == "sigmoid") {
-    m = std::make_unique<nn::Sigmoid>();
-  } else if (type == "gelu") {
-    const std::string approx = r.text("approximate", "none");
-    BRAID_CHECK(approx == "none" || approx == "tanh", "model: ", where,
-                ": 'approximate' is 'none' or 'tanh', got '", approx, "'");
-    m = std::make_unique<nn::Gelu>(approx == "tanh" ? nn::GeluApprox::tanh : nn::GeluApprox::none);
-  } else if (type == "dropout") {
-    m = std::make_unique<nn::Dropout>(static_cast<float>(r.number("p", 0.5)));
-  } else if (type == "flatten") {
-    m = std::make_unique<nn::Flatten>();
-  } else if (type == "embedding") {
-    m = std::make_unique<nn::Embedding>(r.integer("num_embeddings"), r.integer("embedding_dim"));
-  } else if (type == "attention") {
-    BRAID_CHECK(shape.rank() == 3, "model: ", where, " expects [batch, time, features], got ",
-                shape.str());
-    m = std::make_unique<nn::CausalSelfAttention>(shape[-1], r.integer("heads"));
-  } else if (type == "residual") {
-    r.seen.insert("layers");
-    BRAID_CHECK(spec.contains("layers"), "model: ", where, " needs 'layers'");
-    Shape inner = shape;
-    m = std::make_unique<nn::Residual>(build_layers(spec["layers"], inner, where + " > "));
-  } else {
-    BRAID_THROW(Error, "model: ", where0, ": unknown layer type '", type,
-                "'; accepted: linear, conv2d, maxpool2d, avgpool2d, global_avgpool, batchnorm, "
-                "layernorm, relu, tanh, sigmoid, gelu, dropout, flatten, embedding, attention, "
-                "residual");
-  }
-  r.finish();
   try {
+    m = make_layer(type, r, spec, shape, budget);
+    r.finish();
     shape = m->output_shape(shape);
   } catch (const Error& e) {
-    BRAID_THROW(Error, "model: ", where, ": ", e.what());
+    // A layer's own check (a kernel larger than the image, heads that do not divide the
+    // width) does not know where in the model it is.
+    if (std::string_view(e.what()).starts_with("model: ")) throw;
+    BRAID_THROW(Error, "model: ", where, " cannot take input ", shape.str(), " from ",
+                budget.previous, ": ", e.what());
   }
+  const double activations = numel_of(shape) * sizeof(float);
+  BRAID_CHECK(activations <= budget.limit_bytes, "model: ", where, " outputs ", shape.str(),
+              " per sample, ", activations / kGB, " GB, more than the ", budget.limit_bytes / kGB,
+              " GB this machine has available; make it smaller");
+  budget.previous = where;
   return m;
 }
 
 std::unique_ptr<nn::Sequential> build_layers(const json& layers, Shape& shape,
-                                             const std::string& path) {
+                                             const std::string& path, Budget& budget) {
   BRAID_CHECK(layers.is_array() && !layers.empty(), "model: '", path.empty() ? "layers" : path,
               "' must be a non-empty list of layers");
   std::vector<std::unique_ptr<nn::Module>> built;
   for (size_t i = 0; i < layers.size(); ++i)
-    built.push_back(build_layer(layers[i], shape, path + "layer " + std::to_string(i)));
+    built.push_back(build_layer(layers[i], shape, path + "layer " + std::to_string(i), budget));
   // maxpool(relu(x)) == relu(maxpool(x)) exactly, gradients included (max and relu are
   // both monotone, ties go to the same element), and the second order runs the ReLU on a
   // tensor k*k times smaller. Neither layer has parameters, so state_dict names keep
@@ -168,6 +264,12 @@ std::unique_ptr<nn::Sequential> build_layers(const json& layers, Shape& shape,
       ++i;
     }
   return std::make_unique<nn::Sequential>(std::move(built));
+}
+
+std::string builtin_names() {
+  std::string list;
+  for (const std::string& n : builtin_model_names()) list += (list.empty() ? "" : ", ") + n;
+  return list;
 }
 
 }  // namespace
@@ -205,9 +307,10 @@ json builtin_model_spec(const std::string& name) {
               relu,
               {{"type", "dropout"}, {"p", 0.25}},
               linear(10)}}};
-  BRAID_THROW(Error, "model: unknown built-in model '", name,
-              "'; accepted: mlp, cnn, cnn-bn, gpt-tiny (or a spec object with 'input' and "
-              "'layers')");
+  const std::string near = closest_match(name, builtin_model_names());
+  BRAID_THROW(Error, "model: unknown built-in model '", name, "'; ",
+              near.empty() ? "" : "did you mean '" + near + "'? ", "accepted: ", builtin_names(),
+              " (or a spec object with 'input' and 'layers')");
 }
 
 BuiltModel build_model(const json& spec, int64_t seq_len) {
@@ -223,32 +326,49 @@ BuiltModel build_model(const json& spec, int64_t seq_len) {
     out.num_classes = g.vocab;
     return out;
   }
+  BRAID_CHECK(spec.is_string() || spec.is_object(), "model: a model is a built-in name (",
+              builtin_names(), ") or an object with 'input' and 'layers', got ", spec.type_name());
   const json s = spec.is_string() ? builtin_model_spec(spec.get<std::string>()) : spec;
-  BRAID_CHECK(s.is_object() && s.contains("input") && s.contains("layers"),
+  BRAID_CHECK(s.contains("input") && s.contains("layers"),
               "model: a model spec is an object with 'input' (sample shape) and 'layers'");
   for (auto it = s.begin(); it != s.end(); ++it)
     BRAID_CHECK(it.key() == "input" || it.key() == "layers" || it.key() == "input_dtype",
                 "model: unknown key '", it.key(), "'; accepted: input, input_dtype, layers");
-  std::vector<int64_t> dims;
-  try {
-    dims = s["input"].get<std::vector<int64_t>>();
-  } catch (const json::exception&) {
-    BRAID_THROW(Error, "model: 'input' must be a list of positive integers (one sample's shape)");
-  }
+  Budget budget;
+  const double available = mem_available_bytes();
+  budget.limit_bytes = available > 0 ? available : kAssumedMemory;
+  const json& input = s["input"];
+  bool input_ok = input.is_array() && !input.empty() && input.size() <= 4;
+  for (const json& d : input)
+    input_ok =
+        input_ok && d.is_number_integer() && d.get<int64_t>() >= 1 && d.get<int64_t>() <= kMaxSize;
+  BRAID_CHECK(input_ok,
+              "model: 'input' must be one sample's shape: a list of 1 to 4 integers in [1, ",
+              kMaxSize, "] ([28, 28, 1] for an image, [128] for tokens), got ", input.dump());
+  const auto dims = input.get<std::vector<int64_t>>();
   const std::string dtype = s.value("input_dtype", "f32");
   BRAID_CHECK(dtype == "f32" || dtype == "i32", "model: 'input_dtype' is f32 or i32, got '", dtype,
               "'");
   out.input_dtype = dtype == "i32" ? DType::i32 : DType::f32;
-  out.sample_shape = Shape(dims);
   std::vector<int64_t> with_batch{1};
   with_batch.insert(with_batch.end(), dims.begin(), dims.end());
+  double sample = 1;
+  for (int64_t d : dims) sample *= static_cast<double>(d);
+  BRAID_CHECK(sample * sizeof(float) <= budget.limit_bytes, "model: one input sample ",
+              input.dump(), " is ", sample * sizeof(float) / kGB, " GB, more than the ",
+              budget.limit_bytes / kGB, " GB this machine has available");
+  out.sample_shape = Shape(dims);
   Shape shape(with_batch);
-  out.module = build_layers(s["layers"], shape, "");
-  BRAID_CHECK(shape.rank() >= 2, "model: the last layer's output ", shape.str(),
-              " must be [batch, classes] or [batch, time, classes]");
+  out.module = build_layers(s["layers"], shape, "", budget);
+  BRAID_CHECK(shape.rank() == 2 || shape.rank() == 3, "model: the last layer, ", budget.previous,
+              ", outputs ", shape.str(),
+              "; a model ends in [batch, classes] (a classifier: add {\"type\": \"flatten\"} "
+              "before its linear layers) or [batch, time, classes] (a language model)");
   out.num_classes = shape[-1];
   out.task = shape.rank() == 3 ? Task::language_model : Task::classification;
   return out;
 }
+
+void check_model_spec(const json& spec, int64_t seq_len) { build_model(spec, seq_len); }
 
 }  // namespace braid::train

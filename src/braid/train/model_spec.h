@@ -30,7 +30,12 @@ struct BuiltModel {
 };
 
 // `spec` is a built-in name (mlp, cnn, cnn-bn, gpt-tiny) or a spec object.
+// Every layer's input shape is checked against what it takes, every size against
+// [1, 2^31-1] and the parameters (16 bytes each in training) and one sample's
+// activations against MemAvailable, each before the layer is constructed.
 BuiltModel build_model(const nlohmann::json& spec, int64_t seq_len = 128);
+// The same checks, for config validation: throws what build_model would.
+void check_model_spec(const nlohmann::json& spec, int64_t seq_len);
 nlohmann::json builtin_model_spec(const std::string& name);
 
 }  // namespace braid::train

@@ -1,0 +1,418 @@
+// The settings table (see settings.h).
+#include "train/settings.h"
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/gemm.h"
+#include "train/suggest.h"
+
+namespace braid::train {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr Range kPositive{0, kInf, true, false};
+constexpr Range kNonNegative{0, kInf};
+constexpr Range kProbability{0, 1};
+constexpr Range kBelowOne{0, 1, false, true};
+
+// `field` is a generic lambda returning a reference to the TrainConfig member, so one
+// accessor serves both reading (const) and writing.
+template <typename Field>
+Setting row(std::string key, SettingKind kind, const char* group, std::string help, Field field) {
+  Setting s;
+  s.key = std::move(key);
+  s.kind = kind;
+  s.group = group;
+  s.help = std::move(help);
+  s.get = [field](const TrainConfig& c) { return json(field(c)); };
+  s.set = [field](TrainConfig& c, const json& v) {
+    auto& f = field(c);
+    f = v.get<std::decay_t<decltype(f)>>();
+  };
+  return s;
+}
+
+template <typename Field>
+Setting integer(std::string key, const char* group, int64_t lo, int64_t hi, std::string help,
+                Field field) {
+  Setting s = row(std::move(key), SettingKind::integer, group, std::move(help), field);
+  s.int_lo = lo;
+  s.int_hi = hi;
+  return s;
+}
+
+template <typename Field>
+Setting number(std::string key, const char* group, Range range, std::string help, Field field) {
+  Setting s = row(std::move(key), SettingKind::number, group, std::move(help), field);
+  s.range = range;
+  return s;
+}
+
+template <typename Field>
+Setting text(std::string key, const char* group, std::vector<std::string> choices, std::string help,
+             Field field) {
+  Setting s = row(std::move(key), SettingKind::text, group, std::move(help), field);
+  s.choices = std::move(choices);
+  return s;
+}
+
+Setting with_old_flags(Setting s, std::vector<std::string> old) {
+  s.old_flags = std::move(old);
+  return s;
+}
+
+constexpr const char* kData = "Model and data";
+constexpr const char* kRun = "Length and resources";
+constexpr const char* kOptimizer = "Optimizer";
+constexpr const char* kSchedule = "Learning-rate schedule";
+constexpr const char* kRegular = "Regularisation and augmentation";
+constexpr const char* kOutput = "Output";
+
+std::vector<Setting> make_settings() {
+  using K = SettingKind;
+  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+  std::vector<Setting> t;
+  t.push_back(row(
+      "model", K::model, kData,
+      "a built-in model (mlp, cnn, cnn-bn, gpt-tiny), which brings its training "
+      "recipe as defaults, or a model spec: an object with 'input' and 'layers' "
+      "(with the flag, a .json file holding one)",
+      [](auto& c) -> auto& { return c.model; }));
+  t.push_back(text(
+      "dataset", kData, {"fashion-mnist", "npy", "text"}, "the data to train on",
+      [](auto& c) -> auto& { return c.dataset; }));
+  t.push_back(text(
+      "data_dir", kData, {}, "the Fashion-MNIST directory",
+      [](auto& c) -> auto& { return c.data_dir; }));
+  t.push_back(row(
+      "npy", K::text_list, kData,
+      "dataset npy: train features, train labels, test features, test labels",
+      [](auto& c) -> auto& { return c.npy; }));
+  t.push_back(row(
+      "text_files", K::text_list, kData,
+      "dataset text: the files to read (none: the fortunes corpus)",
+      [](auto& c) -> auto& { return c.text_files; }));
+  t.push_back(integer(
+      "seq_len", kData, 1, 1 << 20, "dataset text: the context length",
+      [](auto& c) -> auto& { return c.seq_len; }));
+
+  t.push_back(integer(
+      "epochs", kRun, 1, kMaxEpochs, "passes over the training set",
+      [](auto& c) -> auto& { return c.epochs; }));
+  t.push_back(with_old_flags(
+      integer(
+          "max_steps", kRun, 0, kMaxSteps, "stop after this many steps (0: no limit)",
+          [](auto& c) -> auto& { return c.max_steps; }),
+      {"--steps"}));
+  t.push_back(integer(
+      "batch", kRun, 1, kMaxBatch, "samples per step", [](auto& c) -> auto& { return c.batch; }));
+  t.push_back(integer(
+      "seed", kRun, 0, kInt64Max, "random seed: initialisation, data order, augmentation, dropout",
+      [](auto& c) -> auto& { return c.seed; }));
+  t.push_back(integer(
+      "threads", kRun, 1, kMaxBlasThreads, "BLAS threads (more than the cores slows a step down)",
+      [](auto& c) -> auto& { return c.threads; }));
+
+  t.push_back(text(
+      "optimizer.name", kOptimizer, {"sgd", "adam", "adamw", "rmsprop", "adagrad", "lars", "lamb"},
+      "the optimizer", [](auto& c) -> auto& { return c.optimizer.name; }));
+  t.push_back(number(
+      "optimizer.lr", kOptimizer, kPositive, "learning rate (the peak, after any warm-up)",
+      [](auto& c) -> auto& { return c.optimizer.lr; }));
+  t.push_back(number(
+      "optimizer.momentum", kOptimizer, kNonNegative, "momentum (sgd, rmsprop, lars)",
+      [](auto& c) -> auto& { return c.optimizer.momentum; }));
+  t.push_back(row(
+      "optimizer.nesterov", K::boolean, kOptimizer, "Nesterov momentum (sgd)",
+      [](auto& c) -> auto& { return c.optimizer.nesterov; }));
+  t.push_back(number(
+      "optimizer.weight_decay", kOptimizer, kNonNegative, "weight decay",
+      [](auto& c) -> auto& { return c.optimizer.weight_decay; }));
+  t.push_back(number(
+      "optimizer.beta1", kOptimizer, kBelowOne, "first-moment decay (adam, adamw, lamb)",
+      [](auto& c) -> auto& { return c.optimizer.beta1; }));
+  t.push_back(number(
+      "optimizer.beta2", kOptimizer, kBelowOne, "second-moment decay (adam, adamw, lamb)",
+      [](auto& c) -> auto& { return c.optimizer.beta2; }));
+  t.push_back(number(
+      "optimizer.eps", kOptimizer, kNonNegative,
+      "the denominator's epsilon (0: the optimizer's own default)",
+      [](auto& c) -> auto& { return c.optimizer.eps; }));
+  t.push_back(number(
+      "optimizer.alpha", kOptimizer, kProbability, "rmsprop smoothing",
+      [](auto& c) -> auto& { return c.optimizer.alpha; }));
+  t.push_back(number(
+      "optimizer.trust_coefficient", kOptimizer, kNonNegative, "LARS trust coefficient (eta)",
+      [](auto& c) -> auto& { return c.optimizer.trust_coefficient; }));
+  t.push_back(integer(
+      "optimizer.base_batch", kOptimizer, 0, kMaxBatch,
+      "> 0: scale the learning rate by batch / base_batch (linear scaling)",
+      [](auto& c) -> auto& { return c.optimizer.base_batch; }));
+
+  t.push_back(text(
+      "schedule.name", kSchedule, {"constant", "step", "cosine"}, "the learning-rate schedule",
+      [](auto& c) -> auto& { return c.schedule.name; }));
+  t.push_back(
+      with_old_flags(integer(
+                         "schedule.warmup_steps", kSchedule, 0, kMaxSteps, "linear warm-up steps",
+                         [](auto& c) -> auto& { return c.schedule.warmup_steps; }),
+                     {"--warmup"}));
+  t.push_back(integer(
+      "schedule.step_size", kSchedule, 1, kMaxSteps, "schedule step: steps between decays",
+      [](auto& c) -> auto& { return c.schedule.step_size; }));
+  t.push_back(number(
+      "schedule.gamma", kSchedule, kNonNegative, "schedule step: the factor of each decay",
+      [](auto& c) -> auto& { return c.schedule.gamma; }));
+  t.push_back(number(
+      "schedule.min_lr", kSchedule, kNonNegative, "schedule cosine: the final learning rate",
+      [](auto& c) -> auto& { return c.schedule.min_lr; }));
+
+  t.push_back(with_old_flags(
+      number(
+          "clip_grad_norm", kRegular, kNonNegative, "clip gradients to this global norm (0: off)",
+          [](auto& c) -> auto& { return c.clip_grad_norm; }),
+      {"--clip"}));
+  t.push_back(with_old_flags(row(
+                                 "augment_flip", K::boolean, kRegular, "random horizontal flips",
+                                 [](auto& c) -> auto& { return c.augment_flip; }),
+                             {"--flip"}));
+  t.push_back(with_old_flags(
+      integer(
+          "augment_crop_pad", kRegular, 0, 1024, "pad by N and crop back at a random offset",
+          [](auto& c) -> auto& { return c.augment_crop_pad; }),
+      {"--crop-pad"}));
+  t.push_back(with_old_flags(number(
+                                 "augment_erase", kRegular, kProbability,
+                                 "probability of random erasing (a box set to the mean)",
+                                 [](auto& c) -> auto& { return c.augment_erase; }),
+                             {"--erase"}));
+  t.push_back(number(
+      "label_smoothing", kRegular, kBelowOne,
+      "cross-entropy against (1 - eps) onehot + eps / classes",
+      [](auto& c) -> auto& { return c.label_smoothing; }));
+  t.push_back(number(
+      "ema_decay", kRegular, kBelowOne,
+      "> 0: also evaluate an exponential moving average of the weights "
+      "(0.999 is typical)",
+      [](auto& c) -> auto& { return c.ema_decay; }));
+
+  t.push_back(text(
+      "out", kOutput, {}, "output directory (config.json, metrics.jsonl, checkpoint/)",
+      [](auto& c) -> auto& { return c.out; }));
+  t.push_back(integer(
+      "log_every", kOutput, 1, kMaxSteps, "steps between progress lines",
+      [](auto& c) -> auto& { return c.log_every; }));
+  t.push_back(integer(
+      "eval_every", kOutput, 0, kMaxSteps, "steps between evaluations (0: after each epoch)",
+      [](auto& c) -> auto& { return c.eval_every; }));
+  t.push_back(integer(
+      "eval_batches", kOutput, 0, kMaxSteps,
+      "batches per evaluation (0: the whole evaluation split)",
+      [](auto& c) -> auto& { return c.eval_batches; }));
+  t.push_back(integer(
+      "checkpoint_every", kOutput, 0, kMaxSteps, "steps between checkpoints (0: after each epoch)",
+      [](auto& c) -> auto& { return c.checkpoint_every; }));
+  return t;
+}
+
+std::string leaf_of(std::string_view key) {
+  const size_t dot = key.rfind('.');
+  return std::string(dot == std::string_view::npos ? key : key.substr(dot + 1));
+}
+
+std::string dashed(std::string s) {
+  for (char& ch : s)
+    if (ch == '_') ch = '-';
+  return s;
+}
+
+std::string format_number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+}  // namespace
+
+const std::vector<Setting>& settings() {
+  static const std::vector<Setting> table = make_settings();
+  return table;
+}
+
+const Setting* find_setting(std::string_view key) {
+  for (const Setting& s : settings())
+    if (s.key == key) return &s;
+  return nullptr;
+}
+
+bool is_section(std::string_view key) {
+  for (const Setting& s : settings())
+    if (s.key.size() > key.size() && s.key.starts_with(key) && s.key[key.size()] == '.')
+      return true;
+  return false;
+}
+
+std::vector<std::string> flag_names(const Setting& s) {
+  std::vector<std::string> names{"--" + dashed(s.key)};
+  const size_t dot = s.key.rfind('.');
+  if (dot != std::string::npos) {
+    const std::string leaf = leaf_of(s.key);
+    int same_leaf = 0;
+    for (const Setting& other : settings()) same_leaf += leaf_of(other.key) == leaf;
+    if (leaf == "name")
+      names.push_back("--" + dashed(s.key.substr(0, dot)));
+    else if (same_leaf == 1)
+      names.push_back("--" + dashed(leaf));
+  }
+  names.insert(names.end(), s.old_flags.begin(), s.old_flags.end());
+  return names;
+}
+
+std::string negated_flag(const Setting& s) {
+  return s.kind == SettingKind::boolean ? "--no-" + dashed(s.key) : std::string();
+}
+
+std::string describe_accepted(const Setting& s, bool with_type) {
+  switch (s.kind) {
+    case SettingKind::boolean:
+      return "true or false";
+    case SettingKind::integer: {
+      std::string d = s.int_lo == 1   ? "positive"
+                      : s.int_lo == 0 ? ">= 0"
+                                      : ">= " + std::to_string(s.int_lo);
+      if (s.int_hi < std::numeric_limits<int64_t>::max())
+        d += " and at most " + std::to_string(s.int_hi);
+      return with_type ? d + " (an integer)" : d;
+    }
+    case SettingKind::number: {
+      const Range& r = s.range;
+      if (std::isinf(r.hi))
+        return (r.lo == 0 ? (r.lo_open ? "positive" : ">= 0")
+                          : std::string(r.lo_open ? "> " : ">= ") + format_number(r.lo)) +
+               (with_type ? " (a finite number)" : "");
+      return std::string("in ") + (r.lo_open ? "(" : "[") + format_number(r.lo) + ", " +
+             format_number(r.hi) + (r.hi_open ? ")" : "]") + (with_type ? " (a number)" : "");
+    }
+    case SettingKind::text: {
+      if (s.choices.empty()) return "a string";
+      std::string d = "one of: ";
+      for (size_t i = 0; i < s.choices.size(); ++i) d += (i ? ", " : "") + s.choices[i];
+      return d;
+    }
+    case SettingKind::text_list:
+      return "a list of strings";
+    case SettingKind::model:
+      return "a built-in model name (mlp, cnn, cnn-bn, gpt-tiny) or a model spec object";
+  }
+  return "";
+}
+
+json check_value(const Setting& s, const json& v) {
+  auto refuse = [&]() -> json {
+    BRAID_THROW(Error, "config: '", s.key, "' must be ", describe_accepted(s), ", got ", v.dump());
+  };
+  switch (s.kind) {
+    case SettingKind::boolean:
+      return v.is_boolean() ? v : refuse();
+    case SettingKind::integer: {
+      if (v.is_number_unsigned()) {
+        if (v.get<uint64_t>() > static_cast<uint64_t>(s.int_hi)) refuse();
+        return v;
+      }
+      int64_t n = 0;
+      if (v.is_number_integer()) {
+        n = v.get<int64_t>();
+      } else if (v.is_number_float()) {
+        // An integral float (1e3) is the integer it spells; 2.5 or 1e20 is not one.
+        const double d = v.get<double>();
+        if (!(std::trunc(d) == d && std::abs(d) < 9.0e18)) refuse();
+        n = static_cast<int64_t>(d);
+      } else {
+        refuse();
+      }
+      if (n < s.int_lo || n > s.int_hi) refuse();
+      return n;
+    }
+    case SettingKind::number: {
+      if (!v.is_number()) refuse();
+      const double d = v.get<double>();
+      const Range& r = s.range;
+      const bool ok = std::isfinite(d) && (r.lo_open ? d > r.lo : d >= r.lo) &&
+                      (r.hi_open ? d < r.hi : d <= r.hi);
+      if (!ok) refuse();
+      return d;
+    }
+    case SettingKind::text:
+      if (!v.is_string()) refuse();
+      if (!s.choices.empty()) {
+        bool known = false;
+        for (const std::string& c : s.choices) known |= v.get<std::string>() == c;
+        if (!known) {
+          const std::string near = closest_match(v.get<std::string>(), s.choices);
+          BRAID_THROW(Error, "config: '", s.key, "' is ", v.dump(), "; ",
+                      near.empty() ? "" : "did you mean '" + near + "'? ",
+                      "accepted: ", describe_accepted(s).substr(8));
+        }
+      }
+      return v;
+    case SettingKind::text_list:
+      if (!v.is_array()) refuse();
+      for (const json& e : v)
+        if (!e.is_string()) refuse();
+      return v;
+    case SettingKind::model:
+      if (!v.is_string() && !v.is_object()) refuse();
+      return v;
+  }
+  return v;
+}
+
+std::string suggest_key(std::string_view unknown) {
+  // Every spelling a user may reach for, each mapped to its key: the key, its last part
+  // ("lr" written at the top level), its flags written as keys ("steps") and other
+  // frameworks' names.
+  std::vector<std::pair<std::string, std::string>> spellings;
+  for (const Setting& s : settings()) {
+    spellings.emplace_back(s.key, s.key);
+    if (const size_t dot = s.key.rfind('.'); dot != std::string::npos)
+      spellings.emplace_back(s.key.substr(0, dot), s.key.substr(0, dot));
+  }
+  for (const Setting& s : settings()) {
+    spellings.emplace_back(leaf_of(s.key), s.key);
+    for (const std::string& f : flag_names(s)) {
+      std::string k = f.substr(2);
+      for (char& ch : k)
+        if (ch == '-') ch = '_';
+      spellings.emplace_back(k, s.key);
+    }
+  }
+  spellings.emplace_back("learning_rate", "optimizer.lr");
+  spellings.emplace_back("batch_size", "batch");
+  spellings.emplace_back("num_epochs", "epochs");
+  auto best_among = [&](std::string_view word, std::string_view section) {
+    std::vector<std::string> names;
+    std::map<std::string, std::string> key_of;
+    for (const auto& [spelling, key] : spellings) {
+      if (!section.empty() && !key.starts_with(std::string(section) + ".")) continue;
+      if (key_of.emplace(spelling, key).second) names.push_back(spelling);
+    }
+    const std::string best = closest_match(word, names);
+    return best.empty() ? best : key_of.at(best);
+  };
+  const size_t dot = unknown.rfind('.');
+  if (dot == std::string_view::npos) return best_among(unknown, "");
+  // A nested key: first among its own section's keys, then anywhere by its last part
+  // ("optimizer.warmup_steps" -> "schedule.warmup_steps").
+  const std::string_view leaf = unknown.substr(dot + 1);
+  std::string best = best_among(leaf, unknown.substr(0, dot));
+  return best.empty() ? best_among(leaf, "") : best;
+}
+
+}  // namespace braid::train
