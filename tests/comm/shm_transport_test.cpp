@@ -200,14 +200,17 @@ TEST(ShmTransport, AKilledPeerFailsEveryWaitOnItWithPeerError) {
       PeerError);
 }
 
-TEST(ShmTransport, SegmentsAreUnlinkedOnceEveryRankHasMappedThem) {
+TEST(ShmTransport, SegmentsNeverHaveANameAndCloseTheirWayInOnceEveryRankHasMappedThem) {
   MemoryStore store;
   World w(2);
   run_threads(2, [&](int r) { w[r] = connect_shm_transport(store, r, 2, soon(), small_rings()); });
   for (int r = 0; r < 2; ++r) {
-    const std::string name = segment_name(store, r);
-    EXPECT_EQ(name.rfind("/braid-", 0), 0u) << name;
-    EXPECT_FALSE(segment_exists(name)) << name;
+    // Anonymous (one pid namespace): a memfd that peers opened through /proc/<pid>/fd.
+    const std::string locator = segment_name(store, r);
+    EXPECT_EQ(locator.rfind("/proc/", 0), 0u) << locator;
+    EXPECT_FALSE(segment_exists(locator)) << locator;
+    // Its fd is closed once everyone mapped it: nobody can open it any more.
+    EXPECT_THROW(close(shm::open_segment(locator, 1, "a connected rank's segment")), IoError);
   }
   uint32_t v = 3, got = 0;  // and the rings still work
   w[0]->send(1, {1, 0, 0}, sig_of(CallKind::p2p, 4), &v, 4, soon());
@@ -221,6 +224,18 @@ TEST(ShmTransport, AFailedConnectLeavesNoSegmentBehind) {
   EXPECT_THROW(connect_shm_transport(store, 0, 2, Deadline::after(100ms), small_rings()),
                TimeoutError);
   const std::string name = segment_name(store, 0);
+  EXPECT_FALSE(segment_exists(name)) << name;
+}
+
+TEST(ShmTransport, WithAPeerInAnotherPidNamespaceSegmentsAreNamedAndStillUnlinkedOnFailure) {
+  MemoryStore store;  // rank 1 runs in another pid namespace, then never comes
+  std::ostringstream other;
+  other << 1 << ' ' << shm::pid_namespace() + 1 << ' ' << boot_id();
+  store.set("shm/host/1", other.str());
+  EXPECT_THROW(connect_shm_transport(store, 0, 2, Deadline::after(100ms), small_rings()),
+               TimeoutError);
+  const std::string name = segment_name(store, 0);
+  EXPECT_EQ(name.rfind("/braid-ring-" + std::to_string(::getpid()) + "-", 0), 0u) << name;
   EXPECT_FALSE(segment_exists(name)) << name;
 }
 
