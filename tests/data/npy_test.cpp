@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 #include "core/memory.h"
@@ -197,6 +198,25 @@ TEST(NpyHeader, RejectsBadInput) {
   const std::string good = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }";
   for (size_t n = 0; n < good.size() - 1; ++n)
     EXPECT_THROW(parse_npy_header(good.substr(0, n)), Error) << good.substr(0, n);
+}
+
+// A NaN or Inf in the features is refused at load with the file and the sample named, not
+// found steps later as a diverged loss. f8 values beyond float's range become Inf.
+TEST(Npy, NonFiniteFeaturesNameTheFileAndSample) {
+  TempDir dir;
+  const std::string lab = dir.file("y.npy");
+  write_file(lab, npy_bytes("<i4", "(3,)", raw(std::vector<int32_t>{0, 1, 2})));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::string x = dir.file("x.npy");
+  write_file(x, npy_bytes("<f4", "(3, 2)", raw(std::vector<float>{0, 1, 2, 3, 4, nan})));
+  expect_io_error([&] { load_npy_dataset(x, lab); },
+                  x + ": sample 2 holds nan (element 1 of its 2)");
+  write_file(
+      x, npy_bytes("<f4", "(3, 2)",
+                   raw(std::vector<float>{0, 1, std::numeric_limits<float>::infinity(), 3, 4, 5})));
+  expect_io_error([&] { load_npy_dataset(x, lab); }, "sample 1 holds inf (element 0");
+  write_file(x, npy_bytes("<f8", "(3, 2)", raw(std::vector<double>{0, 1, 2, 3, 1e300, 5})));
+  expect_io_error([&] { load_npy_dataset(x, lab); }, "sample 2 holds inf");
 }
 
 }  // namespace

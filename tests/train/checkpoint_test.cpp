@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 
 #include "core/rng.h"
 #include "nn/linear.h"
@@ -256,6 +257,30 @@ TEST(Checkpoint, LoadsModelWeightsFromAPlainSafetensorsFile) {
                        "safetensors file '" + path +
                            "': tensor '1.weight' has shape [2, 3] but "
                            "the model expects [3, 3]"));
+}
+
+// What a user passes: a checkpoint directory, or the run directory holding checkpoint/.
+// When only a save's siblings survive (a crash between the renames of a save), the error
+// names them with their step and says to pass one instead.
+TEST(Checkpoint, FindsTheRunsCheckpointAndNamesSurvivingSiblings) {
+  TempDir dir;
+  const Model model(4, 3, 2, 1);
+  save_checkpoint(dir.file("run/checkpoint"), model.params, {}, kTrainState);
+  EXPECT_EQ(find_checkpoint_dir(dir.file("run")), dir.file("run/checkpoint"));
+  EXPECT_EQ(find_checkpoint_dir(dir.file("run/checkpoint")), dir.file("run/checkpoint"));
+  EXPECT_EQ(read_train_state(dir.file("run/checkpoint")), kTrainState);
+
+  std::filesystem::rename(dir.file("run/checkpoint"), dir.file("run/checkpoint.previous"));
+  for (const std::string& passed : {dir.file("run"), dir.file("run/checkpoint")}) {
+    const std::string e = error_of([&] { find_checkpoint_dir(passed); });
+    EXPECT_TRUE(contains(e, "'" + dir.file("run/checkpoint.previous") + "' (step 42) survives"));
+    EXPECT_TRUE(contains(e, "pass that directory instead"));
+  }
+  EXPECT_EQ(find_checkpoint_dir(dir.file("run/checkpoint.previous")),
+            dir.file("run/checkpoint.previous"));
+  // Nothing at all: an IoError that says what to pass.
+  EXPECT_THROW(find_checkpoint_dir(dir.file("none")), IoError);
+  EXPECT_TRUE(contains(error_of([&] { find_checkpoint_dir(dir.file("none")); }), "no state.json"));
 }
 
 }  // namespace

@@ -4,13 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 
+#include "core/log.h"
 #include "core/memory.h"
 #include "data/loader.h"
 #include "fashion_mnist_data.h"
 #include "temp_dir.h"
+#include "train/checkpoint.h"
+#include "train/stop_signal.h"
 
 namespace braid::train {
 namespace {
@@ -180,6 +186,132 @@ TEST(Trainer, DataThatDoesNotFitTheModelIsAnError) {
     EXPECT_NE(std::string(e.what()).find("[28, 28, 1]"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("[32, 32, 3]"), std::string::npos) << e.what();
   }
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Only rank 0 writes: another rank running the same loop leaves --out untouched.
+TEST(Trainer, OnlyRankZeroWritesOutputs) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  Trainer t(small_config(tmp.file("out"), 4), /*load_data=*/true, /*rank=*/1);
+  EXPECT_FALSE(t.writes_outputs());
+  t.run();
+  EXPECT_EQ(t.global_step(), 4);
+  EXPECT_FALSE(fs::exists(tmp.file("out")));
+  EXPECT_THROW(t.save_checkpoint(tmp.file("ck")), Error);
+  EXPECT_FALSE(fs::exists(tmp.file("ck")));
+}
+
+// A stop request (what SIGTERM does under StopOnSignal) ends the run at the next step
+// boundary with a checkpoint of that step, whatever checkpoint_every says; resumed, it
+// reaches the uninterrupted run's bits.
+TEST(Trainer, StopRequestCheckpointsTheStepBoundary) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  Trainer straight(small_config(tmp.file("straight"), 12));
+  straight.run();
+
+  TrainConfig c = small_config(tmp.file("first"), 12);
+  c.checkpoint_every = 100;
+  Trainer first(c);
+  request_stop(SIGTERM);
+  const RunOutcome outcome = first.run();
+  clear_stop_request();
+  EXPECT_EQ(outcome.stop_signal, SIGTERM);
+  EXPECT_EQ(outcome.step, 1);
+  Trainer resumed(small_config(tmp.file("resumed"), 12));
+  resumed.load_checkpoint(tmp.file("first"));  // a run directory: its checkpoint/
+  EXPECT_EQ(resumed.global_step(), 1);
+  EXPECT_EQ(resumed.run().stop_signal, 0);
+  const auto a = params_of(straight), b = params_of(resumed);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+}
+
+// state.json is the commit record, not covered by a checksum of its own: a position that
+// is negative or disagrees with the loader is refused naming the file and the field.
+TEST(Trainer, CheckpointPositionIsCheckedAgainstTheLoader) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  Trainer first(small_config(tmp.file("run"), 20));
+  first.run(/*stop_at_step=*/8);
+  const std::string state_path = tmp.file("run/checkpoint/state.json");
+  json good;
+  std::ifstream(state_path) >> good;
+  // A refused load changes nothing, so one trainer serves every attempt.
+  Trainer t(small_config(tmp.file("other"), 20));
+  auto resume_with = [&](const std::function<void(json&)>& edit) {
+    json state = good;
+    edit(state["train_state"]);
+    std::ofstream(state_path) << state.dump();
+    return error_of([&] { t.load_checkpoint(tmp.file("run/checkpoint")); });
+  };
+  std::string e = resume_with([](json& ts) { ts["step"] = -5; });
+  EXPECT_NE(e.find("state.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("train_state.step is -5"), std::string::npos) << e;
+  e = resume_with([](json& ts) { ts["step"] = 9; });
+  EXPECT_NE(e.find("train_state.step 9 disagrees with train_state.loader"), std::string::npos) << e;
+  e = resume_with([](json& ts) { ts["loader"]["position"] = 5; });
+  EXPECT_NE(e.find("disagrees"), std::string::npos) << e;
+  e = resume_with([](json& ts) { ts["epoch"] = 3; });
+  EXPECT_NE(e.find("train_state.epoch 3"), std::string::npos) << e;
+  e = resume_with([](json& ts) { ts["loader"]["epoch"] = "zero"; });
+  EXPECT_NE(e.find("train_state.loader.epoch"), std::string::npos) << e;
+  // Another batch size: the position means other samples; the error says which batch.
+  e = resume_with([](json& ts) { ts["loader"]["position"] = 1876; });
+  EXPECT_NE(e.find("train_state.loader.position 1876 is past the 1875 batches"), std::string::npos)
+      << e;
+  // The untouched record still resumes.
+  std::ofstream(state_path) << good.dump();
+  t.load_checkpoint(tmp.file("run/checkpoint"));
+  EXPECT_EQ(t.global_step(), 8);
+}
+
+// A cosine schedule resumed over another horizon warns, naming both.
+TEST(Trainer, CosineResumedOverAnotherHorizonWarns) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  Trainer first(small_config(tmp.file("run"), 20));
+  first.run(/*stop_at_step=*/8);
+  std::vector<std::string> warnings;
+  const LogSink previous = set_log_sink([&](LogLevel level, const std::string& line) {
+    if (level == LogLevel::warn) warnings.push_back(line);
+  });
+  {
+    Trainer same(small_config(tmp.file("same"), 20));
+    same.load_checkpoint(tmp.file("run/checkpoint"));
+  }
+  const size_t after_same = warnings.size();
+  {
+    Trainer longer(small_config(tmp.file("longer"), 40));
+    longer.load_checkpoint(tmp.file("run/checkpoint"));
+  }
+  set_log_sink(previous);
+  EXPECT_EQ(after_same, 0u);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("spans 20 steps but this run's spans 40"), std::string::npos)
+      << warnings[0];
+}
+
+// A batch larger than the training split fails before the loaders allocate their batch
+// slots (which would be 2 x 2 x 70000 images here, about 880 MB).
+TEST(Trainer, BatchLargerThanTheDataFailsBeforeAllocating) {
+  REQUIRE_FASHION_MNIST();
+  TrainConfig c = small_config("", 10);
+  c.batch = 70000;
+  MemoryTracker::process().reset_peaks();
+  const int64_t before = MemoryTracker::process().snapshot().current[size_t(MemCategory::data)];
+  const std::string e = error_of([&] { Trainer t(c); });
+  const int64_t peak = MemoryTracker::process().snapshot().peak[size_t(MemCategory::data)];
+  EXPECT_NE(e.find("60000 samples, fewer than one batch of 70000"), std::string::npos) << e;
+  EXPECT_LT(peak - before, int64_t{200} << 20);  // the datasets, about 55 MB
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // `braid train`: a training run from a JSON config and/or flags (flags win), and
 // `braid eval`: test loss and accuracy of a checkpoint.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -8,82 +9,215 @@
 #include "cli/train_settings.h"
 #include "core/gemm.h"
 #include "core/log.h"
+#include "launch/env.h"
+#include "train/atomic_file.h"
+#include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/stop_signal.h"
 #include "train/trainer.h"
 
 namespace braid::cli {
 namespace {
 
+namespace fs = std::filesystem;
+using nlohmann::json;
+
 struct TrainFlags {
-  std::string config, resume;
-  std::function<void(nlohmann::json&)> apply_settings;
+  std::string config, resume, init_from;
+  bool overwrite = false;
+  std::function<void(json&)> apply_settings;
 };
 
-// Flags become a JSON object laid over the config file's, so both go through one
-// validation path and name keys the same way.
-train::TrainConfig resolve(const TrainFlags& f) {
-  nlohmann::json j = nlohmann::json::object();
+// A config file's JSON, with its relative data paths (npy, text_files, data_dir) made
+// absolute against the file's own folder: a config names its data as it sits beside it,
+// wherever braid is run from.
+json read_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) BRAID_THROW(IoError, "config '", path, "': cannot open it (does the file exist?)");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {  // also 1e400: out_of_range
+    BRAID_THROW(Error, "config '", path, "': not valid JSON: ", e.what());
+  }
+  if (!j.is_object()) return j;  // config_from_json names the problem
+  const fs::path base = fs::absolute(fs::path(path)).parent_path();
+  auto resolve_path = [&](json& v) {
+    if (v.is_string() && !v.get<std::string>().empty() &&
+        fs::path(v.get<std::string>()).is_relative())
+      v = (base / v.get<std::string>()).lexically_normal().string();
+  };
+  for (const char* key : {"npy", "text_files"})
+    if (auto it = j.find(key); it != j.end() && it->is_array())
+      for (json& v : *it) resolve_path(v);
+  if (auto it = j.find("data_dir"); it != j.end()) resolve_path(*it);
+  return j;
+}
+
+// Lays `top` over `base`: a key of `top` replaces the same key of `base`, except that the
+// optimizer and schedule objects are merged key by key (a file that sets only
+// optimizer.lr keeps the rest of the base's optimizer). A model spec is replaced whole.
+void overlay(json& base, const json& top) {
+  if (!top.is_object() || !base.is_object()) {
+    base = top;
+    return;
+  }
+  for (auto it = top.begin(); it != top.end(); ++it) {
+    json& slot = base[it.key()];
+    if ((it.key() == "optimizer" || it.key() == "schedule") && slot.is_object() && it->is_object())
+      for (auto inner = it->begin(); inner != it->end(); ++inner) slot[inner.key()] = *inner;
+    else
+      slot = *it;
+  }
+}
+
+// The config of a run: the checkpoint's own when resuming, then the config file, then the
+// flags, each laid over the one before, and validated once so errors name keys the same
+// way whichever layer set them.
+train::TrainConfig resolve(const TrainFlags& f, const std::string& resume_dir) {
+  json j = json::object();
+  std::string source;
+  if (!resume_dir.empty()) {
+    const json ts = train::read_train_state(resume_dir);
+    if (!ts.contains("config") || !ts["config"].is_object())
+      BRAID_THROW(Error, "checkpoint '", resume_dir,
+                  "/state.json' holds no training config (train_state.config); pass --config");
+    j = ts["config"];
+    source = "the config saved in '" + resume_dir + "/state.json'";
+  }
   if (!f.config.empty()) {
-    std::ifstream in(f.config);
-    if (!in) BRAID_THROW(IoError, "config '", f.config, "': cannot open it");
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::parse_error& e) {
-      BRAID_THROW(Error, "config '", f.config, "': not valid JSON: ", e.what());
-    }
+    overlay(j, read_config_file(f.config));
+    source = source.empty() ? f.config : f.config + " over " + source;
   }
   f.apply_settings(j);
   try {
     return train::config_from_json(j);
   } catch (const Error& e) {
-    if (f.config.empty()) throw;
-    BRAID_THROW(Error, f.config, " (with flags): ", e.what());
+    if (source.empty()) throw;
+    BRAID_THROW(Error, source, " (with flags): ", e.what());
   }
+}
+
+// Today braid train is one process. Ranks started by a launcher would each run the same
+// loop over the same data and race on the same files: refuse before anything is written.
+void refuse_multi_rank(const launch::RankEnv& env) {
+  if (env.world_size <= 1) return;
+  const std::string from = env.source == "braid" ? "braid launch" : env.source;
+  BRAID_THROW(Error, "braid train runs one process today; world size ", env.world_size, " (from ",
+              from, ") needs a distributed strategy, which arrives with 'ddp'; run it without ",
+              from);
+}
+
+constexpr const char* kRunOutputs[] = {"checkpoint", "checkpoint.previous", "checkpoint.partial",
+                                       "metrics.jsonl"};
+
+// A run's outputs in `out`, or empty: what a new run would replace or append to.
+std::string existing_outputs(const std::string& out) {
+  std::string found;
+  for (const char* name : kRunOutputs)
+    if (fs::exists(fs::path(out) / name)) found += (found.empty() ? "" : ", ") + std::string(name);
+  return found;
 }
 
 void run_train(const TrainFlags& f) {
-  const train::TrainConfig config = resolve(f);
+  const launch::RankEnv env = launch::read_rank_env();
+  refuse_multi_rank(env);
+  BRAID_CHECK(f.resume.empty() || f.init_from.empty(),
+              "--resume continues a run (weights, optimizer, step); --init-from starts a new one "
+              "from weights alone: pass one of them");
+  const std::string resume_dir = f.resume.empty() ? "" : train::find_checkpoint_dir(f.resume);
+  const train::TrainConfig config = resolve(f, resume_dir);
+  const std::string existing = existing_outputs(config.out);
+  if (!existing.empty() && resume_dir.empty() && !f.overwrite)
+    BRAID_THROW(Error, "--out '", config.out, "' already holds a run (", existing,
+                "); pass --resume ", config.out,
+                " to continue it, --overwrite to replace it, or "
+                "another --out");
   set_blas_threads(config.threads);
   log_info(blas_config());
-  train::Trainer trainer(config);
-  if (!f.resume.empty()) {
-    trainer.load_checkpoint(f.resume);
-    log_info("resumed from ", f.resume, " at step ", trainer.global_step());
+  train::Trainer trainer(config, /*load_data=*/true, env.rank);
+  if (!resume_dir.empty()) {
+    trainer.load_checkpoint(resume_dir);
+    log_info("resumed from ", resume_dir, " at step ", trainer.global_step());
   }
-  std::filesystem::create_directories(config.out);
-  std::ofstream(config.out + "/config.json") << train::to_json(config).dump(2) << "\n";
-  trainer.run();
+  if (!f.init_from.empty()) {
+    trainer.load_weights(f.init_from);
+    log_info("initialised the weights from ", f.init_from);
+  }
+  if (trainer.writes_outputs()) {
+    // Only now, with everything loaded: --overwrite may name the run being resumed.
+    if (f.overwrite)
+      for (const char* name : kRunOutputs) fs::remove_all(fs::path(config.out) / name);
+    fs::create_directories(config.out);
+    train::write_file_atomic(config.out + "/config.json", train::to_json(config).dump(2) + "\n");
+  }
+  const train::StopOnSignal stop_on_signal;
+  const train::RunOutcome outcome = trainer.run();
+  // Stopped by a signal, with a checkpoint: the run is not finished, so the exit status is
+  // the shell's "killed by signal N" (128 + N). A scheduler then treats the job as
+  // interrupted, not completed: Kubernetes restarts it, Slurm requeues it, and with
+  // --resume it continues. (CLI11 exits quietly with a RuntimeError's code.)
+  if (outcome.stop_signal != 0) throw CLI::RuntimeError(128 + outcome.stop_signal);
 }
 
-void run_eval(const std::string& checkpoint, int64_t batch, const std::string& data_dir,
-              bool averaged) {
-  std::ifstream in(checkpoint + "/state.json");
-  if (!in)
-    BRAID_THROW(IoError, "checkpoint '", checkpoint,
-                "': no state.json there; pass the checkpoint directory that braid train wrote "
-                "(DIR/checkpoint)");
-  nlohmann::json state;
-  try {
-    state = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    BRAID_THROW(Error, "checkpoint '", checkpoint, "/state.json': not valid JSON: ", e.what());
+struct EvalFlags {
+  std::string checkpoint, data_dir, model, config;
+  int64_t batch = 0;
+  bool ema = false;
+};
+
+// The config to evaluate under: the checkpoint's own, then --config, then --model. A bare
+// safetensors file carries no config, so it needs --model or --config.
+train::TrainConfig eval_config(const EvalFlags& f, const std::string& checkpoint_dir) {
+  json j = json::object();
+  if (!checkpoint_dir.empty()) {
+    const json ts = train::read_train_state(checkpoint_dir);
+    BRAID_CHECK(ts.contains("config") && ts["config"].is_object(), "checkpoint '", checkpoint_dir,
+                "/state.json' holds no training config; pass --model or --config");
+    j = ts["config"];
+  } else if (f.model.empty() && f.config.empty()) {
+    BRAID_THROW(Error, "'", f.checkpoint,
+                "' is a bare safetensors file, which holds weights but not the architecture: "
+                "pass --model (mlp, cnn, cnn-bn, gpt-tiny or a JSON model spec) or --config "
+                "(the run's config.json)");
   }
-  BRAID_CHECK(state.contains("train_state") || state.contains("config"), "checkpoint '", checkpoint,
-              "/state.json' holds no training config");
-  const nlohmann::json& ts = state.contains("train_state") ? state["train_state"] : state;
-  train::TrainConfig config = train::config_from_json(ts.at("config"));
-  if (batch > 0) config.batch = batch;
-  if (!data_dir.empty()) config.data_dir = data_dir;
+  if (!f.config.empty()) overlay(j, read_config_file(f.config));
+  if (!f.model.empty()) {
+    if (f.model.ends_with(".json") && fs::exists(f.model)) {
+      std::ifstream in(f.model);
+      try {
+        j["model"] = json::parse(in);
+      } catch (const json::parse_error& e) {
+        BRAID_THROW(Error, "model spec '", f.model, "': not valid JSON: ", e.what());
+      }
+    } else {
+      j["model"] = f.model;
+    }
+  }
+  if (f.batch > 0) j["batch"] = f.batch;
+  if (!f.data_dir.empty()) j["data_dir"] = f.data_dir;
+  return train::config_from_json(j);
+}
+
+void run_eval(const EvalFlags& f) {
+  // A run directory, a checkpoint directory, or one safetensors file of weights.
+  const bool bare_file = fs::is_regular_file(f.checkpoint);
+  const std::string dir = bare_file ? "" : train::find_checkpoint_dir(f.checkpoint);
+  BRAID_CHECK(!(bare_file && f.ema), "--ema evaluates a checkpoint directory's weight average; '",
+              f.checkpoint, "' is a single file: drop --ema, or pass the file itself");
+  const train::TrainConfig config = eval_config(f, dir);
   set_blas_threads(config.threads);
   train::Trainer trainer(config);
-  if (averaged) {
-    const std::string path = checkpoint + "/ema.safetensors";
-    BRAID_CHECK(std::filesystem::exists(path), "checkpoint '", checkpoint,
+  if (bare_file) {
+    trainer.load_weights(f.checkpoint);
+  } else if (f.ema) {
+    const std::string path = dir + "/ema.safetensors";
+    BRAID_CHECK(fs::exists(path), "checkpoint '", dir,
                 "' holds no weight average (ema.safetensors); train with --ema-decay to keep one, "
                 "or drop --ema");
     trainer.load_weights(path);
   } else {
-    trainer.load_weights(checkpoint);
+    trainer.load_weights(dir);
   }
   const train::EvalResult r = trainer.evaluate();
   if (trainer.model().task == train::Task::language_model)
@@ -99,26 +233,34 @@ void run_eval(const std::string& checkpoint, int64_t batch, const std::string& d
 void add_train_command(CLI::App& app) {
   auto flags = std::make_shared<TrainFlags>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model (single process)");
-  cmd->add_option("--config", flags->config, "JSON config file (flags override it)");
+  cmd->add_option("--config", flags->config,
+                  "JSON config file (flags override it; with --resume, it overrides the "
+                  "checkpoint's config)");
   flags->apply_settings = add_setting_flags(cmd);
-  cmd->add_option("--resume", flags->resume, "continue from this checkpoint directory");
+  cmd->add_option("--resume", flags->resume,
+                  "continue from this checkpoint (or run) directory, under its saved config");
+  cmd->add_option("--init-from", flags->init_from,
+                  "start from these weights: a safetensors file (a PyTorch state_dict or a "
+                  "braid model.safetensors) or a checkpoint directory");
+  cmd->add_flag("--overwrite", flags->overwrite,
+                "replace the checkpoint and metrics a run already left in --out");
   cmd->callback([flags] { run_train(*flags); });
 }
 
 void add_eval_command(CLI::App& app) {
-  struct EvalFlags {
-    std::string checkpoint, data_dir;
-    int64_t batch = 0;
-    bool ema = false;
-  };
   auto flags = std::make_shared<EvalFlags>();
   CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint on the test split");
-  cmd->add_option("--checkpoint", flags->checkpoint, "checkpoint directory")->required();
+  cmd->add_option("--checkpoint", flags->checkpoint,
+                  "a run directory, its checkpoint directory, or a safetensors file of weights "
+                  "(then with --model or --config)")
+      ->required();
+  cmd->add_option("--model", flags->model,
+                  "the architecture (mlp, cnn, cnn-bn, gpt-tiny or a JSON model spec file)");
+  cmd->add_option("--config", flags->config, "a config file giving the model and the data");
   cmd->add_option("--batch", flags->batch, "evaluation batch size (default: the run's)");
   cmd->add_option("--data-dir", flags->data_dir, "Fashion-MNIST directory (default: the run's)");
   cmd->add_flag("--ema", flags->ema, "evaluate the checkpoint's weight average (ema.safetensors)");
-  cmd->callback(
-      [flags] { run_eval(flags->checkpoint, flags->batch, flags->data_dir, flags->ema); });
+  cmd->callback([flags] { run_eval(*flags); });
 }
 
 }  // namespace braid::cli

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -363,6 +364,16 @@ ArrayDataset load_npy_dataset(const std::string& features_path, const std::strin
   ArrayDataset d;
   d.features = Tensor::empty(Shape(fs), DType::f32, MemCategory::data);
   fx.read_converted(d.features.f32());
+  // A NaN or Inf in the inputs would surface steps later as a diverged loss blamed on the
+  // learning rate: name the file and sample here instead.
+  const float* x = d.features.f32();
+  const int64_t total = d.features.numel();
+  const int64_t per_sample = fs[0] > 0 ? total / fs[0] : 0;
+  for (int64_t i = 0; i < total; ++i)
+    if (!std::isfinite(x[i]))
+      BRAID_THROW(IoError, features_path, ": sample ", i / per_sample, " holds ", x[i],
+                  " (element ", i % per_sample, " of its ", per_sample,
+                  "); features must be finite: clean or drop that sample (np.isfinite)");
 
   const int64_t n = fs[0];
   std::vector<int64_t> raw(static_cast<size_t>(n));

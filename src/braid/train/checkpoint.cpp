@@ -212,6 +212,45 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, nn::ParamSet& params) {
   return out;
 }
 
+std::string find_checkpoint_dir(const std::string& path) {
+  if (fs::exists(join_path(path, kStateFile))) return path;
+  const std::string nested = join_path(path, "checkpoint");
+  if (fs::exists(join_path(nested, kStateFile))) return nested;
+  // What a save leaves when it dies between its renames (Trainer::run's checkpoint swap).
+  std::string survivors;
+  for (const std::string& base : {path, nested})
+    for (const char* suffix : {".previous", ".partial"}) {
+      const std::string candidate = base + suffix;
+      if (!fs::exists(join_path(candidate, kStateFile))) continue;
+      std::string step = "step unknown";
+      try {
+        const json ts = read_state(candidate).value("train_state", json());
+        if (ts.is_object() && ts.value("step", json()).is_number_integer())
+          step = "step " + std::to_string(ts["step"].get<int64_t>());
+      } catch (const Error&) {
+        step = "unreadable";
+      }
+      survivors += (survivors.empty() ? "'" : ", '") + candidate + "' (" + step + ")";
+    }
+  if (!survivors.empty())
+    BRAID_THROW(Error, "checkpoint '", path, "' is missing, but ", survivors,
+                " survives from a save that was interrupted; pass that directory instead (it is "
+                "verified on load)");
+  BRAID_THROW(IoError, "checkpoint '", path, "': no state.json there",
+              fs::is_directory(path) ? " nor in its checkpoint/" : " (no such directory)",
+              "; pass a run directory or the checkpoint directory that braid train wrote "
+              "(DIR/checkpoint)");
+}
+
+json read_train_state(const std::string& dir) {
+  json state = read_state(dir);
+  json& ts = state["train_state"];
+  if (!ts.is_object())
+    BRAID_THROW(Error, "checkpoint '", join_path(dir, kStateFile),
+                "' holds no 'train_state' object; it was not written by braid train");
+  return std::move(ts);
+}
+
 void load_model_weights(const std::string& safetensors_path, nn::ParamSet& params) {
   load_state_dict(read_safetensors(safetensors_path), params,
                   "safetensors file '" + safetensors_path + "'");

@@ -61,6 +61,18 @@ struct LoadedCheckpoint {
 // Verifies the files against state.json, then loads the weights and buffers into `params`.
 LoadedCheckpoint load_checkpoint(const std::string& dir, nn::ParamSet& params);
 
+// The checkpoint directory a user means by `path`: `path` itself when it holds state.json,
+// or the run directory's `path/checkpoint`. When neither exists but a save's siblings
+// survive (`checkpoint.previous`, `checkpoint.partial`: a crash between the renames of a
+// save), the error names each with its step and says to pass it instead: which one to
+// continue from is the user's call, as the older one repeats steps the metrics already hold.
+// IoError when nothing is there.
+std::string find_checkpoint_dir(const std::string& path);
+
+// The "train_state" object of `dir`/state.json, after the same format checks as
+// load_checkpoint; the data files are not read.
+nlohmann::json read_train_state(const std::string& dir);
+
 // Loads weights alone from one safetensors file (a braid model.safetensors or one saved
 // from PyTorch's state_dict), with the same checks as load_checkpoint.
 void load_model_weights(const std::string& safetensors_path, nn::ParamSet& params);

@@ -1,10 +1,14 @@
 #include "train/data_setup.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "data/fashion_mnist.h"
 #include "data/npy.h"
 #include "data/sources.h"
 #include "data/text.h"
+#include "nn/sequential.h"
+#include "train/mem_available.h"
 
 namespace braid::train {
 namespace {
@@ -22,6 +26,55 @@ void check_labels(const Tensor& labels, int64_t num_classes, const char* what) {
   for (int64_t i = 0; i < labels.numel(); ++i)
     BRAID_CHECK(l[i] >= 0 && l[i] < num_classes, what, " label ", i, " is ", l[i],
                 " but the model has ", num_classes, " outputs (classes 0..", num_classes - 1, ")");
+}
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// One sample's (batch of 1) activations held by a step, roughly: every layer's output and
+// its gradient for a Sequential; the logits and theirs otherwise. An estimate to refuse a
+// batch that cannot fit before anything is allocated, not an account.
+double activation_bytes_per_sample(const BuiltModel& model) {
+  std::vector<int64_t> dims{1};
+  for (int i = 0; i < model.sample_shape.rank(); ++i) dims.push_back(model.sample_shape[i]);
+  Shape shape(dims);
+  double elements = 0;
+  if (const auto* seq = dynamic_cast<const nn::Sequential*>(model.module.get())) {
+    for (size_t i = 0; i < seq->size(); ++i) {
+      shape = (*seq)[i].output_shape(shape);
+      elements += static_cast<double>(shape.numel());
+    }
+  } else {
+    elements = static_cast<double>(model.module->output_shape(shape).numel());
+  }
+  return 2.0 * elements * sizeof(float);
+}
+
+double sample_bytes(const data::Source& source) {
+  return static_cast<double>(source.input_shape().numel()) *
+             static_cast<double>(dtype_size(source.input_dtype())) +
+         static_cast<double>(source.target_shape().numel()) *
+             static_cast<double>(dtype_size(source.target_dtype()));
+}
+
+// Checked before the loaders allocate their batch slots: a batch larger than the data, or
+// one whose slots and activations exceed the memory available, is an error naming 'batch'
+// instead of an allocation the kernel answers with the OOM killer.
+void check_batch_fits(const TrainConfig& config, const BuiltModel& model, const data::Source& train,
+                      const data::Source& eval, int64_t eval_batch) {
+  BRAID_CHECK(train.size() >= config.batch, "the training set has ", train.size(),
+              " samples, fewer than one batch of ", config.batch, "; lower 'batch' (at most ",
+              train.size(), ")");
+  const double B = static_cast<double>(config.batch);
+  // Two prefetch slots per loader.
+  const double loader =
+      2.0 * (B * sample_bytes(train) + static_cast<double>(eval_batch) * sample_bytes(eval));
+  const double activations = B * activation_bytes_per_sample(model);
+  const double available = mem_available_bytes();
+  if (available <= 0) return;
+  BRAID_CHECK(loader + activations <= available, "batch ", config.batch, " needs about ",
+              (loader + activations) / kGiB, " GiB (", loader / kGiB, " GiB of loader slots, ",
+              activations / kGiB, " GiB of activations), more than the ", available / kGiB,
+              " GiB this machine has available (MemAvailable in /proc/meminfo); lower 'batch'");
 }
 
 }  // namespace
@@ -76,14 +129,15 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model) {
   train_opts.augment.crop_pad = config.augment_crop_pad;
   train_opts.augment.erase = static_cast<float>(config.augment_erase);
   data::LoaderOptions eval_opts = train_opts;
+  // Evaluation batches never exceed the split: one batch of all of it is the same batch.
+  eval_opts.batch = std::min(config.batch, std::max<int64_t>(1, eval->size()));
+  check_batch_fits(config, model, *train, *eval, eval_opts.batch);
   eval_opts.shuffle = false;
   eval_opts.drop_last = false;
   eval_opts.augment = {};
   DataLoaders out;
   out.train = std::make_unique<data::Loader>(train, train_opts);
   out.eval = std::make_unique<data::Loader>(eval, eval_opts);
-  BRAID_CHECK(out.train->batches_per_epoch() > 0, "the training set has ", train->size(),
-              " samples, fewer than one batch of ", config.batch, "; lower 'batch'");
   return out;
 }
 

@@ -23,9 +23,10 @@ void MetricsLog::write(const nlohmann::json& record) {
   std::fflush(file_);
 }
 
-Progress::Progress() : tty_(isatty(STDOUT_FILENO)) {}
+Progress::Progress(bool enabled) : enabled_(enabled), tty_(isatty(STDOUT_FILENO)) {}
 
 void Progress::update(const std::string& line) {
+  if (!enabled_) return;
   if (tty_) {
     std::printf("\r\033[K%s", line.c_str());
     dirty_ = true;
@@ -36,6 +37,7 @@ void Progress::update(const std::string& line) {
 }
 
 void Progress::print(const std::string& line) {
+  if (!enabled_) return;
   if (dirty_) std::printf("\n");
   dirty_ = false;
   std::printf("%s\n", line.c_str());

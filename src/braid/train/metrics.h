@@ -25,13 +25,15 @@ class MetricsLog {
 
 class Progress {
  public:
-  Progress();
+  // A disabled Progress prints nothing (the ranks other than 0).
+  explicit Progress(bool enabled = true);
   // "epoch 1/3  step 420/469  loss 0.4123  5,120 samples/s  ETA 0:12"
   void update(const std::string& line);
   // A line that stays (evaluation results, warnings); ends any in-place line first.
   void print(const std::string& line);
 
  private:
+  bool enabled_;
   bool tty_;
   bool dirty_ = false;
 };

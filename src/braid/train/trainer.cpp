@@ -12,9 +12,9 @@
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
-#include "train/checkpoint.h"
 #include "train/data_setup.h"
 #include "train/metrics.h"
+#include "train/stop_signal.h"
 
 namespace braid::train {
 namespace {
@@ -48,8 +48,9 @@ constexpr uint64_t kForwardStream = 2;
 
 }  // namespace
 
-Trainer::Trainer(const TrainConfig& config, bool load_data)
-    : config_(config), model_(build_model(config.model, config.seq_len)) {
+Trainer::Trainer(const TrainConfig& config, bool load_data, int rank)
+    : config_(config), rank_(rank), model_(build_model(config.model, config.seq_len)) {
+  BRAID_CHECK(rank >= 0, "Trainer: rank must be >= 0, got ", rank);
   validate(config_);
   model_.module->declare(params_, "");
   params_.allocate();
@@ -57,9 +58,6 @@ Trainer::Trainer(const TrainConfig& config, bool load_data)
   model_.module->init(init_rng);
   cache_ = model_.module->make_cache();
 
-  double lr = config_.optimizer.lr;
-  if (config_.optimizer.base_batch > 0)
-    lr = optim::scaled_lr(static_cast<float>(lr), config_.batch, config_.optimizer.base_batch);
   optimizer_ = optim::make_optimizer(optimizer_config(config_.optimizer), segments_of(params_),
                                      params_.size());
   if (auto* seq = dynamic_cast<nn::Sequential*>(model_.module.get());
@@ -78,22 +76,32 @@ Trainer::Trainer(const TrainConfig& config, bool load_data)
     train_loader_ = std::move(loaders.train);
     eval_loader_ = std::move(loaders.eval);
   }
-  optim::ScheduleConfig sc;
-  sc.name = config_.schedule.name;
-  sc.warmup_steps = config_.schedule.warmup_steps;
-  sc.step_size = config_.schedule.step_size;
-  sc.gamma = static_cast<float>(config_.schedule.gamma);
-  sc.min_lr = static_cast<float>(config_.schedule.min_lr);
-  sc.total_steps = config_.max_steps > 0
-                       ? config_.max_steps
-                       : config_.epochs * std::max<int64_t>(1, batches_per_epoch());
-  schedule_ = optim::make_schedule(sc, static_cast<float>(lr));
+  schedule_ = make_schedule(schedule_steps());
 }
 
 Trainer::~Trainer() = default;
 
 int64_t Trainer::batches_per_epoch() const {
   return train_loader_ ? train_loader_->batches_per_epoch() : 0;
+}
+
+int64_t Trainer::schedule_steps() const {
+  return config_.max_steps > 0 ? config_.max_steps
+                               : config_.epochs * std::max<int64_t>(1, batches_per_epoch());
+}
+
+std::unique_ptr<optim::Schedule> Trainer::make_schedule(int64_t total_steps) const {
+  double lr = config_.optimizer.lr;
+  if (config_.optimizer.base_batch > 0)
+    lr = optim::scaled_lr(static_cast<float>(lr), config_.batch, config_.optimizer.base_batch);
+  optim::ScheduleConfig sc;
+  sc.name = config_.schedule.name;
+  sc.warmup_steps = config_.schedule.warmup_steps;
+  sc.step_size = config_.schedule.step_size;
+  sc.gamma = static_cast<float>(config_.schedule.gamma);
+  sc.min_lr = static_cast<float>(config_.schedule.min_lr);
+  sc.total_steps = total_steps;
+  return optim::make_schedule(sc, static_cast<float>(lr));
 }
 
 float Trainer::learning_rate() const { return schedule_->lr(step_); }
@@ -224,11 +232,12 @@ double Trainer::flops_per_step() const {
   return 3.0 * forward - skipped;
 }
 
-void Trainer::run(int64_t stop_at_step) {
+RunOutcome Trainer::run(int64_t stop_at_step) {
   BRAID_CHECK(train_loader_, "run: this trainer was built without data");
-  std::filesystem::create_directories(config_.out);
-  MetricsLog metrics(config_.out + "/metrics.jsonl");
-  Progress progress;
+  const bool writer = writes_outputs();
+  if (writer) std::filesystem::create_directories(config_.out);
+  MetricsLog metrics = writer ? MetricsLog(config_.out + "/metrics.jsonl") : MetricsLog();
+  Progress progress(writer);
   const int64_t per_epoch = batches_per_epoch();
   const int64_t total_steps = config_.max_steps > 0
                                   ? std::min(config_.max_steps, config_.epochs * per_epoch)
@@ -272,9 +281,12 @@ void Trainer::run(int64_t stop_at_step) {
   // A new checkpoint is complete on disk before the previous one goes: a crash at any
   // point leaves at least one whole, verifiable checkpoint (checkpoint, .previous or
   // .partial).
+  const std::string checkpoint_dir = config_.out + "/checkpoint";
+  int64_t checkpointed_step = -1;
   auto checkpoint = [&] {
     namespace fs = std::filesystem;
-    const std::string final_dir = config_.out + "/checkpoint";
+    if (!writer) return;
+    const std::string& final_dir = checkpoint_dir;
     const std::string partial = final_dir + ".partial", previous = final_dir + ".previous";
     fs::remove_all(partial);
     save_checkpoint(partial);
@@ -284,8 +296,11 @@ void Trainer::run(int64_t stop_at_step) {
     }
     fs::rename(partial, final_dir);
     fs::remove_all(previous);
+    checkpointed_step = step_;
   };
 
+  int stopped_by = 0;
+  const int64_t first_step = step_;
   bool done = step_ >= total_steps;
   while (!done && epoch_ < config_.epochs) {
     if (!resume_mid_epoch_) train_loader_->start_epoch(epoch_);
@@ -328,74 +343,31 @@ void Trainer::run(int64_t stop_at_step) {
         done = true;
         break;
       }
+      // A step boundary: the only place a stop request is honoured, so the checkpoint
+      // below is exactly the state an uninterrupted run had after this step. (A
+      // distributed strategy must first agree on the step across ranks.)
+      if ((stopped_by = stop_requested()) != 0) {
+        done = true;
+        break;
+      }
     }
     const bool epoch_finished = train_loader_->state().position >= per_epoch;
     if (epoch_finished) ++epoch_;
+    if (stopped_by != 0) break;  // within the grace period: no evaluation
     if (config_.eval_every == 0) evaluate_and_log("epoch");
     if (config_.checkpoint_every == 0) checkpoint();
   }
-  progress.print(detail::concat("done: ", step_, " steps in ", format_duration(run_watch.elapsed()),
-                                "; checkpoint in ", config_.out, "/checkpoint"));
-}
-
-}  // namespace braid::train
-
-namespace braid::train {
-
-void Trainer::save_checkpoint(const std::string& dir) const {
-  std::vector<NamedTensor> opt_state;
-  for (const auto& [name, tensor] : optimizer_->state()) opt_state.push_back({name, tensor});
-  nlohmann::json state = {{"step", step_}, {"epoch", epoch_}, {"config", to_json(config_)}};
-  if (train_loader_) {
-    const data::LoaderState ls = train_loader_->state();
-    state["loader"] = {{"epoch", ls.epoch}, {"position", ls.position}};
-  }
-  if (average_) state["ema_updates"] = average_->updates();
-  train::save_checkpoint(dir, params_, opt_state, state,
-                         average_ ? &average_->state_dict() : nullptr);
-}
-
-void Trainer::load_checkpoint(const std::string& dir) {
-  LoadedCheckpoint ck = train::load_checkpoint(dir, params_);
-  optim::NamedTensors opt_state;
-  for (auto& t : ck.optimizer_state) opt_state.emplace_back(t.name, t.tensor);
-  optimizer_->load_state(opt_state);
-  try {
-    step_ = ck.train_state.at("step").get<int64_t>();
-    epoch_ = ck.train_state.at("epoch").get<int64_t>();
-    if (train_loader_ && ck.train_state.contains("loader")) {
-      const auto& l = ck.train_state["loader"];
-      const data::LoaderState ls{l.at("epoch").get<int64_t>(), l.at("position").get<int64_t>()};
-      if (ls.epoch == epoch_ && ls.position > 0 &&
-          ls.position < train_loader_->batches_per_epoch()) {
-        train_loader_->restore(ls);
-        resume_mid_epoch_ = true;
-      }
-    }
-  } catch (const nlohmann::json::exception& e) {
-    BRAID_THROW(Error, "checkpoint '", dir, "': state.json lacks the training position (", e.what(),
-                "); it was not written by braid train");
-  }
-  if (average_ && !ck.averaged_model.empty()) {
-    const nlohmann::json& n = ck.train_state.value("ema_updates", nlohmann::json());
-    BRAID_CHECK(n.is_number_integer(), "checkpoint '", dir,
-                "': it holds a weight average but state.json has no integer 'ema_updates'");
-    average_->load(ck.averaged_model, n.get<int64_t>(), "checkpoint '" + dir + "/ema.safetensors'");
-  } else if (average_) {
-    // The earlier run kept no average: start it at the loaded weights.
-    average_ = std::make_unique<WeightAverage>(params_, config_.ema_decay);
-    log_warn("checkpoint '", dir, "' holds no weight average; the average starts at step ", step_);
-  } else if (!ck.averaged_model.empty()) {
-    log_warn("checkpoint '", dir, "' holds a weight average, which this run (ema_decay 0) drops");
-  }
-}
-
-void Trainer::load_weights(const std::string& path) {
-  if (std::filesystem::is_directory(path)) {
-    load_model_weights(path + "/model.safetensors", params_);
-  } else {
-    load_model_weights(path, params_);
-  }
+  // Whatever checkpoint_every says, the run's last step is saved.
+  if (checkpointed_step != step_ && step_ != first_step) checkpoint();
+  if (stopped_by != 0)
+    progress.print(detail::concat("stopped by ", signal_name(stopped_by), " at step ", step_, "/",
+                                  total_steps, ": checkpoint in ", checkpoint_dir,
+                                  "; continue with: braid train --resume ", checkpoint_dir));
+  else
+    progress.print(detail::concat("done: ", step_, " steps in ",
+                                  format_duration(run_watch.elapsed()), "; checkpoint in ",
+                                  checkpoint_dir));
+  return {step_, stopped_by};
 }
 
 }  // namespace braid::train

@@ -37,10 +37,18 @@ struct EvalResult {
   int64_t samples = 0;
 };
 
+// How Trainer::run ended.
+struct RunOutcome {
+  int64_t step = 0;     // the step reached
+  int stop_signal = 0;  // nonzero: stopped early by this signal (stop_signal.h), checkpoint saved
+};
+
 class Trainer {
  public:
   // With load_data = false no dataset is read (benchmarks and tests feed batches).
-  explicit Trainer(const TrainConfig& config, bool load_data = true);
+  // `rank` is this process's rank in its job: only rank 0 writes outputs (checkpoints,
+  // metrics, progress lines), so ranks that run the same loop never race on one file.
+  explicit Trainer(const TrainConfig& config, bool load_data = true, int rank = 0);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -48,8 +56,11 @@ class Trainer {
   // Trains until the configured epochs or max_steps, evaluating, logging and
   // checkpointing into config.out as configured. A positive `stop_at_step` ends the run
   // early at that step (with a checkpoint), as an interruption would, without changing
-  // anything the configuration derives from the total (the schedule).
-  void run(int64_t stop_at_step = 0);
+  // anything the configuration derives from the total (the schedule). A stop request
+  // (stop_signal.h: SIGINT/SIGTERM under a StopOnSignal) does the same at the next step
+  // boundary, and the outcome names the signal. The run always ends with a checkpoint of
+  // its last step.
+  RunOutcome run(int64_t stop_at_step = 0);
   // One optimisation step on `batch`; returns its loss.
   double train_step(const data::Batch& batch);
   // One step on the loader's next batch (starting the next epoch when one ends); returns
@@ -60,13 +71,19 @@ class Trainer {
   EvalResult evaluate_average(int64_t max_batches = 0);
   const WeightAverage* weight_average() const { return average_.get(); }
 
+  // Only on the rank that writes outputs (rank 0).
   void save_checkpoint(const std::string& dir) const;
-  // Restores weights, optimizer state, step, epoch, RNG and sampler position.
-  void load_checkpoint(const std::string& dir);
+  // Restores weights, optimizer state, step, epoch, RNG and sampler position. `path` is a
+  // checkpoint or a run directory (find_checkpoint_dir). The recorded position is checked
+  // against the data (step = loader epoch x batches per epoch + loader position) before
+  // anything changes; a cosine schedule resumed over another horizon warns.
+  void load_checkpoint(const std::string& path);
   // Loads weights only (a PyTorch state_dict in safetensors, or a checkpoint dir).
   void load_weights(const std::string& path);
 
   const TrainConfig& config() const { return config_; }
+  int rank() const { return rank_; }
+  bool writes_outputs() const { return rank_ == 0; }
   const BuiltModel& model() const { return model_; }
   nn::ParamSet& params() { return params_; }
   int64_t global_step() const { return step_; }
@@ -78,8 +95,14 @@ class Trainer {
  private:
   float learning_rate() const;
   int64_t batches_per_epoch() const;
+  // The steps the schedule spans (its horizon): max_steps, else epochs x batches per epoch.
+  int64_t schedule_steps() const;
+  std::unique_ptr<optim::Schedule> make_schedule(int64_t total_steps) const;
+  void check_position(const nlohmann::json& train_state, const std::string& dir) const;
+  void warn_if_horizon_changed(const nlohmann::json& train_state, const std::string& dir) const;
 
   TrainConfig config_;
+  int rank_ = 0;
   BuiltModel model_;
   nn::ParamSet params_;
   std::unique_ptr<nn::Cache> cache_;

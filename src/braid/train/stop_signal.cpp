@@ -1,0 +1,77 @@
+// Stop requests from SIGINT/SIGTERM (see stop_signal.h).
+#include "train/stop_signal.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace braid::train {
+namespace {
+
+// Lock-free, so storing and loading it from a signal handler is async-signal-safe.
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+void write_stderr(const char* text) {
+  // write(2) is async-signal-safe; a short write of a note is not worth a retry loop.
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, text, std::strlen(text));
+}
+
+extern "C" void on_stop_signal(int sig) {
+  const int saved_errno = errno;
+  int expected = 0;
+  if (g_stop_signal.compare_exchange_strong(expected, sig)) {
+    write_stderr(sig == SIGINT ? "\nbraid: SIGINT: stopping after this step with a checkpoint "
+                                 "(send it again to stop at once, without one)\n"
+                               : "\nbraid: SIGTERM: stopping after this step with a checkpoint "
+                                 "(send it again to stop at once, without one)\n");
+  } else {
+    // The second signal: the default action (termination) right away.
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+  errno = saved_errno;
+}
+
+struct sigaction g_previous[2];
+constexpr int kSignals[2] = {SIGINT, SIGTERM};
+
+}  // namespace
+
+int stop_requested() { return g_stop_signal.load(); }
+void request_stop(int signal) { g_stop_signal.store(signal); }
+void clear_stop_request() { g_stop_signal.store(0); }
+
+StopOnSignal::StopOnSignal() {
+  clear_stop_request();
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  // Restart interrupted system calls: the run goes on to the step boundary.
+  action.sa_flags = SA_RESTART;
+  for (int i = 0; i < 2; ++i)
+    if (::sigaction(kSignals[i], &action, &g_previous[i]) != 0)
+      BRAID_THROW(Error, "cannot install a handler for ", signal_name(kSignals[i]), ": ",
+                  std::strerror(errno));
+}
+
+StopOnSignal::~StopOnSignal() {
+  for (int i = 0; i < 2; ++i) ::sigaction(kSignals[i], &g_previous[i], nullptr);
+}
+
+const char* signal_name(int signal) {
+  switch (signal) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "a signal";
+  }
+}
+
+}  // namespace braid::train

@@ -1,0 +1,32 @@
+// Graceful stop on SIGINT and SIGTERM. Slurm and Kubernetes preempt a job with SIGTERM and
+// wait a grace period before SIGKILL; a person presses Ctrl-C. Either way the run should
+// end at the next step boundary with a checkpoint, not lose everything since the last one.
+//
+// StopOnSignal installs handlers for its lifetime (restoring the previous ones after). The
+// first SIGINT/SIGTERM only records the signal (an async-signal-safe atomic store and a
+// one-line note on stderr); Trainer::run polls stop_requested() between steps. A second
+// signal restores the default action and re-raises it, so the process ends at once.
+//
+// The request is process-wide state because signal dispositions are: one StopOnSignal at a
+// time. request_stop() does what the first signal does, for tests and embedders.
+#pragma once
+
+namespace braid::train {
+
+// The signal number of a pending stop request, or 0.
+int stop_requested();
+void request_stop(int signal);
+void clear_stop_request();
+
+class StopOnSignal {
+ public:
+  StopOnSignal();
+  ~StopOnSignal();
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+};
+
+// "SIGTERM", "SIGINT", else "signal N".
+const char* signal_name(int signal);
+
+}  // namespace braid::train

@@ -1,0 +1,146 @@
+// Trainer's checkpoints: what the training state records beside the tensors, and the checks
+// a resume makes on it before anything changes (see trainer.h and checkpoint.h).
+#include <filesystem>
+
+#include "core/log.h"
+#include "data/loader.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace braid::train {
+namespace {
+
+using nlohmann::json;
+
+// train_state[key] (or train_state.loader[key]) as an integer >= 0, else an Error naming
+// the file and the field.
+int64_t read_count(const json& object, const char* key, const std::string& field,
+                   const std::string& file) {
+  const json& v = object.is_object() ? object.value(key, json()) : json();
+  if (!v.is_number_integer() || v.get<int64_t>() < 0)
+    BRAID_THROW(Error, "checkpoint '", file, "': ", field, " is ", v.dump(),
+                "; it must be an integer >= 0 (the file was edited or is corrupt)");
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
+void Trainer::save_checkpoint(const std::string& dir) const {
+  BRAID_CHECK(writes_outputs(), "save_checkpoint on rank ", rank_,
+              ": only rank 0 writes checkpoints");
+  std::vector<NamedTensor> opt_state;
+  for (const auto& [name, tensor] : optimizer_->state()) opt_state.push_back({name, tensor});
+  json state = {{"step", step_},
+                {"epoch", epoch_},
+                {"schedule_steps", schedule_steps()},
+                {"config", to_json(config_)}};
+  if (train_loader_) {
+    const data::LoaderState ls = train_loader_->state();
+    state["loader"] = {{"epoch", ls.epoch}, {"position", ls.position}};
+  }
+  if (average_) state["ema_updates"] = average_->updates();
+  train::save_checkpoint(dir, params_, opt_state, state,
+                         average_ ? &average_->state_dict() : nullptr);
+}
+
+// Every step consumed one batch, so the step, the epoch and the loader's position must
+// agree: step = loader.epoch x batches per epoch + loader.position, and the epoch is the
+// loader's (or the next one, once its last batch was taken). A mismatch means an edited
+// file, or data or a batch size other than the run's: resuming would silently train on
+// other batches than an uninterrupted run.
+void Trainer::check_position(const json& ts, const std::string& dir) const {
+  const std::string file = (std::filesystem::path(dir) / "state.json").string();
+  const int64_t step = read_count(ts, "step", "train_state.step", file);
+  const int64_t epoch = read_count(ts, "epoch", "train_state.epoch", file);
+  if (!ts.contains("loader")) return;  // written without data (benchmarks)
+  const json& l = ts["loader"];
+  const int64_t loader_epoch = read_count(l, "epoch", "train_state.loader.epoch", file);
+  const int64_t position = read_count(l, "position", "train_state.loader.position", file);
+  const int64_t per_epoch = batches_per_epoch();
+  if (!train_loader_) return;
+  const json& saved_batch = ts.contains("config") ? ts["config"].value("batch", json()) : json();
+  const std::string hint =
+      saved_batch.is_number_integer() && saved_batch.get<int64_t>() != config_.batch
+          ? detail::concat("; the run used batch ", saved_batch.get<int64_t>(), ", this one ",
+                           config_.batch, ": resume with the run's batch")
+          : std::string("; was the file edited, or is the data not the run's?");
+  BRAID_CHECK(position <= per_epoch, "checkpoint '", file, "': train_state.loader.position ",
+              position, " is past the ", per_epoch, " batches of an epoch", hint);
+  BRAID_CHECK(step == loader_epoch * per_epoch + position, "checkpoint '", file,
+              "': train_state.step ", step, " disagrees with train_state.loader (epoch ",
+              loader_epoch, ", position ", position, " of ", per_epoch, " batches per epoch: step ",
+              loader_epoch * per_epoch + position, ")", hint);
+  BRAID_CHECK(epoch == loader_epoch || (epoch == loader_epoch + 1 && position == per_epoch),
+              "checkpoint '", file, "': train_state.epoch ", epoch,
+              " disagrees with train_state.loader.epoch ", loader_epoch, " (position ", position,
+              " of ", per_epoch, ")", hint);
+}
+
+// A cosine schedule decays over its horizon; resumed over another one, the learning rate
+// jumps at the resume step. Legitimate (extending a run), but never silent.
+void Trainer::warn_if_horizon_changed(const json& ts, const std::string& dir) const {
+  if (config_.schedule.name != "cosine") return;
+  int64_t saved = 0;
+  if (ts.value("schedule_steps", json()).is_number_integer()) {
+    saved = ts["schedule_steps"].get<int64_t>();
+  } else if (ts.contains("config") && ts["config"].is_object()) {
+    // Written before schedule_steps was recorded: derive it as the constructor does.
+    const json& c = ts["config"];
+    const int64_t max_steps = c.value("max_steps", int64_t{0});
+    saved = max_steps > 0
+                ? max_steps
+                : c.value("epochs", int64_t{0}) * std::max<int64_t>(1, batches_per_epoch());
+  }
+  const int64_t now = schedule_steps();
+  if (saved <= 0 || saved == now) return;
+  log_warn("checkpoint '", dir, "': its cosine schedule spans ", saved,
+           " steps but this run's spans ", now,
+           " (epochs or max_steps changed): the learning rate at step ", step_, " becomes ",
+           schedule_->lr(step_), " instead of ", make_schedule(saved)->lr(step_),
+           "; keep epochs/max_steps to continue the run's schedule unchanged");
+}
+
+void Trainer::load_checkpoint(const std::string& path) {
+  const std::string dir = find_checkpoint_dir(path);
+  // The recorded position is checked before the model changes.
+  check_position(read_train_state(dir), dir);
+  LoadedCheckpoint ck = train::load_checkpoint(dir, params_);
+  optim::NamedTensors opt_state;
+  for (auto& t : ck.optimizer_state) opt_state.emplace_back(t.name, t.tensor);
+  optimizer_->load_state(opt_state);
+  step_ = ck.train_state.at("step").get<int64_t>();
+  epoch_ = ck.train_state.at("epoch").get<int64_t>();
+  if (train_loader_ && ck.train_state.contains("loader")) {
+    const auto& l = ck.train_state["loader"];
+    const data::LoaderState ls{l.at("epoch").get<int64_t>(), l.at("position").get<int64_t>()};
+    if (ls.epoch == epoch_ && ls.position > 0 && ls.position < train_loader_->batches_per_epoch()) {
+      train_loader_->restore(ls);
+      resume_mid_epoch_ = true;
+    }
+  }
+  warn_if_horizon_changed(ck.train_state, dir);
+  if (average_ && !ck.averaged_model.empty()) {
+    const nlohmann::json& n = ck.train_state.value("ema_updates", nlohmann::json());
+    BRAID_CHECK(n.is_number_integer(), "checkpoint '", dir,
+                "': it holds a weight average but state.json has no integer 'ema_updates'");
+    average_->load(ck.averaged_model, n.get<int64_t>(), "checkpoint '" + dir + "/ema.safetensors'");
+  } else if (average_) {
+    // The earlier run kept no average: start it at the loaded weights.
+    average_ = std::make_unique<WeightAverage>(params_, config_.ema_decay);
+    log_warn("checkpoint '", dir, "' holds no weight average; the average starts at step ", step_);
+  } else if (!ck.averaged_model.empty()) {
+    log_warn("checkpoint '", dir, "' holds a weight average, which this run (ema_decay 0) drops");
+  }
+}
+
+void Trainer::load_weights(const std::string& path) {
+  if (std::filesystem::is_directory(path)) {
+    load_model_weights(find_checkpoint_dir(path) + "/model.safetensors", params_);
+  } else {
+    load_model_weights(path, params_);
+  }
+}
+
+}  // namespace braid::train
