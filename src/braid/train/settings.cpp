@@ -322,12 +322,12 @@ json check_value(const Setting& s, const json& v) {
     case SettingKind::boolean:
       return v.is_boolean() ? v : refuse();
     case SettingKind::integer: {
-      if (v.is_number_unsigned()) {
-        if (v.get<uint64_t>() > static_cast<uint64_t>(s.int_hi)) refuse();
-        return v;
-      }
       int64_t n = 0;
-      if (v.is_number_integer()) {
+      if (v.is_number_unsigned()) {
+        if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+          refuse();
+        n = static_cast<int64_t>(v.get<uint64_t>());
+      } else if (v.is_number_integer()) {
         n = v.get<int64_t>();
       } else if (v.is_number_float()) {
         // An integral float (1e3) is the integer it spells; 2.5 or 1e20 is not one.
