@@ -293,11 +293,11 @@ TEST(Launch, UnderTimeoutRanksFinishTheirHandler) {
 }
 
 TEST(Launch, ASignalFromSomeoneElseWhileStoppingKillsAtOnce) {
-  braid::testing::Process l({BRAID_BINARY, "launch", "-n", "2", "--grace", "600", "--", "sh", "-c",
+  braid::testing::Process l({BRAID_BINARY, "launch", "-n", "2", "--grace", "30", "--", "sh", "-c",
                              "trap '' TERM INT; echo ready pid $$; while :; do sleep 0.1; done"});
   ASSERT_TRUE(l.wait_for("ready", 2)) << l.output();
   ::kill(l.pid(), SIGTERM);
-  ASSERT_TRUE(l.wait_for("waiting up to 600.000 s")) << l.output();
+  ASSERT_TRUE(l.wait_for("waiting up to 30.000 s")) << l.output();
   // A second sender (a person pressing Ctrl-C again, a scheduler): not an echo.
   const pid_t launcher = l.pid();
   const pid_t other = ::fork();

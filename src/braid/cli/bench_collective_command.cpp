@@ -11,13 +11,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/commands.h"
@@ -329,8 +333,10 @@ void run_collective_bench(const CollectiveFlags& f) {
     check_memory(f, plan.hi, in_job ? env.local_size : std::max(1, f.ranks));
   } catch (const Error&) {
     // Every rank of the job got the same flags and sees the same host: the first rank on
-    // each host says what is wrong, the others leave quietly.
+    // each host says what is wrong, the others leave quietly, but only after giving it
+    // time to say so: a launcher stops the whole job when the first rank exits.
     if (in_job && env.local_rank != 0) {
+      std::this_thread::sleep_for(std::chrono::seconds(5));
       std::fflush(nullptr);
       std::exit(1);
     }
