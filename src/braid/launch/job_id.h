@@ -23,7 +23,7 @@ struct JobId {
 };
 
 // Nullopt when no launcher or scheduler named the job (torchrun's default run id "none"
-// counts as unnamed). Error when BRAID_JOB_ID is set but empty of meaning (too long).
+// counts as unnamed). Error naming the variable when the id is over 256 bytes.
 std::optional<JobId> read_job_id(const GetEnv& getenv = ::getenv);
 
 // `text` with every byte outside [A-Za-z0-9._:@+-] written as %XX: distinct ids stay

@@ -1,11 +1,12 @@
 // `braid launch`: starts N ranks of one job on this machine and supervises them.
 //
-// The launcher makes a fresh secret and job id, hosts the job's store itself (so the store
-// outlives a failed rank 0), and starts every rank with braid's variables (launch/env.h)
-// and torchrun's RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE, in its own process
-// group. Rank output reaches the launcher's stdout and stderr as whole lines prefixed
-// "[rank i] ". Ranks die with the launcher (PR_SET_PDEATHSIG), and whatever a rank leaves
-// running in its process group is killed when it exits.
+// The launcher makes a fresh secret and job id (BRAID_JOB_ID, unless the user set one),
+// hosts the job's store itself (so the store outlives a failed rank 0), and starts every
+// rank with braid's variables (launch/env.h) and torchrun's RANK, WORLD_SIZE, LOCAL_RANK
+// and LOCAL_WORLD_SIZE, in its own process group. Rank output reaches the launcher's
+// stdout and stderr as whole lines prefixed "[rank i] ". Ranks die with the launcher
+// (PR_SET_PDEATHSIG), and whatever a rank leaves running in its process group is killed
+// when it exits.
 //
 // Stopping: the first SIGINT or SIGTERM the launcher gets is forwarded once to every rank
 // (their own process groups keep a terminal's Ctrl-C from reaching them directly); an
