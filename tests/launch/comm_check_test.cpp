@@ -75,6 +75,11 @@ class Braid {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   const std::string& output() const { return output_; }
+  static int count(const std::string& s, const std::string& word) {
+    int n = 0;
+    for (size_t p = s.find(word); p != std::string::npos; p = s.find(word, p + 1)) ++n;
+    return n;
+  }
 
  private:
   pid_t pid_ = -1;
@@ -122,6 +127,8 @@ TEST_P(LaunchedCommCheck, EveryRankChecksOut) {
            "--transport", transport});
   ASSERT_EQ(b.finish(), 0) << b.output();
   expect_every_rank_ok(b.output(), n, transport);
+  // The launcher sets torchrun's variables too; braid's own are the ones read.
+  EXPECT_EQ(Braid::count(b.output(), "braid's variables"), n) << b.output();
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, LaunchedCommCheck,

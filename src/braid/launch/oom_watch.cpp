@@ -125,12 +125,12 @@ std::string OomWatch::explain_sigkill(pid_t pid) {
   }
   const std::string p = std::to_string(pid);
   if (in_log)
-    return "the kernel's OOM killer is the likely cause: the kernel log says it killed process " +
+    return "The kernel's OOM killer is the likely cause: the kernel log says it killed process " +
            p + " (dmesg); the ranks on this host need less memory (smaller sizes, fewer ranks)";
   const std::optional<int64_t> after =
       counter_path_.empty() ? std::nullopt : read_count(counter_path_);
   if (after && count_before_ && *after > *count_before_)
-    return "the kernel's OOM killer is the likely cause: oom_kill in " + counter_path_ +
+    return "The kernel's OOM killer is the likely cause: oom_kill in " + counter_path_ +
            " rose from " + std::to_string(*count_before_) + " to " + std::to_string(*after) +
            " during the job; the ranks on this host need less memory (smaller sizes, fewer ranks)";
   std::string checked;
