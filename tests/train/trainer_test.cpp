@@ -314,5 +314,21 @@ TEST(Trainer, BatchLargerThanTheDataFailsBeforeAllocating) {
   EXPECT_LT(peak - before, int64_t{200} << 20);  // the datasets, about 55 MB
 }
 
+// Activations no machine holds (1x1 convolutions through 4096 channels over 28x28 images,
+// for a batch of 60000: about 1.5 TB; the parameters are a few kB) are refused against
+// MemAvailable before anything runs.
+TEST(Trainer, BatchWhoseActivationsExceedMemoryIsRefused) {
+  REQUIRE_FASHION_MNIST();
+  TrainConfig c = small_config("", 10);
+  c.model = json::parse(R"({"input": [28, 28, 1], "layers": [
+      {"type": "conv2d", "out_channels": 4096, "kernel": 1},
+      {"type": "conv2d", "out_channels": 1, "kernel": 1}, {"type": "flatten"},
+      {"type": "linear", "out_features": 10}]})");
+  c.batch = 60000;
+  const std::string e = error_of([&] { Trainer t(c); });
+  EXPECT_NE(e.find("batch 60000 needs about"), std::string::npos) << e;
+  EXPECT_NE(e.find("GiB this machine has available (MemAvailable"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace braid::train
