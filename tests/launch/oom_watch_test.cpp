@@ -107,6 +107,14 @@ TEST(HostMemory, MemAvailable) {
   EXPECT_TRUE(mem_available_bytes().has_value()) << "this test runs on Linux";
   EXPECT_FALSE(mem_available_bytes("/nonexistent/meminfo").has_value());
   EXPECT_EQ(describe_bytes(512), "512 B");
+  // Every rank on the host counts: 4 x 30 fits in 150 alone, not with a tenth kept free.
+  const MemoryFit four = fit_in_memory(30, 4, 150);
+  EXPECT_EQ(four.need, 120u);
+  EXPECT_EQ(four.usable, 135u);
+  EXPECT_TRUE(four.fits);
+  EXPECT_FALSE(fit_in_memory(30, 5, 150).fits);
+  EXPECT_FALSE(fit_in_memory(UINT64_MAX / 2, 3, UINT64_MAX).fits) << "overflow must not fit";
+  EXPECT_EQ(fit_in_memory(UINT64_MAX / 2, 3, 1).need, UINT64_MAX);
   EXPECT_EQ(describe_bytes(uint64_t{3} << 29), "1.5 GiB");
 }
 

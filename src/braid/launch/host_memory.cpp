@@ -1,6 +1,7 @@
 // Parses /proc/meminfo by hand: one line, no allocation sized by the file.
 #include "launch/host_memory.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -33,6 +34,15 @@ std::optional<uint64_t> mem_available_bytes(const std::string& meminfo) {
   std::ostringstream text;
   text << in.rdbuf();
   return parse_mem_available(text.str());
+}
+
+MemoryFit fit_in_memory(uint64_t per_rank, int ranks, uint64_t available) {
+  MemoryFit f;
+  const uint64_t n = ranks < 1 ? 1 : static_cast<uint64_t>(ranks);
+  f.need = per_rank > UINT64_MAX / n ? UINT64_MAX : per_rank * n;
+  f.usable = available / 10 * 9;
+  f.fits = f.need <= f.usable;
+  return f;
 }
 
 std::string describe_bytes(uint64_t bytes) {
