@@ -274,6 +274,7 @@ TEST(Checkpoint, FindsTheRunsCheckpointAndNamesSurvivingSiblings) {
   for (const std::string& passed : {dir.file("run"), dir.file("run/checkpoint")}) {
     const std::string e = error_of([&] { find_checkpoint_dir(passed); });
     EXPECT_TRUE(contains(e, "'" + dir.file("run/checkpoint.previous") + "' (step 42) survives"));
+    EXPECT_TRUE(contains(e, "checkpoint '" + dir.file("run/checkpoint") + "' is missing"));
     EXPECT_TRUE(contains(e, "pass that directory instead"));
   }
   EXPECT_EQ(find_checkpoint_dir(dir.file("run/checkpoint.previous")),

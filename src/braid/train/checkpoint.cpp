@@ -217,7 +217,7 @@ std::string find_checkpoint_dir(const std::string& path) {
   const std::string nested = join_path(path, "checkpoint");
   if (fs::exists(join_path(nested, kStateFile))) return nested;
   // What a save leaves when it dies between its renames (Trainer::run's checkpoint swap).
-  std::string survivors;
+  std::string survivors, meant = path;
   for (const std::string& base : {path, nested})
     for (const char* suffix : {".previous", ".partial"}) {
       const std::string candidate = base + suffix;
@@ -231,9 +231,10 @@ std::string find_checkpoint_dir(const std::string& path) {
         step = "unreadable";
       }
       survivors += (survivors.empty() ? "'" : ", '") + candidate + "' (" + step + ")";
+      meant = base;
     }
   if (!survivors.empty())
-    BRAID_THROW(Error, "checkpoint '", path, "' is missing, but ", survivors,
+    BRAID_THROW(Error, "checkpoint '", meant, "' is missing, but ", survivors,
                 " survives from a save that was interrupted; pass that directory instead (it is "
                 "verified on load)");
   BRAID_THROW(IoError, "checkpoint '", path, "': no state.json there",
