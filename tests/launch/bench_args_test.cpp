@@ -4,8 +4,8 @@
 // (MemAvailable), whether it launches its own ranks (-n) or runs under `braid launch`.
 #include <string>
 
+#include "core/host_memory.h"
 #include "launch/braid_process.h"
-#include "launch/host_memory.h"
 
 namespace braid::testing {
 namespace {
@@ -34,7 +34,7 @@ TEST(BenchArgs, UnderALauncherOneRankSaysIt) {
 }
 
 TEST(BenchArgs, MoreThanTheHostsAvailableMemoryIsRefusedFirst) {
-  const std::optional<uint64_t> available = launch::mem_available_bytes();
+  const std::optional<uint64_t> available = mem_available_bytes();
   if (!available) GTEST_SKIP() << "no MemAvailable in /proc/meminfo";
   // One rank's buffers alone exceed what the host has.
   const std::string size = std::to_string(*available + 1);
@@ -48,7 +48,7 @@ TEST(BenchArgs, MoreThanTheHostsAvailableMemoryIsRefusedFirst) {
 }
 
 TEST(BenchArgs, UnderALauncherTheMemoryCheckCountsEveryLocalRank) {
-  const std::optional<uint64_t> available = launch::mem_available_bytes();
+  const std::optional<uint64_t> available = mem_available_bytes();
   if (!available) GTEST_SKIP() << "no MemAvailable in /proc/meminfo";
   // Too much for one rank even (never allocate for real if the check breaks); the message
   // shows the need counted for all four ranks on the host (the sum: HostMemory test).

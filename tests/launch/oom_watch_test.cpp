@@ -1,6 +1,6 @@
 // What the launcher says about a rank killed by SIGKILL, over fake cgroup files and a fake
 // kernel log: the OOM killer is named as the likely cause only when a record says so.
-// Also MemAvailable parsing (launch/host_memory.h), which the benchmarks check first.
+// Also MemAvailable parsing (core/host_memory.h), which the benchmarks check first.
 #include "launch/oom_watch.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "launch/host_memory.h"
+#include "core/host_memory.h"
 #include "temp_dir.h"
 
 namespace braid::launch {

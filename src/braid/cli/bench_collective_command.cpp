@@ -29,10 +29,10 @@
 #include "comm/collectives.h"
 #include "comm/shared_buffer.h"
 #include "comm/transport_factory.h"
+#include "core/host_memory.h"
 #include "core/memory.h"
 #include "core/timer.h"
 #include "launch/env.h"
-#include "launch/host_memory.h"
 #include "launch/job.h"
 
 namespace braid::cli {
@@ -284,22 +284,21 @@ Plan plan_of(const CollectiveFlags& f) {
 }
 
 // Each rank holds a send and a receive buffer of the largest size; the ranks on this host
-// together must fit in what the kernel says is available (launch/host_memory.h).
+// together must fit in what the kernel says is available (core/host_memory.h).
 void check_memory(const CollectiveFlags& f, size_t largest, int ranks_on_host) {
-  const std::optional<uint64_t> available = launch::mem_available_bytes();
+  const std::optional<uint64_t> available = mem_available_bytes();
   if (!available) return;  // not Linux, or no /proc: nothing to check against
   const uint64_t per_rank = 2 * (static_cast<uint64_t>(largest) + 64);
-  const launch::MemoryFit fit = launch::fit_in_memory(per_rank, ranks_on_host, *available);
+  const MemoryFit fit = fit_in_memory(per_rank, ranks_on_host, *available);
   if (fit.fits) return;
   // The largest power-of-two size that fits, to suggest.
   uint64_t fits = 4;
-  while (launch::fit_in_memory(2 * (2 * fits + 64), ranks_on_host, *available).fits) fits *= 2;
+  while (fit_in_memory(2 * (2 * fits + 64), ranks_on_host, *available).fits) fits *= 2;
   fits = std::max<uint64_t>(4, fits / 2);
   BRAID_THROW(Error, "bench ", f.collective, ": --max ", f.max_size, " needs ",
-              launch::describe_bytes(per_rank), " per rank (send and receive buffers) x ",
-              ranks_on_host, ranks_on_host == 1 ? " rank" : " ranks",
-              " on this host = ", launch::describe_bytes(fit.need), ", but only ",
-              launch::describe_bytes(*available),
+              describe_bytes(per_rank), " per rank (send and receive buffers) x ", ranks_on_host,
+              ranks_on_host == 1 ? " rank" : " ranks", " on this host = ", describe_bytes(fit.need),
+              ", but only ", describe_bytes(*available),
               " is available (MemAvailable in /proc/meminfo; a tenth is kept free); choose a "
               "smaller --max, e.g. --max ",
               human_bytes(fits), ", or fewer ranks");

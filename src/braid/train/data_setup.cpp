@@ -3,12 +3,12 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "data/fashion_mnist.h"
 #include "data/npy.h"
 #include "data/sources.h"
 #include "data/text.h"
 #include "nn/sequential.h"
-#include "train/mem_available.h"
 
 namespace braid::train {
 namespace {
@@ -69,7 +69,7 @@ void check_batch_fits(const TrainConfig& config, const BuiltModel& model, const 
   const double loader =
       2.0 * (B * sample_bytes(train) + static_cast<double>(eval_batch) * sample_bytes(eval));
   const double activations = B * activation_bytes_per_sample(model);
-  const double available = mem_available_bytes();
+  const double available = static_cast<double>(mem_available_bytes().value_or(0));
   if (available <= 0) return;
   BRAID_CHECK(loader + activations <= available, "batch ", config.batch, " needs about ",
               (loader + activations) / kGiB, " GiB (", loader / kGiB, " GiB of loader slots, ",

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "nn/activations.h"
 #include "nn/attention.h"
 #include "nn/batchnorm.h"
@@ -18,7 +19,6 @@
 #include "nn/linear.h"
 #include "nn/pooling.h"
 #include "nn/sequential.h"
-#include "train/mem_available.h"
 #include "train/recipes.h"
 #include "train/suggest.h"
 
@@ -335,7 +335,7 @@ BuiltModel build_model(const json& spec, int64_t seq_len) {
     BRAID_CHECK(it.key() == "input" || it.key() == "layers" || it.key() == "input_dtype",
                 "model: unknown key '", it.key(), "'; accepted: input, input_dtype, layers");
   Budget budget;
-  const double available = mem_available_bytes();
+  const double available = static_cast<double>(mem_available_bytes().value_or(0));
   budget.limit_bytes = available > 0 ? available : kAssumedMemory;
   const json& input = s["input"];
   bool input_ok = input.is_array() && !input.empty() && input.size() <= 4;

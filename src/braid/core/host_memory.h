@@ -1,13 +1,13 @@
-// How much memory this host can still give, so that a command sized by its flags (a
-// benchmark's largest message on every local rank) is refused with a clear error before
-// it allocates, instead of waking the kernel's OOM killer.
+// How much memory this host can still give, so that a size taken from flags or a config
+// (a benchmark's largest message on every local rank, a batch, a model) is refused with a
+// clear error before it is allocated, instead of waking the kernel's OOM killer.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
-namespace braid::launch {
+namespace braid {
 
 // MemAvailable of `meminfo` in bytes (the kernel's estimate of what can be allocated
 // without swapping); nullopt when the file or the line cannot be read.
@@ -29,4 +29,4 @@ MemoryFit fit_in_memory(uint64_t per_rank, int ranks, uint64_t available);
 // "512 B", "3.5 KiB", "16.0 GiB": sizes in messages.
 std::string describe_bytes(uint64_t bytes);
 
-}  // namespace braid::launch
+}  // namespace braid

@@ -1,5 +1,5 @@
 // Parses /proc/meminfo by hand: one line, no allocation sized by the file.
-#include "launch/host_memory.h"
+#include "core/host_memory.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <iterator>
 #include <sstream>
 
-namespace braid::launch {
+namespace braid {
 
 std::optional<uint64_t> parse_mem_available(const std::string& meminfo_text) {
   std::istringstream in(meminfo_text);
@@ -56,4 +56,4 @@ std::string describe_bytes(uint64_t bytes) {
   return buf;
 }
 
-}  // namespace braid::launch
+}  // namespace braid
