@@ -9,6 +9,7 @@
 #include <string>
 
 #include "fashion_mnist_data.h"
+#include "run_braid.h"
 #include "temp_dir.h"
 
 namespace {
@@ -16,26 +17,14 @@ namespace {
 namespace fs = std::filesystem;
 using braid::testing::TempDir;
 
-struct Result {
-  int code;
-  std::string output;  // stdout and stderr
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(BRAID_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using Result = braid::testing::BraidResult;
+using braid::testing::run_braid;
 
 TEST(Cli, UnknownConfigKeyIsOneClearLineAndExitCode1) {
   const TempDir tmp;
   const std::string& dir = tmp.path();
   std::ofstream(dir + "/c.json") << R"({"model": "mlp", "optimiser": {"lr": 0.1}})";
-  const Result r = run("train --config " + dir + "/c.json");
+  const Result r = run_braid("train --config " + dir + "/c.json");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("unknown key 'optimiser'"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("c.json"), std::string::npos) << r.output;
@@ -45,19 +34,19 @@ TEST(Cli, MalformedConfigAndMissingFilesAreNamed) {
   const TempDir tmp;
   const std::string& dir = tmp.path();
   std::ofstream(dir + "/c.json") << R"({"model": "mlp",)";
-  Result r = run("train --config " + dir + "/c.json");
+  Result r = run_braid("train --config " + dir + "/c.json");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("not valid JSON"), std::string::npos) << r.output;
-  r = run("train --config " + dir + "/missing.json");
+  r = run_braid("train --config " + dir + "/missing.json");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("missing.json"), std::string::npos) << r.output;
-  r = run("eval --checkpoint " + dir + "/nothing");
+  r = run_braid("eval --checkpoint " + dir + "/nothing");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("no state.json"), std::string::npos) << r.output;
 }
 
 TEST(Cli, BadFlagValueNamesTheKey) {
-  const Result r = run("train --model mlp --batch 0");
+  const Result r = run_braid("train --model mlp --batch 0");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("'batch' must be positive"), std::string::npos) << r.output;
 }
@@ -66,11 +55,12 @@ TEST(Cli, TrainThenEvalTheCheckpoint) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
   const std::string& dir = tmp.path();
-  Result r = run("train --model mlp --steps 30 --batch 64 --lr 0.05 --eval-every 30 --out " + dir);
+  Result r =
+      run_braid("train --model mlp --steps 30 --batch 64 --lr 0.05 --eval-every 30 --out " + dir);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::exists(dir + "/metrics.jsonl"));
   EXPECT_TRUE(fs::exists(dir + "/checkpoint/model.safetensors"));
-  r = run("eval --checkpoint " + dir + "/checkpoint");
+  r = run_braid("eval --checkpoint " + dir + "/checkpoint");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("over 10000 samples"), std::string::npos) << r.output;
   // A corrupted checkpoint is refused with the file named.
@@ -80,7 +70,7 @@ TEST(Cli, TrainThenEvalTheCheckpoint) {
     f.seekp(-5, std::ios::end);
     f.put('\x7f');
   }
-  r = run("eval --checkpoint " + dir + "/checkpoint");
+  r = run_braid("eval --checkpoint " + dir + "/checkpoint");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("model.safetensors"), std::string::npos) << r.output;
 }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "fashion_mnist_data.h"
+#include "run_braid.h"
 #include "temp_dir.h"
 #include "train/settings.h"
 
@@ -20,23 +21,11 @@ namespace {
 
 using braid::testing::TempDir;
 
-struct Result {
-  int code;
-  std::string output;  // stdout and stderr
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(BRAID_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using Result = braid::testing::BraidResult;
+using braid::testing::run_braid;
 
 void expect_refused(const std::string& args, const std::string& message) {
-  const Result r = run(args);
+  const Result r = run_braid(args);
   EXPECT_EQ(r.code, 1) << args << "\n" << r.output;
   EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
   EXPECT_EQ(r.output.find("internal error"), std::string::npos) << args << "\n" << r.output;
@@ -62,7 +51,8 @@ TEST(SettingsCli, BadFlagValuesAreRefusedNamingTheKey) {
   expect_refused("train --clip -1", "'clip_grad_norm' must be >= 0");
   expect_refused("train --crop-pad 5000", "'augment_crop_pad' must be >= 0 and at most 1024");
   expect_refused("train --steps -1", "'max_steps' must be >= 0");
-  expect_refused("train --optimizer adamww", "'optimizer.name' is \"adamww\"; did you mean 'adamw'?");
+  expect_refused("train --optimizer adamww",
+                 "'optimizer.name' is \"adamww\"; did you mean 'adamw'?");
 }
 
 TEST(SettingsCli, BadConfigFilesAreRefusedNamingTheKeyOrLayer) {
@@ -103,7 +93,7 @@ TEST(SettingsCli, UnknownFlagsAndKeysSuggestTheClosest) {
 }
 
 TEST(SettingsCli, HelpListsEveryKeyWithItsHelp) {
-  const Result r = run("train --help");
+  const Result r = run_braid("train --help");
   ASSERT_EQ(r.code, 0) << r.output;
   for (const braid::train::Setting& s : braid::train::settings()) {
     EXPECT_NE(r.output.find(braid::train::flag_names(s).front()), std::string::npos) << s.key;
@@ -126,11 +116,11 @@ TEST(SettingsCli, ThreadsAreBoundedAndOversubscriptionWarnsOnce) {
                  "threads must be in [1, 1024], got 100000");
   const std::string bench =
       "bench train --model mlp --synthetic --batch 2 --steps 1 --warmup 0 --threads ";
-  Result r = run(bench + std::to_string(usable_cores() + 1));
+  Result r = run_braid(bench + std::to_string(usable_cores() + 1));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(count_of(r.output, "exceeds the " + std::to_string(usable_cores()) + " cores"), 1u)
       << r.output;
-  r = run(bench + std::to_string(usable_cores()));
+  r = run_braid(bench + std::to_string(usable_cores()));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(count_of(r.output, "exceeds"), 0u) << r.output;
 }
@@ -141,10 +131,10 @@ TEST(SettingsCli, FlagsOverrideTheModelsRecipe) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
   const std::string out = tmp.path() + "/run";
-  const Result r =
-      run("train --model cnn-bn --max-steps 1 --batch 8 --eval-batches 1 "
-          "--no-augment-flip --lr 0.01 --warmup 3 --optimizer.nesterov --out " +
-          out);
+  const Result r = run_braid(
+      "train --model cnn-bn --max-steps 1 --batch 8 --eval-batches 1 "
+      "--no-augment-flip --lr 0.01 --warmup 3 --optimizer.nesterov --out " +
+      out);
   ASSERT_EQ(r.code, 0) << r.output;
   std::ifstream in(out + "/config.json");
   const nlohmann::json c = nlohmann::json::parse(in);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fashion_mnist_data.h"
+#include "run_braid.h"
 #include "temp_dir.h"
 
 namespace {
@@ -24,21 +25,8 @@ namespace fs = std::filesystem;
 using braid::testing::TempDir;
 using nlohmann::json;
 
-struct Result {
-  int code;
-  std::string output;  // stdout and stderr
-};
-
-// Runs `braid ARGS` through the shell (`prefix` goes before it, e.g. "cd / &&").
-Result run(const std::string& args, const std::string& prefix = "") {
-  const std::string cmd = prefix + " " + std::string(BRAID_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using Result = braid::testing::BraidResult;
+using braid::testing::run_braid;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -151,8 +139,8 @@ std::string tiny_mlp(const TempDir& tmp) {
 // before anything is written.
 TEST(TrainCli, UnderLaunchWithTwoRanksIsRefusedAndWritesNothing) {
   const TempDir tmp;
-  const Result r = run("launch -n 2 -- " + std::string(BRAID_BINARY) + " train " + tiny_mlp(tmp) +
-                       "--steps 5 --out " + tmp.file("out"));
+  const Result r = run_braid("launch -n 2 -- " + std::string(BRAID_BINARY) + " train " +
+                             tiny_mlp(tmp) + "--steps 5 --out " + tmp.file("out"));
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output,
                        "braid train runs one process today; world size 2 (from braid "
@@ -168,13 +156,13 @@ TEST(TrainCli, ExistingOutIsRefusedUnlessResumeOrOverwrite) {
   const TempDir tmp;
   const std::string out = tmp.file("out");
   const std::string train = "train " + tiny_mlp(tmp) + "--steps 2 --log-every 1 --out " + out;
-  Result r = run(train);
+  Result r = run_braid(train);
   ASSERT_EQ(r.code, 0) << r.output;
   const int lines = count_lines(out + "/metrics.jsonl");
   const std::string weights = read_bytes(out + "/checkpoint/model.safetensors");
   ASSERT_EQ(lines, 3);  // two train records and the evaluation
 
-  r = run(train);
+  r = run_braid(train);
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(contains(r.output, "--out '" + out +
                                      "' already holds a run (checkpoint, "
@@ -183,7 +171,7 @@ TEST(TrainCli, ExistingOutIsRefusedUnlessResumeOrOverwrite) {
   EXPECT_EQ(count_lines(out + "/metrics.jsonl"), lines);
   EXPECT_EQ(read_bytes(out + "/checkpoint/model.safetensors"), weights);
 
-  r = run(train + " --seed 5 --overwrite");
+  r = run_braid(train + " --seed 5 --overwrite");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(count_lines(out + "/metrics.jsonl"), lines);
   EXPECT_NE(read_bytes(out + "/checkpoint/model.safetensors"), weights);
@@ -195,12 +183,12 @@ TEST(TrainCli, ExistingOutIsRefusedUnlessResumeOrOverwrite) {
 TEST(TrainCli, ResumeAloneUsesTheSavedConfig) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
-  Result r = run("train " + tiny_mlp(tmp) + "--steps 6 --out " + tmp.file("a"));
+  Result r = run_braid("train " + tiny_mlp(tmp) + "--steps 6 --out " + tmp.file("a"));
   ASSERT_EQ(r.code, 0) << r.output;
-  r = run("train --resume " + tmp.file("a") + " --steps 12");
+  r = run_braid("train --resume " + tmp.file("a") + " --steps 12");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "at step 6"));
-  r = run("train " + tiny_mlp(tmp) + "--steps 12 --out " + tmp.file("b"));
+  r = run_braid("train " + tiny_mlp(tmp) + "--steps 12 --out " + tmp.file("b"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(same_checkpoint(tmp.file("a/checkpoint"), tmp.file("b/checkpoint")));
 }
@@ -243,11 +231,11 @@ TEST(TrainCli, SigtermCheckpointsAtTheStepBoundaryAndResumes) {
   ASSERT_LT(step, 3000) << "the run finished before the signal: the test proves nothing";
 
   // The saved config carries everything but the flags given here.
-  Result r = run("train --resume " + out + "/checkpoint --log-every 1000");
+  Result r = run_braid("train --resume " + out + "/checkpoint --log-every 1000");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "at step " + std::to_string(step)));
-  r = run("train " + tiny_mlp(tmp) + "--steps " + total + " --log-every 1000 --out " +
-          tmp.file("straight"));
+  r = run_braid("train " + tiny_mlp(tmp) + "--steps " + total + " --log-every 1000 --out " +
+                tmp.file("straight"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(same_checkpoint(out + "/checkpoint", tmp.file("straight/checkpoint")));
 }
@@ -282,7 +270,7 @@ TEST(TrainCli, BatchLargerThanTheDataFailsFast) {
 #else
   const std::string limit = "ulimit -v 1048576 &&";
 #endif
-  const Result r = run("train --model mlp --batch 1000000 --out " + tmp.file("out"), limit);
+  const Result r = run_braid("train --model mlp --batch 1000000 --out " + tmp.file("out"), limit);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "60000 samples, fewer than one batch of 1000000; lower 'batch'"));
   EXPECT_FALSE(fs::exists(tmp.file("out")));
@@ -324,7 +312,7 @@ TEST(TrainCli, ConfigDataPathsResolveAgainstTheConfigFolder) {
       {"batch", 16},
       {"max_steps", 3},
       {"out", tmp.file("out")}};
-  const Result r = run("train --config " + tmp.file("project/config.json"), "cd / &&");
+  const Result r = run_braid("train --config " + tmp.file("project/config.json"), "cd / &&");
   ASSERT_EQ(r.code, 0) << r.output;
   json saved;
   std::ifstream(tmp.file("out/config.json")) >> saved;
@@ -338,35 +326,36 @@ TEST(TrainCli, EvalAndInitFromTakeRunDirsAndBareSafetensors) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
   const std::string run_dir = tmp.file("a");
-  Result r = run("train " + tiny_mlp(tmp) + "--steps 300 --out " + run_dir);
+  Result r = run_braid("train " + tiny_mlp(tmp) + "--steps 300 --out " + run_dir);
   ASSERT_EQ(r.code, 0) << r.output;
-  const Result by_checkpoint = run("eval --checkpoint " + run_dir + "/checkpoint");
+  const Result by_checkpoint = run_braid("eval --checkpoint " + run_dir + "/checkpoint");
   ASSERT_EQ(by_checkpoint.code, 0) << by_checkpoint.output;
   EXPECT_TRUE(contains(by_checkpoint.output, "over 10000 samples"));
-  r = run("eval --checkpoint " + run_dir);
+  r = run_braid("eval --checkpoint " + run_dir);
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output, by_checkpoint.output);
   const std::string weights = run_dir + "/checkpoint/model.safetensors";
-  r = run("eval --checkpoint " + weights + " --model " + tmp.file("tiny_mlp.json"));
+  r = run_braid("eval --checkpoint " + weights + " --model " + tmp.file("tiny_mlp.json"));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output, by_checkpoint.output);
-  r = run("eval --checkpoint " + weights);
+  r = run_braid("eval --checkpoint " + weights);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "bare safetensors file"));
   EXPECT_TRUE(contains(r.output, "pass --model"));
-  r = run("eval --checkpoint " + weights + " --model cnn");
+  r = run_braid("eval --checkpoint " + weights + " --model cnn");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "missing tensors"));
 
   // Fine-tuning from the trained weights (eval loss about 0.57): the first step's loss is
   // the trained model's, far below a fresh model's ln(10) = 2.3.
-  r = run("train " + tiny_mlp(tmp) + "--steps 1 --log-every 1 --init-from " + weights + " --out " +
-          tmp.file("tuned"));
+  r = run_braid("train " + tiny_mlp(tmp) + "--steps 1 --log-every 1 --init-from " + weights +
+                " --out " + tmp.file("tuned"));
   ASSERT_EQ(r.code, 0) << r.output;
   json first;
   std::ifstream(tmp.file("tuned/metrics.jsonl")) >> first;
   EXPECT_LT(first["loss"].get<double>(), 1.5) << first.dump();
-  r = run("train --model cnn --steps 1 --init-from " + weights + " --out " + tmp.file("wrong"));
+  r = run_braid("train --model cnn --steps 1 --init-from " + weights + " --out " +
+                tmp.file("wrong"));
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "safetensors file '" + weights + "'"));
   EXPECT_TRUE(contains(r.output, "unexpected tensors"));
