@@ -17,79 +17,26 @@
 #include <tuple>
 #include <vector>
 
-extern char** environ;
+#include "braid_process.h"
 
 namespace {
 
-// braid with `args` and the test's environment plus `vars`; stdout and stderr together.
-class Braid {
+// braid with `args`, the test's environment plus `vars`; stdout and stderr together.
+class Braid : public braid::testing::Process {
  public:
-  Braid(const std::vector<std::string>& args, const std::map<std::string, std::string>& vars = {}) {
-    std::vector<std::string> all = {BRAID_BINARY};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string entry = *e;
-      const std::string name = entry.substr(0, entry.find('='));
-      // A test run under some launcher must not hand its variables to these ranks.
-      if (vars.count(name) == 0 && name.rfind("BRAID_", 0) != 0) env.push_back(entry);
-    }
-    for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
-    std::vector<char*> argv, envp;
-    for (std::string& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (std::string& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    int out[2];
-    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], 1);
-      ::dup2(out[1], 2);
-      ::execve(argv[0], argv.data(), envp.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    fd_ = out[0];
-  }
-  ~Braid() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      finish();
-    }
-  }
-  // Exit code, or 128 + signal.
-  int finish() {
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(fd_, buf, sizeof buf)) != 0) {
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) break;
-      output_.append(buf, static_cast<size_t>(n));
-    }
-    ::close(fd_);
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  const std::string& output() const { return output_; }
-  static int count(const std::string& s, const std::string& word) {
-    int n = 0;
-    for (size_t p = s.find(word); p != std::string::npos; p = s.find(word, p + 1)) ++n;
-    return n;
-  }
+  Braid(const std::vector<std::string>& args, const std::map<std::string, std::string>& vars = {})
+      : Process(with_binary(args), vars) {}
+  static int count(const std::string& s, const std::string& word) { return occurrences(s, word); }
 
  private:
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  std::string output_;
+  static std::vector<std::string> with_binary(const std::vector<std::string>& args) {
+    std::vector<std::string> all = {BRAID_BINARY};
+    all.insert(all.end(), args.begin(), args.end());
+    return all;
+  }
 };
 
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using braid::testing::contains;
 
 void expect_every_rank_ok(const std::string& out, int n, const std::string& transport) {
   for (int r = 0; r < n; ++r) {
