@@ -240,6 +240,26 @@ TEST(TrainCli, SigtermCheckpointsAtTheStepBoundaryAndResumes) {
   EXPECT_TRUE(same_checkpoint(out + "/checkpoint", tmp.file("straight/checkpoint")));
 }
 
+// `timeout` (and Slurm) deliver one stop request twice, back to back: it is one request, so
+// the run still ends at the step boundary with a checkpoint.
+TEST(TrainCli, TheSameSignalTwiceAtOnceIsOneRequest) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string out = tmp.file("out");
+  std::vector<std::string> args{"train"};
+  for (const std::string& a : tiny_mlp_args(tmp)) args.push_back(a);
+  for (const char* a : {"--steps", "3000", "--log-every", "1", "--out"}) args.push_back(a);
+  args.push_back(out);
+  Child child(args);
+  ASSERT_TRUE(child.wait_for("step 1/")) << child.output();
+  child.signal(SIGTERM);
+  child.signal(SIGTERM);
+  const int status = child.wait();
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by the echo: " << child.output();
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << child.output();
+  EXPECT_TRUE(fs::exists(out + "/checkpoint/state.json")) << child.output();
+}
+
 // A second signal does not wait for the step: the process ends at once, by that signal.
 TEST(TrainCli, SecondSignalStopsAtOnce) {
   REQUIRE_FASHION_MNIST();

@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
+#include <ctime>
 
 #include "core/error.h"
 
@@ -21,16 +23,32 @@ void write_stderr(const char* text) {
   [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, text, std::strlen(text));
 }
 
+// When the first request came (CLOCK_MONOTONIC, ns): a repeat of the same signal within
+// kEchoWindowNs is the same request delivered twice, not a person insisting. `timeout`
+// signals its child and then its whole process group; Slurm signals every process of a
+// step while braid launch forwards the launcher's copy.
+std::atomic<int64_t> g_first_ns{0};
+constexpr int64_t kEchoWindowNs = 500'000'000;
+
+int64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe (POSIX)
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 extern "C" void on_stop_signal(int sig) {
   const int saved_errno = errno;
   int expected = 0;
   if (g_stop_signal.compare_exchange_strong(expected, sig)) {
+    g_first_ns.store(monotonic_ns());
     write_stderr(sig == SIGINT ? "\nbraid: SIGINT: stopping after this step with a checkpoint "
                                  "(send it again to stop at once, without one)\n"
                                : "\nbraid: SIGTERM: stopping after this step with a checkpoint "
                                  "(send it again to stop at once, without one)\n");
+  } else if (expected == sig && monotonic_ns() - g_first_ns.load() < kEchoWindowNs) {
+    // The same request again (an echo): keep stopping at the step boundary.
   } else {
-    // The second signal: the default action (termination) right away.
+    // A second request: the default action (termination) right away.
     std::signal(sig, SIG_DFL);
     std::raise(sig);
   }

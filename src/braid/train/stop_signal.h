@@ -5,7 +5,10 @@
 // StopOnSignal installs handlers for its lifetime (restoring the previous ones after). The
 // first SIGINT/SIGTERM only records the signal (an async-signal-safe atomic store and a
 // one-line note on stderr); Trainer::run polls stop_requested() between steps. A second
-// signal restores the default action and re-raises it, so the process ends at once.
+// signal restores the default action and re-raises it, so the process ends at once; the
+// same signal again within half a second is one request delivered twice (`timeout` sends
+// it to the child and to its process group; Slurm to every process of a step) and changes
+// nothing.
 //
 // The request is process-wide state because signal dispositions are: one StopOnSignal at a
 // time. request_stop() does what the first signal does, for tests and embedders.
