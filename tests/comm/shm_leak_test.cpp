@@ -30,79 +30,9 @@ using namespace std::chrono_literals;
 using testing::soon;
 using testing::test_secret;
 
-// Every rank of a job as a forked process over a TCP store the test hosts. Fork before
-// the test starts any thread.
-class Job {
- public:
-  using Rank = std::function<void(int rank, Store& store)>;
-  Job(int ranks, int size, const Rank& rank) {
-    std::vector<int> pipes;
-    for (int r = 0; r < ranks; ++r) {
-      int fds[2];
-      if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
-      std::fflush(nullptr);
-      const pid_t pid = ::fork();
-      if (pid < 0) throw std::runtime_error("fork failed");
-      if (pid == 0) {
-        ::close(fds[1]);
-        int code = 1;
-        try {
-          uint16_t port = 0;
-          if (::read(fds[0], &port, sizeof(port)) != static_cast<ssize_t>(sizeof(port)))
-            throw std::runtime_error("no store port");
-          auto store = connect_store("127.0.0.1", port, test_secret(), soon());
-          rank(r, *store);
-          code = 0;
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "rank %d of %d failed: %s\n", r, size, e.what());
-        }
-        std::fflush(nullptr);
-        ::_exit(code);
-      }
-      ::close(fds[0]);
-      pids_.push_back(pid);
-      pipes.push_back(fds[1]);
-    }
-    StoreServerOptions options;
-    options.secret = test_secret();
-    server_ = std::make_unique<StoreServer>(options);
-    const uint16_t port = server_->port();
-    for (const int fd : pipes) {
-      if (::write(fd, &port, sizeof(port)) != static_cast<ssize_t>(sizeof(port)))
-        throw std::runtime_error("cannot hand the store port to a rank");
-      ::close(fd);
-    }
-    store_ = connect_store("127.0.0.1", port, test_secret(), soon());
-  }
-  ~Job() { kill_all(); }
-
-  Store& store() { return *store_; }
-  pid_t pid(int r) const { return pids_[static_cast<size_t>(r)]; }
-  void kill_all() {
-    for (pid_t& pid : pids_)
-      if (pid > 0) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-        pid = -1;
-      }
-  }
-  // Exit codes, once every rank has ended.
-  std::vector<int> join() {
-    std::vector<int> codes;
-    for (pid_t& pid : pids_) {
-      int status = 0;
-      ::waitpid(pid, &status, 0);
-      pid = -1;
-      codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-    }
-    return codes;
-  }
-
- private:
-  std::vector<pid_t> pids_;
-  std::unique_ptr<StoreServer> server_;
-  std::shared_ptr<Store> store_;
-};
+// Every rank of a job is a forked process (ForkedRanks from rank 0), so the test can read
+// each one's mappings and kill any of them.
+using testing::ForkedRanks;
 
 // The files a process maps whose name says braid: /dev/shm/braid-... or memfd:braid-...
 std::set<std::string> braid_mappings(pid_t pid) {
@@ -155,8 +85,8 @@ TransportOptions small_rings() {
 TEST(ShmLeak, RanksKilledDuringTransportSetupLeaveNothingInDevShm) {
   // Two of three ranks start; the third never comes, so both stay in setup with their
   // segments made and not yet mapped by everyone, until they are killed.
-  Job job(2, 3,
-          [](int r, Store& store) { connect_shm_transport(store, r, 3, soon(), small_rings()); });
+  ForkedRanks job(
+      2, [](int r, Store& store) { connect_shm_transport(store, r, 3, soon(), small_rings()); }, 0);
   // Rank 2 got as far as saying where it runs (pid, pid namespace, boot id): this process.
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::string boot_id;
@@ -173,11 +103,14 @@ TEST(ShmLeak, RanksKilledDuringTransportSetupLeaveNothingInDevShm) {
 TEST(ShmLeak, ARankKilledInsideAllocateSharedLeavesNothingInDevShm) {
   // Rank 0 allocates a shared buffer; rank 1 never joins the call, so rank 0 waits with its
   // segments made until both are killed.
-  Job job(2, 2, [](int r, Store& store) {
-    auto group = Group::world(connect_shm_transport(store, r, 2, soon(), small_rings()));
-    if (r == 0) allocate_shared(*group, 1 << 20);
-    std::this_thread::sleep_for(60s);
-  });
+  ForkedRanks job(
+      2,
+      [](int r, Store& store) {
+        auto group = Group::world(connect_shm_transport(store, r, 2, soon(), small_rings()));
+        if (r == 0) allocate_shared(*group, 1 << 20);
+        std::this_thread::sleep_for(60s);
+      },
+      0);
   const auto rank0 = wait_for_mapping(job.pid(0), "braid-buf");
   job.kill_all();
   EXPECT_EQ(left_in_dev_shm(rank0), std::vector<std::string>{});
@@ -187,21 +120,24 @@ TEST(ShmLeak, ARunningJobHasNoNameInDevShmOnceSetUp) {
   int ready[2], go[2];
   ASSERT_EQ(::pipe(ready), 0);
   ASSERT_EQ(::pipe(go), 0);
-  Job job(2, 2, [&](int r, Store& store) {
-    ::close(ready[0]);
-    ::close(go[1]);
-    auto group = Group::world(connect_shm_transport(store, r, 2, soon(), small_rings()));
-    SharedBuffer buffer = allocate_shared(*group, 1 << 20);
-    if (!buffer.shared()) throw std::runtime_error("the buffer is not shared");
-    buffer.as<float>()[0] = static_cast<float>(r + 1);
-    allreduce(*group, buffer.data(), 1, DType::f32, ReduceOp::sum);
-    if (buffer.as<float>()[0] != 3.0f) throw std::runtime_error("wrong sum");
-    const char one = 1;
-    if (::write(ready[1], &one, 1) != 1) throw std::runtime_error("cannot report");
-    char c = 0;
-    if (::read(go[0], &c, 1) != 1) throw std::runtime_error("cannot wait");
-    barrier(*group);
-  });
+  ForkedRanks job(
+      2,
+      [&](int r, Store& store) {
+        ::close(ready[0]);
+        ::close(go[1]);
+        auto group = Group::world(connect_shm_transport(store, r, 2, soon(), small_rings()));
+        SharedBuffer buffer = allocate_shared(*group, 1 << 20);
+        if (!buffer.shared()) throw std::runtime_error("the buffer is not shared");
+        buffer.as<float>()[0] = static_cast<float>(r + 1);
+        allreduce(*group, buffer.data(), 1, DType::f32, ReduceOp::sum);
+        if (buffer.as<float>()[0] != 3.0f) throw std::runtime_error("wrong sum");
+        const char one = 1;
+        if (::write(ready[1], &one, 1) != 1) throw std::runtime_error("cannot report");
+        char c = 0;
+        if (::read(go[0], &c, 1) != 1) throw std::runtime_error("cannot wait");
+        barrier(*group);
+      },
+      0);
   ::close(ready[1]);
   ::close(go[0]);
   char c = 0;
@@ -216,7 +152,7 @@ TEST(ShmLeak, ARunningJobHasNoNameInDevShmOnceSetUp) {
   ASSERT_EQ(::write(go[1], go_on, 2), 2);
   ::close(go[1]);
   ::close(ready[0]);
-  EXPECT_EQ(job.join(), (std::vector<int>{0, 0}));
+  EXPECT_TRUE(job.join()) << "a rank failed (its error is above)";
 }
 
 }  // namespace

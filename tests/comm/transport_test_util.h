@@ -76,15 +76,16 @@ inline World connect_world(const Connect& connect, int n) {
 
 inline Secret test_secret() { return Secret::from_hex(std::string(64, '5')); }
 
-// Ranks 1..n-1 as forked processes, rank 0 in the test process. Construct it while the
-// test process has one thread (fork copies only the caller). Each child waits for the
-// store's port on a pipe, connects, runs child(rank, store) and exits 0, or prints the
-// error and exits 1. The parent hosts the store (after forking, so no thread is copied).
+// Ranks first..n-1 as forked processes (by default 1..n-1, rank 0 being the test process).
+// Construct it while the test process has one thread (fork copies only the caller). Each
+// child waits for the store's port on a pipe, connects, runs child(rank, store) and exits
+// 0, or prints the error and exits 1. The parent hosts the store (after forking, so no
+// thread is copied).
 class ForkedRanks {
  public:
   using Child = std::function<void(int rank, Store& store)>;
-  ForkedRanks(int n, const Child& child) : n_(n) {
-    for (int r = 1; r < n; ++r) {
+  ForkedRanks(int n, const Child& child, int first = 1) : n_(n), first_(first) {
+    for (int r = first; r < n; ++r) {
       int fds[2];
       if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
       std::fflush(nullptr);
@@ -121,21 +122,24 @@ class ForkedRanks {
     }
     store_ = connect_store("127.0.0.1", port, test_secret(), soon());
   }
-  ~ForkedRanks() {
-    for (size_t i = 0; i < pids_.size(); ++i)
-      if (pids_[i] > 0) {
-        ::kill(pids_[i], SIGKILL);
-        ::waitpid(pids_[i], nullptr, 0);
-      }
-  }
+  ~ForkedRanks() { kill_all(); }
   ForkedRanks(const ForkedRanks&) = delete;
   ForkedRanks& operator=(const ForkedRanks&) = delete;
 
   Store& store() { return *store_; }
-  pid_t pid(int rank) const { return pids_[static_cast<size_t>(rank - 1)]; }
+  pid_t pid(int rank) const { return pids_[static_cast<size_t>(rank - first_)]; }
   // SIGKILL, left unreaped (a zombie) until join() or the destructor: a peer must notice
   // the death without anyone's help.
   void kill(int rank) { ::kill(pid(rank), SIGKILL); }
+  // SIGKILL to every child still running, and reaps it.
+  void kill_all() {
+    for (pid_t& pid : pids_)
+      if (pid > 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        pid = -1;
+      }
+  }
   // Waits for every child; true when all exited 0.
   bool join() {
     bool ok = true;
@@ -151,6 +155,7 @@ class ForkedRanks {
 
  private:
   int n_;
+  int first_;
   std::vector<pid_t> pids_;
   std::vector<int> pipes_;
   std::unique_ptr<StoreServer> server_;
