@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -204,6 +205,21 @@ TEST(Settings, EveryFieldHasOneKeyAndEveryFlagOneKey) {
 json read_json(const std::string& path) {
   std::ifstream in(path);
   return json::parse(in);
+}
+
+// A config loaded in C++ names its data as the CLI does: relative to the file's folder.
+TEST(Config, ConfigFileDataPathsResolveAgainstItsFolder) {
+  const testing::TempDir tmp;
+  const std::string path = tmp.path() + "/c.json";
+  std::ofstream(path) << R"({"model": "mlp", "dataset": "npy", "data_dir": "fm",
+    "npy": ["x.npy", "sub/y.npy", "/abs/tx.npy", "../ty.npy"], "text_files": ["t.txt"]})";
+  const TrainConfig c = load_config_file(path);
+  const std::string dir = std::filesystem::path(tmp.path()).lexically_normal().string();
+  EXPECT_EQ(c.data_dir, dir + "/fm");
+  EXPECT_EQ(c.npy, (std::vector<std::string>{
+                       dir + "/x.npy", dir + "/sub/y.npy", "/abs/tx.npy",
+                       std::filesystem::path(dir).parent_path().string() + "/ty.npy"}));
+  EXPECT_EQ(c.text_files, std::vector<std::string>{dir + "/t.txt"});
 }
 
 // The simplest line, --model cnn, trains with the recipe configs/cnn.json was measured

@@ -28,32 +28,6 @@ struct TrainFlags {
   std::function<void(json&)> apply_settings;
 };
 
-// A config file's JSON, with its relative data paths (npy, text_files, data_dir) made
-// absolute against the file's own folder: a config names its data as it sits beside it,
-// wherever braid is run from.
-json read_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) BRAID_THROW(IoError, "config '", path, "': cannot open it (does the file exist?)");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {  // also 1e400: out_of_range
-    BRAID_THROW(Error, "config '", path, "': not valid JSON: ", e.what());
-  }
-  if (!j.is_object()) return j;  // config_from_json names the problem
-  const fs::path base = fs::absolute(fs::path(path)).parent_path();
-  auto resolve_path = [&](json& v) {
-    if (v.is_string() && !v.get<std::string>().empty() &&
-        fs::path(v.get<std::string>()).is_relative())
-      v = (base / v.get<std::string>()).lexically_normal().string();
-  };
-  for (const char* key : {"npy", "text_files"})
-    if (auto it = j.find(key); it != j.end() && it->is_array())
-      for (json& v : *it) resolve_path(v);
-  if (auto it = j.find("data_dir"); it != j.end()) resolve_path(*it);
-  return j;
-}
-
 // Lays `top` over `base`: a key of `top` replaces the same key of `base`, except that the
 // optimizer and schedule objects are merged key by key (a file that sets only
 // optimizer.lr keeps the rest of the base's optimizer). A model spec is replaced whole.
@@ -86,7 +60,7 @@ train::TrainConfig resolve(const TrainFlags& f, const std::string& resume_dir) {
     source = "the config saved in '" + resume_dir + "/state.json'";
   }
   if (!f.config.empty()) {
-    overlay(j, read_config_file(f.config));
+    overlay(j, train::read_config_file(f.config));
     source = source.empty() ? f.config : f.config + " over " + source;
   }
   f.apply_settings(j);
@@ -181,7 +155,7 @@ train::TrainConfig eval_config(const EvalFlags& f, const std::string& checkpoint
                 "pass --model (mlp, cnn, cnn-bn, gpt-tiny or a JSON model spec) or --config "
                 "(the run's config.json)");
   }
-  if (!f.config.empty()) overlay(j, read_config_file(f.config));
+  if (!f.config.empty()) overlay(j, train::read_config_file(f.config));
   if (!f.model.empty()) {
     if (f.model.ends_with(".json") && fs::exists(f.model)) {
       std::ifstream in(f.model);

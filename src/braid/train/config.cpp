@@ -1,5 +1,6 @@
 #include "train/config.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
@@ -11,6 +12,7 @@ namespace braid::train {
 namespace {
 
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 std::string join_keys_under(const std::string& section) {
   std::string list;
@@ -69,7 +71,7 @@ TrainConfig config_from_json(const json& j) {
   return c;
 }
 
-TrainConfig load_config_file(const std::string& path) {
+json read_config_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) BRAID_THROW(IoError, "config '", path, "': cannot open it (does the file exist?)");
   json j;
@@ -79,6 +81,22 @@ TrainConfig load_config_file(const std::string& path) {
     // Besides syntax errors, a number past double's range (1e400) lands here.
     BRAID_THROW(Error, "config '", path, "': not valid JSON: ", e.what());
   }
+  if (!j.is_object()) return j;  // config_from_json names the problem
+  const fs::path base = fs::absolute(fs::path(path)).parent_path();
+  auto resolve_path = [&](json& v) {
+    if (v.is_string() && !v.get<std::string>().empty() &&
+        fs::path(v.get<std::string>()).is_relative())
+      v = (base / v.get<std::string>()).lexically_normal().string();
+  };
+  for (const char* key : {"npy", "text_files"})
+    if (auto it = j.find(key); it != j.end() && it->is_array())
+      for (json& v : *it) resolve_path(v);
+  if (auto it = j.find("data_dir"); it != j.end()) resolve_path(*it);
+  return j;
+}
+
+TrainConfig load_config_file(const std::string& path) {
+  const json j = read_config_file(path);
   try {
     return config_from_json(j);
   } catch (const Error& e) {

@@ -71,6 +71,12 @@ struct TrainConfig {
 TrainConfig config_from_json(const nlohmann::json& j);
 // `j` laid over `base` (no recipe: `base` is already a resolved config).
 TrainConfig config_from_json(const nlohmann::json& j, const TrainConfig& base);
+// A config file's JSON, unvalidated (for laying flags or other files over it), with its
+// relative data paths (npy, text_files, data_dir) made absolute against the file's own
+// folder: a config names its data as it sits beside it, wherever braid runs from.
+// IoError when it cannot be read, Error naming the file when it is not JSON.
+nlohmann::json read_config_file(const std::string& path);
+// read_config_file, then config_from_json; errors name the file.
 TrainConfig load_config_file(const std::string& path);
 nlohmann::json to_json(const TrainConfig& c);
 // Checks every key's bounds and the cross-field constraints (npy paths, the model spec's
