@@ -1,0 +1,108 @@
+// Pins the one-process training step bit for bit: the parameters after a few steps of
+// each path through the step (update fused into backward, update after clipping, a
+// non-Sequential model, batch norm and dropout) hash to the values the engine gave before
+// the strategy seam (parallel/) replaced Trainer's own step. Kernels differ by CPU
+// (OpenBLAS picks one per core, braid's own by ISA), so the hashes are keyed by both; on
+// a CPU with no pin the test prints the hashes to add and checks only reproducibility.
+#include <cblas.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "core/checksum.h"
+#include "core/cpu.h"
+#include "data/loader.h"
+#include "train/trainer.h"
+
+namespace braid::train {
+namespace {
+
+using nlohmann::json;
+
+struct Scenario {
+  const char* name;
+  TrainConfig config;
+};
+
+std::vector<Scenario> scenarios() {
+  std::vector<Scenario> out;
+  {
+    TrainConfig c = config_from_json(json::object({{"model", "mlp"}}));
+    c.batch = 16;
+    c.optimizer.momentum = 0.9;
+    out.push_back({"mlp-sgd-fused", c});
+  }
+  {
+    TrainConfig c = config_from_json(json::object({{"model", "cnn"}}));
+    c.batch = 8;
+    c.clip_grad_norm = 0.5;
+    out.push_back({"cnn-sgd-clip", c});
+  }
+  {
+    TrainConfig c = config_from_json(json::object({{"model", "cnn-bn"}}));
+    c.batch = 8;
+    c.optimizer.name = "adamw";
+    c.optimizer.lr = 1e-3;
+    out.push_back({"cnn-bn-adamw", c});
+  }
+  {
+    TrainConfig c = config_from_json(json::object({{"model", "gpt-tiny"}}));
+    c.batch = 2;
+    out.push_back({"gpt-tiny", c});
+  }
+  for (auto& s : out) {
+    s.config.max_steps = 4;
+    s.config.seed = 7;
+  }
+  return out;
+}
+
+std::string params_hash(const TrainConfig& config) {
+  Trainer t(config, /*load_data=*/false);
+  data::Batch batch;
+  for (uint64_t step = 0; step < 4; ++step) {
+    t.fill_random_batch(batch, 100 + step);
+    t.train_step(batch);
+  }
+  const nn::ParamSet& p = t.params();
+  Xxh64Stream h;
+  h.update(p.params(), static_cast<size_t>(p.size()) * sizeof(float));
+  for (const auto& b : p.buffers()) h.update(b.value.raw(), b.value.nbytes());
+  return hex64(h.digest());
+}
+
+// key: "<openblas core>/<braid isa>" -> scenario -> hash, recorded before the seam.
+const std::map<std::string, std::map<std::string, std::string>>& pins() {
+  static const std::map<std::string, std::map<std::string, std::string>> p = {
+      // AMD EPYC Zen 4 (AVX-512, AVX512_BF16), recorded at 722a788, before the seam.
+      {"Cooperlake/avx512_bf16",
+       {{"mlp-sgd-fused", "230bebd351a85ff0"},
+        {"cnn-sgd-clip", "1a00dad75975037d"},
+        {"cnn-bn-adamw", "fdd3f8d13ee01100"},
+        {"gpt-tiny", "e4b6367c49319016"}}},
+  };
+  return p;
+}
+
+TEST(SeamPin, OneProcessTrainingIsBitwiseAsBeforeTheSeam) {
+  const std::string key =
+      std::string(openblas_get_corename()) + "/" + std::string(isa_name(best_isa()));
+  const auto found = pins().find(key);
+  std::string missing;
+  for (const Scenario& s : scenarios()) {
+    const std::string h = params_hash(s.config);
+    EXPECT_EQ(h, params_hash(s.config)) << s.name << ": not reproducible";
+    if (found == pins().end()) {
+      missing += "{\"" + std::string(s.name) + "\", \"" + h + "\"}, ";
+    } else {
+      EXPECT_EQ(h, found->second.at(s.name)) << s.name << " on " << key;
+    }
+  }
+  if (!missing.empty())
+    std::printf("no pinned hashes for %s; add: {\"%s\", {%s}},\n", key.c_str(), key.c_str(),
+                missing.c_str());
+}
+
+}  // namespace
+}  // namespace braid::train
