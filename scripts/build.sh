@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds one flavour of braid into build/<flavour>:
 #   build.sh [release|asan|tsan|mpi] [TARGET...]
-# With no targets, release and asan build everything, tsan the comm and launch tests (and
+# With no targets, release and asan build everything, tsan the comm, launch and parallel tests (and
 # the braid binary they drive), mpi the MPI backend's tests (-DBRAID_MPI=ON, Open MPI).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -13,11 +13,11 @@ for flavour in release asan; do
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "build/$flavour" --output-on-failure -j"$jobs" --timeout 600
 done
-echo "== tsan build (comm, launch)"
+echo "== tsan build (comm, launch, parallel)"
 scripts/build.sh tsan
-echo "== tsan tests (comm, launch)"
+echo "== tsan tests (comm, launch, parallel)"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-  ctest --test-dir build/tsan --output-on-failure -j"$jobs" --timeout 600 -L "comm|launch"
+  ctest --test-dir build/tsan --output-on-failure -j"$jobs" --timeout 600 -L "comm|launch|parallel"
 echo "== mpi build (the MPI backend)"
 scripts/build.sh mpi
 echo "== mpi tests (under mpirun)"

@@ -1,0 +1,7 @@
+#include "parallel/strategy.h"
+
+namespace braid::parallel {
+
+Strategy::~Strategy() = default;
+
+}  // namespace braid::parallel
