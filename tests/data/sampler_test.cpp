@@ -116,5 +116,125 @@ TEST(Sampler, BadOptionsAreErrors) {
   EXPECT_THROW(s.set_epoch(-1), Error);
 }
 
+// torch.utils.data.DistributedSampler, written out: indices = perm (+ head padding) or
+// perm[:total] (drop_last), then indices[rank:total:world]; shard is indices[rank:N:world].
+std::vector<int64_t> reference_shard(const std::vector<int64_t>& perm, int rank, int world,
+                                     ShardMode mode) {
+  const auto n = static_cast<int64_t>(perm.size());
+  int64_t total = n;
+  if (mode == ShardMode::pad) total = (n + world - 1) / world * world;
+  if (mode == ShardMode::drop_last) total = n / world * world;
+  std::vector<int64_t> out;
+  for (int64_t p = rank; p < total; p += world) out.push_back(perm[static_cast<size_t>(p % n)]);
+  return out;
+}
+
+TEST(SamplerModes, MatchTorchReferenceAndCoverAsDocumented) {
+  for (const ShardMode mode : {ShardMode::pad, ShardMode::drop_last, ShardMode::shard}) {
+    for (int64_t n = 0; n <= 23; ++n) {
+      for (const int world : {1, 2, 3, 4, 5, 7, 8, 16, 30}) {
+        SCOPED_TRACE(testing::Message() << shard_mode_name(mode) << " n=" << n << " w=" << world);
+        Sampler whole(n, {.seed = 3});
+        whole.set_epoch(1);
+        std::vector<int64_t> seen(static_cast<size_t>(n), 0);
+        int64_t total = 0;
+        for (int r = 0; r < world; ++r) {
+          Sampler s(n, {.seed = 3, .rank = r, .world = world, .mode = mode});
+          const auto idx = epoch_indices(s, 1);
+          ASSERT_EQ(idx, reference_shard(whole.permutation(), r, world, mode)) << "rank " << r;
+          ASSERT_EQ(s.num_samples(), static_cast<int64_t>(idx.size()));
+          ASSERT_EQ(shard_size(n, r, world, mode), s.num_samples());
+          for (const int64_t i : idx) ++seen[static_cast<size_t>(i)];
+          total += s.num_samples();
+          if (mode != ShardMode::shard) {
+            EXPECT_EQ(s.num_samples(),
+                      mode == ShardMode::pad ? (n + world - 1) / world : n / world);
+          }
+        }
+        const int64_t once = std::count(seen.begin(), seen.end(), 1);
+        const int64_t twice = std::count(seen.begin(), seen.end(), 2);
+        const int64_t never = std::count(seen.begin(), seen.end(), 0);
+        switch (mode) {
+          case ShardMode::shard:  // disjoint and covering: every sample exactly once
+            EXPECT_EQ(total, n);
+            EXPECT_EQ(once, n);
+            break;
+          case ShardMode::pad:  // covering; only the head repeats, to a multiple of w
+            EXPECT_EQ(never, 0);
+            EXPECT_EQ(total, (n + world - 1) / world * world);
+            if (n >= world) {
+              EXPECT_EQ(twice, total - n);
+            }
+            break;
+          case ShardMode::drop_last:  // disjoint; only the tail is skipped
+            EXPECT_EQ(twice, 0);
+            EXPECT_EQ(once, total);
+            EXPECT_EQ(never, n % world);
+            break;
+        }
+      }
+    }
+  }
+}
+
+TEST(SamplerModes, PadIsTheDefaultAndUnchanged) {
+  // The default mode is the one every existing caller had: bitwise the same order.
+  for (const int world : {1, 3}) {
+    for (int r = 0; r < world; ++r) {
+      Sampler a(11, {.seed = 5, .rank = r, .world = world});
+      Sampler b(11, {.seed = 5, .rank = r, .world = world, .mode = ShardMode::pad});
+      EXPECT_EQ(a.options().mode, ShardMode::pad);
+      EXPECT_EQ(epoch_indices(a, 2), epoch_indices(b, 2));
+    }
+  }
+}
+
+TEST(SamplerModes, ShardGivesEmptyShardsBeyondN) {
+  Sampler s(3, {.shuffle = false, .rank = 4, .world = 6, .mode = ShardMode::shard});
+  EXPECT_EQ(s.num_samples(), 0);
+  EXPECT_TRUE(epoch_indices(s, 0).empty());
+  EXPECT_EQ(s.next(), -1);
+  Sampler first(3, {.shuffle = false, .rank = 2, .world = 6, .mode = ShardMode::shard});
+  EXPECT_EQ(epoch_indices(first, 0), (std::vector<int64_t>{2}));
+  Sampler none(0, {.rank = 0, .world = 2, .mode = ShardMode::shard});
+  EXPECT_TRUE(epoch_indices(none, 0).empty());
+}
+
+TEST(SamplerModes, SetEpochReshufflesAndSeedsDecideForEveryMode) {
+  for (const ShardMode mode : {ShardMode::pad, ShardMode::drop_last, ShardMode::shard}) {
+    SCOPED_TRACE(shard_mode_name(mode));
+    const SamplerOptions o{.seed = 21, .rank = 1, .world = 4, .mode = mode};
+    Sampler a(203, o), b(203, o);
+    SamplerOptions other = o;
+    other.seed = 22;
+    Sampler c(203, other);
+    EXPECT_EQ(epoch_indices(a, 0), epoch_indices(b, 0));
+    EXPECT_NE(epoch_indices(a, 0), epoch_indices(a, 1));
+    EXPECT_NE(epoch_indices(a, 1), epoch_indices(c, 1));
+    EXPECT_EQ(epoch_indices(b, 1), epoch_indices(a, 1));
+  }
+}
+
+TEST(SamplerModes, ParseNamesTheKey) {
+  EXPECT_EQ(parse_shard_mode("drop_last"), ShardMode::drop_last);
+  EXPECT_EQ(parse_shard_mode("shard"), ShardMode::shard);
+  EXPECT_EQ(parse_shard_mode("pad"), ShardMode::pad);
+  try {
+    parse_shard_mode("padding", "eval.sharding");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'eval.sharding' is 'padding'"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(SamplerModes, RestoreChecksTheModesLength) {
+  Sampler pad(10, {.rank = 0, .world = 4});
+  pad.set_epoch(0);
+  for (int i = 0; i < 3; ++i) pad.next();
+  Sampler drop(10, {.rank = 0, .world = 4, .mode = ShardMode::drop_last});
+  EXPECT_THROW(drop.restore(pad.state()), Error);  // 3 > floor(10/4)
+}
+
 }  // namespace
 }  // namespace braid::data

@@ -22,10 +22,22 @@ int64_t checked_size(const std::shared_ptr<const Source>& source) {
 }
 
 SamplerOptions sampler_options(const LoaderOptions& o) {
-  return {.shuffle = o.shuffle, .seed = o.seed, .rank = o.rank, .world = o.world};
+  return {
+      .shuffle = o.shuffle, .seed = o.seed, .rank = o.rank, .world = o.world, .mode = o.sharding};
 }
 
 }  // namespace
+
+LoaderOptions sharded_eval_options(int64_t batch, int rank, int world, uint64_t seed) {
+  return {.batch = batch,
+          .shuffle = false,
+          .drop_last = false,
+          .augment = {},
+          .seed = seed,
+          .rank = rank,
+          .world = world,
+          .sharding = ShardMode::shard};
+}
 
 Loader::Loader(std::shared_ptr<const Source> source, LoaderOptions options)
     : source_(std::move(source)),

@@ -32,12 +32,23 @@ namespace braid::data {
 struct LoaderOptions {
   int64_t batch = 64;
   bool shuffle = true;
+  // Skips this rank's partial last *batch*. Not the sampler's ShardMode::drop_last, which
+  // cuts the epoch's *order* to a multiple of the world size.
   bool drop_last = false;
   AugmentOptions augment{};
   uint64_t seed = 0;
   int rank = 0;
   int world = 1;
+  // How the epoch's order is split over ranks (sampler.h): pad for training, shard for
+  // exact evaluation (ranks may then hold different numbers of batches, or none).
+  ShardMode sharding = ShardMode::pad;
 };
+
+// Evaluation over `world` ranks: rank `rank` reads only its shard of the split, in order,
+// with no padding, no dropped samples or batches and no augmentation, so summing every
+// rank's EvalTally (eval_tally.h) counts each sample exactly once. A rank may have no
+// batches at all (world > N); its Loader then returns nullptr at once.
+LoaderOptions sharded_eval_options(int64_t batch, int rank, int world, uint64_t seed = 0);
 
 struct Batch {
   Tensor inputs;      // [size, ...input shape]

@@ -1,5 +1,6 @@
 // Shuffling and sharding; padding is implicit (position p of the padded order is p mod N of
-// the permutation), so it costs no memory.
+// the permutation), so it costs no memory. drop_last and shard only shorten a rank's share,
+// so every mode reads the same order at the same global positions.
 #include "data/sampler.h"
 
 #include <numeric>
@@ -10,12 +11,45 @@
 
 namespace braid::data {
 
-Sampler::Sampler(int64_t size, SamplerOptions options) : size_(size), options_(options) {
-  BRAID_CHECK(size >= 0, "dataset size must be >= 0, got ", size);
-  BRAID_CHECK(options.world >= 1 && options.rank >= 0 && options.rank < options.world, "rank ",
-              options.rank, " is not in a world of ", options.world);
-  per_rank_ = (size + options.world - 1) / options.world;
+std::string_view shard_mode_name(ShardMode m) {
+  switch (m) {
+    case ShardMode::pad:
+      return "pad";
+    case ShardMode::drop_last:
+      return "drop_last";
+    case ShardMode::shard:
+      return "shard";
+  }
+  return "?";
 }
+
+ShardMode parse_shard_mode(std::string_view text, std::string_view key) {
+  for (const ShardMode m : {ShardMode::pad, ShardMode::drop_last, ShardMode::shard})
+    if (text == shard_mode_name(m)) return m;
+  BRAID_THROW(Error, "'", key, "' is '", text,
+              "'; use 'pad' (every rank ceil(N/world) samples, the head repeated), 'drop_last' "
+              "(floor(N/world), the tail dropped) or 'shard' (each sample once, uneven shards)");
+}
+
+int64_t shard_size(int64_t size, int rank, int world, ShardMode mode) {
+  BRAID_CHECK(size >= 0, "dataset size must be >= 0, got ", size);
+  BRAID_CHECK(world >= 1 && rank >= 0 && rank < world, "rank ", rank, " is not in a world of ",
+              world);
+  switch (mode) {
+    case ShardMode::pad:
+      return (size + world - 1) / world;
+    case ShardMode::drop_last:
+      return size / world;
+    case ShardMode::shard:
+      return rank < size ? (size - rank + world - 1) / world : 0;
+  }
+  return 0;
+}
+
+Sampler::Sampler(int64_t size, SamplerOptions options)
+    : size_(size),
+      per_rank_(shard_size(size, options.rank, options.world, options.mode)),
+      options_(options) {}
 
 void Sampler::set_epoch(int64_t epoch) {
   BRAID_CHECK(epoch >= 0, "epoch must be >= 0, got ", epoch);
@@ -36,6 +70,7 @@ void Sampler::set_epoch(int64_t epoch) {
 int64_t Sampler::index(int64_t j) const {
   BRAID_CHECK(epoch_ >= 0, "Sampler: call set_epoch() before drawing indices");
   BRAID_CHECK(j >= 0 && j < per_rank_, "sample ", j, " of ", per_rank_, " per rank");
+  // Invariant: only pad reaches positions >= N (the repeated head).
   return order_[static_cast<size_t>(global_position(j) % size_)];
 }
 
@@ -48,7 +83,7 @@ void Sampler::restore(const SamplerState& state) {
   BRAID_CHECK(state.cursor >= 0 && state.cursor <= per_rank_, "sampler cursor ", state.cursor,
               " is outside the epoch's ", per_rank_,
               " samples (was the state saved with another "
-              "dataset size or world size?)");
+              "dataset size, world size or shard mode?)");
   if (state.epoch != epoch_) set_epoch(state.epoch);
   cursor_ = state.cursor;
 }

@@ -1,30 +1,56 @@
-// Epoch-seeded sampler with distributed sharding, as torch's DistributedSampler with
-// drop_last=False: each epoch's order is a Fisher-Yates shuffle driven by
-// Rng(seed, epoch) (or the identity without shuffling), padded by repeating its head to a
-// multiple of the world size; rank r of w takes positions r, r+w, r+2w, ... of it. Every
-// rank therefore sees ceil(N / w) samples, together covering all N. With w = 1 it is the
-// plain permutation.
+// Epoch-seeded sampler with distributed sharding, as torch.utils.data.DistributedSampler.
+//
+// Each epoch's global order is a Fisher-Yates shuffle driven by Rng(seed, epoch) (or the
+// identity without shuffling); it depends only on (seed, epoch), never on the rank, the
+// world size or the history, so every rank computes the same order. Rank r of w then
+// takes positions r, r+w, r+2w, ... of that order; how the tail is handled is the
+// ShardMode, for a dataset of N samples and w ranks:
+//
+//   pad        torch's drop_last=False (the default). The order is padded by repeating
+//              its head to a multiple of w: every rank takes ceil(N / w) samples, and up
+//              to w - 1 samples are seen twice in the epoch.
+//   drop_last  torch's drop_last=True. The order is cut to a multiple of w: every rank
+//              takes floor(N / w) samples, and up to w - 1 samples (the tail of this
+//              epoch's order) are skipped this epoch.
+//   shard      no padding, no dropping (torch has no built-in mode; Lightning's
+//              UnrepeatedDistributedSampler does this): rank r takes positions r, r + w, ... < N,
+//              i.e. ceil((N - r) / w) samples, 0 where r >= N. Every sample exactly once.
+//
+// pad and drop_last give every rank the same number of samples, so ranks step in lock
+// step (training); shard counts each sample exactly once (exact evaluation), so ranks may
+// take different numbers of batches, and ranks r >= N take none. With w = 1 every mode is
+// the plain permutation.
 //
 // The order is a pure function of (seed, epoch), and the state is (epoch, cursor), so a
 // restored sampler continues with exactly the same indices. Not thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 namespace braid::data {
+
+enum class ShardMode : uint8_t { pad, drop_last, shard };
+std::string_view shard_mode_name(ShardMode m);
+// "pad", "drop_last" or "shard"; anything else is an error naming `key` and the value.
+ShardMode parse_shard_mode(std::string_view text, std::string_view key = "shard_mode");
 
 struct SamplerOptions {
   bool shuffle = true;
   uint64_t seed = 0;
   int rank = 0;
   int world = 1;
+  ShardMode mode = ShardMode::pad;
 };
 
 struct SamplerState {
   int64_t epoch = 0;
   int64_t cursor = 0;  // this rank's samples already taken in the epoch
 };
+
+// Samples rank `rank` of `world` takes per epoch from a dataset of `size` in `mode`.
+int64_t shard_size(int64_t size, int rank, int world, ShardMode mode);
 
 class Sampler {
  public:
@@ -35,9 +61,10 @@ class Sampler {
   int64_t epoch() const { return epoch_; }
 
   int64_t dataset_size() const { return size_; }
-  // Samples this rank takes per epoch: ceil(N / world).
+  const SamplerOptions& options() const { return options_; }
+  // Samples this rank takes per epoch (see the table above).
   int64_t num_samples() const { return per_rank_; }
-  // This rank's j-th sample of the epoch, and its position in the padded global order
+  // This rank's j-th sample of the epoch, and its position in the (padded) global order
   // (j * world + rank), which keys per-sample randomness independently of the world size.
   int64_t index(int64_t j) const;
   int64_t global_position(int64_t j) const { return j * options_.world + options_.rank; }
