@@ -7,6 +7,7 @@
 #include "data/fashion_mnist.h"
 #include "data/npy.h"
 #include "data/sources.h"
+#include "data/subset.h"
 #include "data/text.h"
 #include "nn/sequential.h"
 
@@ -60,10 +61,18 @@ double sample_bytes(const data::Source& source) {
 // one whose slots and activations exceed the memory available, is an error naming 'batch'
 // instead of an allocation the kernel answers with the OOM killer.
 void check_batch_fits(const TrainConfig& config, const BuiltModel& model, const data::Source& train,
-                      const data::Source& eval, int64_t eval_batch) {
-  BRAID_CHECK(train.size() >= config.batch, "the training set has ", train.size(),
-              " samples, fewer than one batch of ", config.batch, "; lower 'batch' (at most ",
-              train.size(), ")");
+                      const data::Source& eval, int64_t eval_batch, const DataPlacement& place) {
+  if (place.world == 1) {
+    BRAID_CHECK(train.size() >= config.batch, "the training set has ", train.size(),
+                " samples, fewer than one batch of ", config.batch, "; lower 'batch' (at most ",
+                train.size(), ")");
+  } else {
+    const int64_t per_rank =
+        data::shard_size(train.size(), place.rank, place.world, data::ShardMode::pad);
+    BRAID_CHECK(per_rank >= config.batch, "the training set has ", train.size(), " samples, ",
+                per_rank, " per rank over ", place.world, " ranks, fewer than one batch of ",
+                config.batch, "; lower 'batch' (at most ", per_rank, ") or use fewer ranks");
+  }
   const double B = static_cast<double>(config.batch);
   // Two prefetch slots per loader.
   const double loader =
@@ -77,9 +86,21 @@ void check_batch_fits(const TrainConfig& config, const BuiltModel& model, const 
               " GiB this machine has available (MemAvailable in /proc/meminfo); lower 'batch'");
 }
 
+// The training data's two sides when the placement asks for a validation split.
+void split_training_data(std::shared_ptr<const data::Source>& train,
+                         std::shared_ptr<const data::Source>& eval, const data::SplitSpec& spec) {
+  data::IndexSplit split = data::make_split(train->size(), spec);
+  eval = std::make_shared<data::SubsetSource>(train, std::move(split.validation));
+  train = std::make_shared<data::SubsetSource>(train, std::move(split.train));
+}
+
 }  // namespace
 
-DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model) {
+DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
+                         const DataPlacement& placement) {
+  BRAID_CHECK(placement.world >= 1 && placement.rank >= 0 && placement.rank < placement.world,
+              "rank ", placement.rank, " is not in a world of ", placement.world);
+  const bool split = placement.validation.kind != data::SplitKind::none;
   std::shared_ptr<const data::Source> train, eval;
   if (config.dataset == "fashion-mnist" || config.dataset == "npy") {
     BRAID_CHECK(model.task == Task::classification, "dataset '", config.dataset,
@@ -103,7 +124,11 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model) {
       train = std::make_shared<data::ArraySource>(tr);
       eval = std::make_shared<data::ArraySource>(te);
     }
+    if (split) split_training_data(train, eval, placement.validation);
   } else {
+    BRAID_CHECK(!split, "split.kind '", data::split_kind_name(placement.validation.kind),
+                "' needs an indexed dataset (fashion-mnist, npy); dataset 'text' draws random "
+                "windows and validates on the corpus's held-out tail: set split.kind to 'none'");
     BRAID_CHECK(model.task == Task::language_model && model.input_dtype == DType::i32,
                 "dataset 'text' needs a language model (token ids in, logits per position out), "
                 "e.g. --model gpt-tiny");
@@ -125,16 +150,19 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model) {
   train_opts.shuffle = true;
   train_opts.drop_last = true;
   train_opts.seed = config.seed;
+  train_opts.rank = placement.rank;
+  train_opts.world = placement.world;
+  train_opts.sharding = data::ShardMode::pad;
   train_opts.augment.flip = config.augment_flip;
   train_opts.augment.crop_pad = config.augment_crop_pad;
   train_opts.augment.erase = static_cast<float>(config.augment_erase);
-  data::LoaderOptions eval_opts = train_opts;
   // Evaluation batches never exceed the split: one batch of all of it is the same batch.
-  eval_opts.batch = std::min(config.batch, std::max<int64_t>(1, eval->size()));
-  check_batch_fits(config, model, *train, *eval, eval_opts.batch);
-  eval_opts.shuffle = false;
-  eval_opts.drop_last = false;
-  eval_opts.augment = {};
+  // Each rank reads only its shard, so summed tallies count every sample once; with one
+  // rank the shard is the whole split in order, as before.
+  const data::LoaderOptions eval_opts =
+      data::sharded_eval_options(std::min(config.batch, std::max<int64_t>(1, eval->size())),
+                                 placement.rank, placement.world, config.seed);
+  check_batch_fits(config, model, *train, *eval, eval_opts.batch, placement);
   DataLoaders out;
   out.train = std::make_unique<data::Loader>(train, train_opts);
   out.eval = std::make_unique<data::Loader>(eval, eval_opts);

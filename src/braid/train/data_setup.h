@@ -1,10 +1,16 @@
 // Builds the training and evaluation loaders a TrainConfig asks for, and checks that the
 // data fits the model (sample shape, dtype, number of classes) before training starts.
+//
+// Over `world` ranks, rank `rank` trains on its ShardMode::pad share of each epoch (every
+// rank the same number of batches, as torch's DistributedSampler) and evaluates on its
+// ShardMode::shard share of the evaluation split (each sample on exactly one rank; sum the
+// ranks' data::EvalTally, eval_tally.h). The defaults (rank 0 of 1) are one process.
 #pragma once
 
 #include <memory>
 
 #include "data/loader.h"
+#include "data/splits.h"
 #include "train/config.h"
 #include "train/model_spec.h"
 
@@ -15,6 +21,15 @@ struct DataLoaders {
   std::unique_ptr<data::Loader> eval;
 };
 
-DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model);
+struct DataPlacement {
+  int rank = 0;
+  int world = 1;
+  // Validate on a split of the training data (splits.h) instead of the test split. Only for
+  // indexed datasets (fashion-mnist, npy); kind none keeps the test split.
+  data::SplitSpec validation{};
+};
+
+DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
+                         const DataPlacement& placement = {});
 
 }  // namespace braid::train
