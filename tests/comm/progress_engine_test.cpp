@@ -134,7 +134,10 @@ std::vector<PlannedOp> plan(int rank, int size) {
     ++seed;
     ops.push_back(std::move(p));
   };
-  for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{70001}}) {
+  // The largest count pipelines every algorithm; sanitizer builds skip it.
+  std::vector<size_t> counts = {0, 1, 7, 1000};
+  if (!testing::kSanitized) counts.push_back(70001);
+  for (size_t count : counts) {
     for (Algorithm a : {Algorithm::automatic, Algorithm::ring, Algorithm::tree})
       add(PlannedOp::allreduce, DType::f32, ReduceOp::sum, count, a);
     add(PlannedOp::allreduce, DType::f64, ReduceOp::avg, count, Algorithm::halving_doubling);
@@ -363,6 +366,7 @@ TEST(ProgressEngine, APeerKilledMidAllreduceFailsTheWaitWithPeerErrorNamingIt) {
     EXPECT_TRUE(contains(what, "rank 1")) << what;
   }
   EXPECT_TRUE(engine.failed());
+  EXPECT_TRUE(contains(message(engine.first_error()), "allreduce of bucket 1 failed: "));
   EXPECT_TRUE(engine.stopped());
   // The group is unusable: a later operation fails at once, of the same type.
   Handle later = engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum, {"bucket", 2});

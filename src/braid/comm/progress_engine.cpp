@@ -75,8 +75,9 @@ struct EngineState {
   bool stopping = false;
   bool thread_exited = false;
   std::thread::id thread_id;
-  std::exception_ptr first_error;  // unlabelled, as the operation threw it
-  std::string first_failed;        // "allreduce of bucket 3"
+  std::exception_ptr first_error;           // unlabelled, as the operation threw it
+  std::exception_ptr first_error_labelled;  // as that operation's handles rethrow it
+  std::string first_failed;                 // "allreduce of bucket 3"
 
   Slot& slot(uint32_t i) { return slots[i]; }
 
@@ -227,6 +228,7 @@ void progress_loop(EngineState& st, Group& g) {
       st.first_error = error;
       st.first_failed = std::move(what);
       s.error = relabel(error, st.first_failed + " failed: ");
+      st.first_error_labelled = s.error;
       log_debug("progress engine: ", st.first_failed, " failed; failing ", st.queued,
                 " queued operation(s) behind it");
       for (; st.queued > 0; --st.queued) {
@@ -359,7 +361,7 @@ bool ProgressEngine::failed() const {
 
 std::exception_ptr ProgressEngine::first_error() const {
   std::lock_guard lock(state_->mu);
-  return state_->first_error;
+  return state_->first_error_labelled;
 }
 
 bool ProgressEngine::stopped() const {

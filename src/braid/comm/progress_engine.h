@@ -22,11 +22,14 @@
 // a submit() task is stored inside its slot (at most kTaskBytes, checked at compile time).
 //
 // Thread safety: submissions and handles may be used from any thread. While an engine
-// lives it owns its group: only its thread may call collectives, split() or p2p on the
-// group (or on the group's transport), and allocate_shared() on it must be a submit()ted
-// task. Before the engine is made, and after it is destroyed, the caller's thread may
-// drive the group again. A group with an MPI backend needs MPI initialised with
-// MPI_THREAD_SERIALIZED or more.
+// lives it owns its group and the group's transport: only its thread may call
+// collectives, split() or p2p on the group or on any group sharing the transport (the
+// axes of a mesh: run theirs as submit()ted tasks on this engine; never make a second
+// engine on the same transport), and allocate_shared() must be a submit()ted task. The
+// compute thread submits and waits; it may read rank() and size() of the group. Before
+// the engine is made, and after it is destroyed, the caller's thread may drive the group
+// again. A group with an MPI backend needs MPI initialised with MPI_THREAD_SERIALIZED or
+// more.
 //
 // Lifetime: buffers passed to an operation must stay valid and untouched until it is
 // done. Handles may outlive the engine (they share its slot pool). Destroying the engine
@@ -167,7 +170,8 @@ class ProgressEngine {
     return submit_task(label, task);
   }
 
-  // True once an operation failed (the group is unusable); its error, or null.
+  // True once an operation failed (the group is unusable); that operation's error, as its
+  // handles rethrow it ("allreduce of bucket 3 failed: ..."), or null.
   bool failed() const;
   std::exception_ptr first_error() const;
   // True once the progress thread has exited (after a failure, or in the destructor).
