@@ -3,11 +3,13 @@
 on 2 ranks" figure.
 
 PyTorch's own recipe, not braid's: the time a PyTorch user would take. Default: Adam
-(lr 1e-3, betas 0.9/0.999, no weight decay) with cosine decay to 0 over the epoch budget,
-the usual recipe for a small CNN on (Fashion-)MNIST that converges fastest per epoch;
---optimizer sgd gives SGD (momentum 0.9, nesterov, lr 0.05 for the global batch of 256,
-weight decay 5e-4 on weights only, 100 warm-up steps, cosine). Batch --batch per rank
-(128), so the global batch is ranks x 128; DDP averages the gradients. Inputs
+(lr 3e-3, betas 0.9/0.999, no weight decay) with cosine decay to 0 over the epoch budget.
+Chosen by measurement among the usual recipes for a small CNN, as the best test accuracy
+after 2 epochs (cosine over those 2) of 2 ranks x 128 (2026-11-25): Adam 3e-3 0.8685/0.8895 (epochs 1/2),
+SGD nesterov 0.05 0.8602/0.8738, Adam 1e-3 0.8404/0.8614 (Adam's 1e-3 default suits
+smaller batches than this global 256). --optimizer sgd gives SGD (momentum 0.9, nesterov,
+lr 0.05, weight decay 5e-4 on weights only, 100 warm-up steps, cosine). Batch --batch per
+rank (128), so the global batch is ranks x 128; DDP averages the gradients. Inputs
 (x/255 - 0.2860)/0.3530, no augmentation. Each epoch is torch's DistributedSampler
 (seeded per-epoch shuffle, disjoint shards) cut into full batches (the last partial batch
 of each rank's shard dropped, so every rank takes the same number of steps).
@@ -52,7 +54,7 @@ def free_port():
 
 def make_optimizer(model, a):
     if a.optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=a.lr or 1e-3)
+        return torch.optim.Adam(model.parameters(), lr=a.lr or 3e-3)
     return torch.optim.SGD(param_groups(model, 5e-4), lr=a.lr or 0.05, momentum=0.9,
                            nesterov=True)
 
@@ -141,7 +143,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch", type=int, default=128, help="batch per rank")
     ap.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
-    ap.add_argument("--lr", type=float, default=None, help="default: adam 1e-3, sgd 0.05")
+    ap.add_argument("--lr", type=float, default=None, help="default: adam 3e-3, sgd 0.05")
     ap.add_argument("--target", type=float, default=0.90, help="test accuracy to time")
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--threads", type=int, default=1, help="threads per rank")

@@ -167,19 +167,21 @@ TEST(Timeline, ScopedSpansNestAndOrder) {
 // The compute thread and progress threads record at once: every span is kept exactly once.
 TEST(Timeline, ConcurrentThreadsKeepEverySpan) {
   TempDir dir;
-  constexpr int kThreads = 4, kEach = 2000;
+  constexpr int kThreads = 4, kEach = 5000;
   Timeline tl;
   tl.start(kThreads * kEach);
+  std::atomic<int> ready{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)
-    threads.emplace_back([&tl, t] {
+    threads.emplace_back([&tl, &ready, t] {
       const TimelineLane lane = t == 0 ? TimelineLane::kCompute : TimelineLane::kComm;
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();  // all at once, to contend
       for (int i = 0; i < kEach; ++i) {
-        if (i % 2 == 0) {
+        if (i % 100 == 0) {
           TimelineSpan span(&tl, lane, "span", {"thread", t}, {"i", i});
         } else {
-          const std::int64_t t0 = Timeline::now();
-          tl.record(lane, "op", t0, Timeline::now(), {"thread", t}, {"i", i});
+          tl.record(lane, "op", i, i + 1, {"thread", t}, {"i", i});
         }
       }
     });
@@ -193,7 +195,7 @@ TEST(Timeline, ConcurrentThreadsKeepEverySpan) {
   std::set<std::pair<int, int>> seen;
   for (const json& e : x) {
     const int t = e.at("args").at("thread"), i = e.at("args").at("i");
-    EXPECT_EQ(e.at("name"), i % 2 == 0 ? "span" : "op");
+    EXPECT_EQ(e.at("name"), i % 100 == 0 ? "span" : "op");
     EXPECT_EQ(e.at("tid"), t == 0 ? 1 : 2);
     EXPECT_TRUE(seen.insert({t, i}).second) << "span " << t << "/" << i << " twice";
   }
