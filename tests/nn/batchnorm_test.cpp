@@ -1,8 +1,11 @@
 // BatchNorm1d/2d against finite differences (train and eval mode), hand-computed
-// normalisation and running statistics, PyTorch's names, and shape errors.
+// normalisation and running statistics, PyTorch's names, and shape errors; a one-rank
+// SyncBatchNorm reducer against the local layer (N ranks: tests/parallel).
 #include "nn/batchnorm.h"
 
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include "gradcheck.h"
@@ -231,6 +234,74 @@ TEST(BatchNorm, ShapeErrorsNameBothShapes) {
     l.bn.forward(random_input({1, 3}), *cache, ForwardContext());
   });
   EXPECT_NE(one_row.find("more than one value"), std::string::npos) << one_row;
+}
+
+// A reducer over one rank: the gather is a copy and the sum the identity. Counts calls.
+class OneRankReducer : public StatsReducer {
+ public:
+  int size() const override { return 1; }
+  void allgather(const double* send, double* recv, size_t count) override {
+    ++gathers;
+    std::memcpy(recv, send, count * sizeof(double));
+  }
+  void sum(double*, size_t) override { ++sums; }
+  int gathers = 0, sums = 0;
+};
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+// With one rank, the merge of the gathered moments returns that rank's own, so the
+// reducer path must be the local layer bit for bit: output, dx, parameter gradients and
+// running statistics, over two steps and an eval pass.
+template <typename BN>
+void expect_one_rank_reducer_is_local(const Shape& shape) {
+  const int64_t C = shape[-1];
+  auto reducer = std::make_shared<OneRankReducer>();
+  Layer<BN> local(C);
+  BN synced(C, reducer);
+  ParamSet params;
+  synced.declare(params, "bn.");
+  params.allocate();
+  std::memcpy(params.params(), local.params.params(), sizeof(float) * local.params.size());
+  auto local_cache = local.bn.make_cache(), synced_cache = synced.make_cache();
+  local.params.zero_grads();
+  params.zero_grads();
+  for (uint64_t step = 0; step < 2; ++step) {
+    // Offset and scaled, so the mean matters.
+    Tensor x = random_input(shape, 10 + step), dy = random_input(shape, 20 + step);
+    for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 4.0f + 3.0f * x.f32()[i];
+    ASSERT_TRUE(same_bits(local.bn.forward(x, *local_cache, ForwardContext()),
+                          synced.forward(x, *synced_cache, ForwardContext())));
+    ASSERT_TRUE(same_bits(local.bn.backward(dy, *local_cache, true),
+                          synced.backward(dy, *synced_cache, true)));
+  }
+  EXPECT_TRUE(same_bits(local.params.grad(0), params.grad(0)));
+  EXPECT_TRUE(same_bits(local.params.grad(1), params.grad(1)));
+  EXPECT_TRUE(same_bits(local.bn.running_mean(), synced.running_mean()));
+  EXPECT_TRUE(same_bits(local.bn.running_var(), synced.running_var()));
+  EXPECT_EQ(synced.num_batches_tracked(), 2);
+  EXPECT_EQ(reducer->gathers, 2);  // one call per train forward
+  EXPECT_EQ(reducer->sums, 2);     // one per train backward that needs dx
+
+  // Eval mode and a backward without dx communicate nothing.
+  ForwardContext eval;
+  eval.mode = Mode::eval;
+  Tensor x = random_input(shape, 30);
+  ASSERT_TRUE(
+      same_bits(local.bn.forward(x, *local_cache, eval), synced.forward(x, *synced_cache, eval)));
+  ASSERT_TRUE(
+      same_bits(local.bn.backward(x, *local_cache, true), synced.backward(x, *synced_cache, true)));
+  synced.forward(x, *synced_cache, ForwardContext());
+  synced.backward(x, *synced_cache, false);
+  EXPECT_EQ(reducer->gathers, 3);
+  EXPECT_EQ(reducer->sums, 2);
+}
+
+TEST(BatchNorm, OneRankReducerIsBitwiseTheLocalLayer) {
+  expect_one_rank_reducer_is_local<BatchNorm1d>({7, 5});
+  expect_one_rank_reducer_is_local<BatchNorm2d>({3, 4, 5, 70});  // more than one channel block
 }
 
 }  // namespace

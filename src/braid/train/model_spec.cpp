@@ -3,6 +3,7 @@
 #include <cmath>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "core/error.h"
 #include "core/host_memory.h"
@@ -43,7 +44,8 @@ constexpr double kGB = 1e9;
 struct Budget {
   double parameters = 0;
   double limit_bytes = 0;
-  std::string previous = "the input";  // who produced the current shape, for errors
+  std::string previous = "the input";          // who produced the current shape, for errors
+  const ModelBuildOptions* options = nullptr;  // passed down with the budget to every layer
 };
 
 double numel_of(const Shape& shape) {
@@ -168,8 +170,9 @@ std::unique_ptr<nn::Module> make_layer(const std::string& type, LayerReader& r, 
                 "[batch, features] or [batch, height, width, channels]");
     const int64_t c = r.integer("num_features", shape[-1]);
     add_parameters(where, budget, 4.0 * double(c), "scale, shift and running statistics");
-    if (shape.rank() == 2) return std::make_unique<nn::BatchNorm1d>(c);
-    return std::make_unique<nn::BatchNorm2d>(c);
+    auto reducer = budget.options ? budget.options->batchnorm_reducer : nullptr;
+    if (shape.rank() == 2) return std::make_unique<nn::BatchNorm1d>(c, std::move(reducer));
+    return std::make_unique<nn::BatchNorm2d>(c, std::move(reducer));
   }
   if (type == "layernorm") {
     const int64_t n = r.integer("normalized_shape", shape[-1]);
@@ -313,7 +316,7 @@ json builtin_model_spec(const std::string& name) {
               " (or a spec object with 'input' and 'layers')");
 }
 
-BuiltModel build_model(const json& spec, int64_t seq_len) {
+BuiltModel build_model(const json& spec, int64_t seq_len, const ModelBuildOptions& options) {
   BuiltModel out;
   if (spec.is_string() && spec.get<std::string>() == "gpt-tiny") {
     nn::GptConfig g;
@@ -335,6 +338,7 @@ BuiltModel build_model(const json& spec, int64_t seq_len) {
     BRAID_CHECK(it.key() == "input" || it.key() == "layers" || it.key() == "input_dtype",
                 "model: unknown key '", it.key(), "'; accepted: input, input_dtype, layers");
   Budget budget;
+  budget.options = &options;
   const double available = static_cast<double>(mem_available_bytes().value_or(0));
   budget.limit_bytes = available > 0 ? available : kAssumedMemory;
   const json& input = s["input"];

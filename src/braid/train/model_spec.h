@@ -16,6 +16,7 @@
 
 #include "core/shape.h"
 #include "nn/module.h"
+#include "nn/stats_reducer.h"
 
 namespace braid::train {
 
@@ -29,11 +30,19 @@ struct BuiltModel {
   int64_t num_classes = 0;  // logits' last dimension
 };
 
+// How to build a model beyond what its spec says: what the running job adds.
+struct ModelBuildOptions {
+  // When set, every BatchNorm layer shares its statistics through it (SyncBatchNorm,
+  // `sync_batchnorm: true`); null keeps them local.
+  std::shared_ptr<nn::StatsReducer> batchnorm_reducer;
+};
+
 // `spec` is a built-in name (mlp, cnn, cnn-bn, gpt-tiny) or a spec object.
 // Every layer's input shape is checked against what it takes, every size against
 // [1, 2^31-1] and the parameters (16 bytes each in training) and one sample's
 // activations against MemAvailable, each before the layer is constructed.
-BuiltModel build_model(const nlohmann::json& spec, int64_t seq_len = 128);
+BuiltModel build_model(const nlohmann::json& spec, int64_t seq_len = 128,
+                       const ModelBuildOptions& options = {});
 // The same checks, for config validation: throws what build_model would.
 void check_model_spec(const nlohmann::json& spec, int64_t seq_len);
 nlohmann::json builtin_model_spec(const std::string& name);
