@@ -219,16 +219,8 @@ class SecretFiles : public ::testing::Test {
     dir_ =
         std::filesystem::temp_directory_path() / ("braid_auth_test_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
-    saved_secret_ = getenv_or_null("BRAID_SECRET");
-    saved_file_ = getenv_or_null("BRAID_SECRET_FILE");
-    ::unsetenv("BRAID_SECRET");
-    ::unsetenv("BRAID_SECRET_FILE");
   }
-  void TearDown() override {
-    restore("BRAID_SECRET", saved_secret_);
-    restore("BRAID_SECRET_FILE", saved_file_);
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
   // A private file (mode 0600 unless told), as a secret file should be.
   std::string write(const std::string& name, const std::string& text, mode_t mode = 0600) {
     const auto path = dir_ / name;
@@ -238,19 +230,7 @@ class SecretFiles : public ::testing::Test {
   }
 
  private:
-  static std::optional<std::string> getenv_or_null(const char* name) {
-    const char* v = std::getenv(name);
-    return v ? std::optional<std::string>(v) : std::nullopt;
-  }
-  static void restore(const char* name, const std::optional<std::string>& v) {
-    if (v) {
-      ::setenv(name, v->c_str(), 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
   std::filesystem::path dir_;
-  std::optional<std::string> saved_secret_, saved_file_;
 };
 
 // Secrets of exactly the minimum length, 16 bytes.
@@ -264,18 +244,17 @@ TEST_F(SecretFiles, ReadsATrimmedHexFile) {
 
 TEST_F(SecretFiles, ASecretShorterThan16BytesIsRefusedSayingHowToMakeOne) {
   const std::string short_hex = kHexA.substr(2);  // 15 bytes
-  ::setenv("BRAID_SECRET", short_hex.c_str(), 1);
   try {
-    Secret::from_environment();
-    ADD_FAILURE() << "a 15-byte BRAID_SECRET was accepted";
+    Secret::from_supplied_hex(short_hex, "the flag");
+    ADD_FAILURE() << "a 15-byte secret was accepted";
   } catch (const Error& e) {
-    EXPECT_TRUE(contains(e.what(), "BRAID_SECRET")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "the secret in the flag")) << e.what();
     EXPECT_TRUE(contains(e.what(), "15 bytes")) << e.what();
     EXPECT_TRUE(contains(e.what(), "at least 16")) << e.what();
     EXPECT_TRUE(contains(e.what(), "openssl rand -hex 32")) << e.what();
     EXPECT_FALSE(contains(e.what(), short_hex)) << e.what();  // never echoed
   }
-  ::unsetenv("BRAID_SECRET");
+  EXPECT_EQ(Secret::from_supplied_hex(" " + kHexA + "\n", "the flag").hex(), kHexA);
   const std::string path = write("short", "beef\n");
   try {
     Secret::from_file(path);
@@ -285,8 +264,6 @@ TEST_F(SecretFiles, ASecretShorterThan16BytesIsRefusedSayingHowToMakeOne) {
     EXPECT_TRUE(contains(e.what(), "2 bytes")) << e.what();
     EXPECT_TRUE(contains(e.what(), "/dev/urandom")) << e.what();
   }
-  ::setenv("BRAID_SECRET_FILE", path.c_str(), 1);
-  EXPECT_THROW(Secret::from_environment(), Error);
 }
 
 TEST_F(SecretFiles, AFileOtherUsersCanReadOrChangeIsRefusedWithTheChmodFix) {
@@ -322,23 +299,6 @@ TEST_F(SecretFiles, MissingEmptyOrBadFilesNameTheFile) {
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_TRUE(contains(e.what(), bad)) << e.what();
-  }
-}
-
-TEST_F(SecretFiles, EnvironmentPrefersBraidSecretThenTheFileThenNothing) {
-  EXPECT_TRUE(Secret::from_environment().empty());
-  ::setenv("BRAID_SECRET_FILE", write("f", kHexA).c_str(), 1);
-  EXPECT_EQ(Secret::from_environment().hex(), kHexA);
-  ::setenv("BRAID_SECRET", kHexB.c_str(), 1);
-  EXPECT_EQ(Secret::from_environment().hex(), kHexB);
-  ::setenv("BRAID_SECRET", "", 1);  // empty counts as unset
-  EXPECT_EQ(Secret::from_environment().hex(), kHexA);
-  ::setenv("BRAID_SECRET", "caf", 1);
-  try {
-    Secret::from_environment();
-    ADD_FAILURE();
-  } catch (const Error& e) {
-    EXPECT_TRUE(contains(e.what(), "BRAID_SECRET")) << e.what();
   }
 }
 

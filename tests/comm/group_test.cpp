@@ -120,6 +120,46 @@ TEST(Group, SplitTiesAndOptOutAndNesting) {
   EXPECT_EQ(channels.size(), 2u + 3u + 1u);
 }
 
+// The selection table is the group's (GroupOptions::algorithm_table), inherited by its
+// sub-groups: ranks whose tables pick different algorithms for a call fail it as a
+// mismatch, while ranks sharing a table agree. Nothing process-wide decides.
+TEST(Group, TheAlgorithmTableIsAGroupOptionThatSubGroupsInherit) {
+  auto table_of = [](Algorithm a) {
+    return std::make_shared<const SelectionTable>(
+        std::vector<SelectionRule>{SelectionRule{CallKind::allreduce, 1, 1 << 30, 0, SIZE_MAX, a}});
+  };
+  const auto tree = table_of(Algorithm::tree), direct = table_of(Algorithm::direct);
+  auto agree = testing::run_transports(4, [&](int, const std::shared_ptr<Transport>& t) {
+    GroupOptions o;
+    o.timeout = testing::kTestTimeout;
+    o.algorithm_table = tree;
+    auto g = Group::world(t, o);
+    EXPECT_EQ(&g->algorithm_table(), tree.get());
+    auto half = g->split(g->rank() % 2, g->rank());
+    EXPECT_EQ(&half->algorithm_table(), tree.get());
+    float x = 1.0f;
+    allreduce(*half, &x, 1, DType::f32, ReduceOp::sum);
+    EXPECT_EQ(x, 2.0f);
+  });
+  rethrow_first(agree);
+  auto builtin = Group::world(make_inproc_transports(1)[0]);
+  EXPECT_EQ(&builtin->algorithm_table(), &SelectionTable::builtin());
+
+  auto disagree = testing::run_transports(2, [&](int rank, const std::shared_ptr<Transport>& t) {
+    GroupOptions o;
+    o.timeout = testing::kTestTimeout;
+    o.algorithm_table = rank == 0 ? tree : direct;
+    auto g = Group::world(t, o);
+    float x = 1.0f;
+    allreduce(*g, &x, 1, DType::f32, ReduceOp::sum);
+  });
+  EXPECT_TRUE(disagree[0] || disagree[1]) << "ranks with different tables agreed";
+  bool named = false;
+  for (const auto& e : disagree)
+    named |= testing::message(e).find("allreduce") != std::string::npos;
+  EXPECT_TRUE(named) << testing::message(disagree[0]) << " / " << testing::message(disagree[1]);
+}
+
 TEST(Group, MeshTwoByTwoByTwo) {
   auto errors = run_group(8, [](Group& world) {
     const Mesh mesh = make_mesh(world, 2, 2, 2);

@@ -233,20 +233,20 @@ TEST_F(FakeRankOne, AGoodbyeFailsLaterWaitsSayingThePeerClosed) {
   EXPECT_TRUE(contains(what, "rank 1 closed")) << what;
 }
 
-TEST(TcpAdvertiseHost, PrefersTheOptionThenTheVariableThenTheListenAddress) {
+// Only options count (launch/ turns BRAID_IFACE_ADDR and the store's host into them).
+TEST(TcpAdvertiseHost, PrefersTheOptionThenTheListenAddressThenTheRouteToTheProbeHost) {
   TransportOptions o;
   o.advertise_host = "10.1.2.3";
+  o.route_probe_host = "127.0.0.1";
   EXPECT_EQ(tcp_advertise_host(o), "10.1.2.3");
   o.advertise_host.clear();
-  ::setenv("BRAID_IFACE_ADDR", "10.9.9.9", 1);
-  EXPECT_EQ(tcp_advertise_host(o), "10.9.9.9");
-  ::unsetenv("BRAID_IFACE_ADDR");
   o.listen_host = "127.0.0.5";
   EXPECT_EQ(tcp_advertise_host(o), "127.0.0.5");
   o.listen_host = "0.0.0.0";
-  ::setenv("BRAID_STORE_ADDR", "127.0.0.1:29500", 1);
-  EXPECT_EQ(tcp_advertise_host(o), "127.0.0.1");  // the route to a loopback store
-  ::unsetenv("BRAID_STORE_ADDR");
+  o.route_probe_host = "127.0.0.9";
+  EXPECT_EQ(tcp_advertise_host(o), "127.0.0.1");  // the route to a loopback host leaves from lo
+  o.route_probe_host.clear();
+  EXPECT_EQ(tcp_advertise_host(o), "127.0.0.1");
 }
 
 TEST(ConnectTransport, AutomaticPicksShmOnOneHostAndTheKindsParse) {

@@ -15,6 +15,7 @@
 #include "comm/secret.h"
 #include "comm/store_server.h"
 #include "core/error.h"
+#include "launch/secret_env.h"
 
 namespace braid::cli {
 namespace {
@@ -26,8 +27,8 @@ struct StoreFlags {
 };
 
 void run_store(const StoreFlags& f) {
-  const comm::Secret secret = f.secret_file.empty() ? comm::Secret::from_environment()
-                                                    : comm::Secret::from_file(f.secret_file);
+  const comm::Secret secret =
+      f.secret_file.empty() ? launch::read_secret() : comm::Secret::from_file(f.secret_file);
   if (secret.empty())
     BRAID_THROW(Error,
                 "braid store: no secret; pass --secret-file FILE or set BRAID_SECRET / "

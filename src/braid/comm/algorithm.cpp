@@ -1,6 +1,6 @@
 // Algorithm names, which calls each implements, and the selection table: the built-in
-// default and the JSON form `braid bench allreduce --write-table` writes and
-// BRAID_ALGORITHM_TABLE reads.
+// default and the JSON form `braid bench allreduce --write-table` writes (launch/ reads the
+// file BRAID_ALGORITHM_TABLE names into the world group's options).
 //
 // Byte sizes in the table are count * dtype size of the call: the whole buffer for
 // allreduce, broadcast and reduce, one rank's block for reduce_scatter, allgather,
@@ -156,8 +156,7 @@ Algorithm SelectionTable::choose(CallKind call, int ranks, size_t bytes) const {
 SelectionTable SelectionTable::from_json_file(const std::string& path) {
   std::ifstream in(path);
   if (!in)
-    BRAID_THROW(IoError, "cannot read the algorithm table '", path, "': ", std::strerror(errno),
-                " (BRAID_ALGORITHM_TABLE names it; unset it to use the built-in table)");
+    BRAID_THROW(IoError, "cannot read the algorithm table '", path, "': ", std::strerror(errno));
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(in);

@@ -38,8 +38,8 @@ struct SelectionRule {
 class SelectionTable {
  public:
   static const SelectionTable& builtin();
-  // The table in a JSON file (BRAID_ALGORITHM_TABLE names one); errors name the file and
-  // the row.
+  // The table in a JSON file (launch/ reads the one BRAID_ALGORITHM_TABLE names into
+  // GroupOptions::algorithm_table); errors name the file and the row.
   static SelectionTable from_json_file(const std::string& path);
   explicit SelectionTable(std::vector<SelectionRule> rules) : rules_(std::move(rules)) {}
 

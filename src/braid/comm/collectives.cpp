@@ -1,11 +1,10 @@
 // The public collectives (comm/collectives.h): each takes the group's next sequence
 // number, builds the call's signature, checks its arguments, hands the call to the
 // group's backend if it has one, takes the fast paths (a group of one, an empty buffer),
-// chooses the algorithm (the options, else the selection table) and divides once for
+// chooses the algorithm (the options, else the group's selection table) and divides once for
 // avg. The algorithms themselves are in one file each (comm/algorithms.h).
 #include "comm/collectives.h"
 
-#include <cstdlib>
 #include <cstring>
 
 #include "comm/algorithms.h"
@@ -24,16 +23,6 @@ void* scratch(size_t bytes) {
 }
 
 namespace {
-
-// BRAID_ALGORITHM_TABLE is read once per process; a bad file fails every call that
-// would use it (a function-local static whose initialiser throws is retried).
-const SelectionTable& selection_table() {
-  static const SelectionTable table = [] {
-    const char* path = std::getenv("BRAID_ALGORITHM_TABLE");
-    return path && *path ? SelectionTable::from_json_file(path) : SelectionTable::builtin();
-  }();
-  return table;
-}
 
 void check_dtype(DType dtype, const char* what) {
   BRAID_CHECK(dtype_size(dtype) != 0, what, ": unknown dtype ", static_cast<int>(dtype));
@@ -56,7 +45,7 @@ Algorithm pick(const Group& g, CallKind call, size_t bytes, const CollectiveOpti
                 algorithm_name(o.algorithm), "'; it has ", supported_algorithm_names(call));
     return o.algorithm;
   }
-  const Algorithm a = selection_table().choose(call, g.size(), bytes);
+  const Algorithm a = g.algorithm_table().choose(call, g.size(), bytes);
   return algorithm_supported(call, a) ? a : default_algorithm(call);
 }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "comm/algorithm.h"
 #include "comm/algorithms.h"
 #include "core/error.h"
 
@@ -42,7 +43,12 @@ std::shared_ptr<Group> Group::world(std::shared_ptr<Transport> transport, GroupO
   BRAID_CHECK(transport != nullptr, "Group::world: null transport");
   std::vector<int> members(static_cast<size_t>(transport->size()));
   for (size_t i = 0; i < members.size(); ++i) members[i] = static_cast<int>(i);
-  return std::make_shared<Group>(std::move(transport), std::move(members), kWorldChannel, options);
+  return std::make_shared<Group>(std::move(transport), std::move(members), kWorldChannel,
+                                 std::move(options));
+}
+
+const SelectionTable& Group::algorithm_table() const {
+  return options_.algorithm_table ? *options_.algorithm_table : SelectionTable::builtin();
 }
 
 Group::Group(std::shared_ptr<Transport> transport, std::vector<int> members, uint32_t channel,
@@ -50,7 +56,7 @@ Group::Group(std::shared_ptr<Transport> transport, std::vector<int> members, uin
     : transport_(std::move(transport)),
       members_(std::move(members)),
       channel_(channel),
-      options_(options) {
+      options_(std::move(options)) {
   BRAID_CHECK(transport_ != nullptr, "Group: null transport");
   BRAID_CHECK(!members_.empty(), "Group: no members");
   std::vector<int> sorted = members_;

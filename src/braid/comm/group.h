@@ -20,12 +20,17 @@
 namespace braid::comm {
 
 class CollectiveBackend;
+class SelectionTable;
 class SharedWindow;
 
+// Sub-groups from split() inherit their parent's options.
 struct GroupOptions {
   std::chrono::milliseconds timeout = kDefaultTimeout;  // every wait of every call
   // A wait stuck this long logs whom it waits for, and again as often (0: never).
   std::chrono::milliseconds stall_warning = kDefaultStallWarning;
+  // Picks the algorithm of a collective that names none (comm/algorithm.h); null: the
+  // built-in table. Every member must use the same table, or their calls disagree.
+  std::shared_ptr<const SelectionTable> algorithm_table = nullptr;
 };
 
 class Group {
@@ -43,6 +48,8 @@ class Group {
   Transport& transport() const { return *transport_; }
 
   std::chrono::milliseconds timeout() const { return options_.timeout; }
+  // The options' table, else the built-in one.
+  const SelectionTable& algorithm_table() const;
   void set_timeout(std::chrono::milliseconds t) { options_.timeout = t; }
   Deadline deadline() const { return deadline_after(options_.timeout); }
   // A deadline `timeout` from now that warns of stalls as the group's options say.

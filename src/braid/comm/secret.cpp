@@ -1,5 +1,5 @@
-// Secret: generation from the OS, hex, files and the environment. Messages never echo the
-// secret itself, only where it came from and what is wrong with it.
+// Secret: generation from the OS, hex, text a person supplied and files. Messages never
+// echo the secret itself, only where it came from and what is wrong with it.
 #include "comm/secret.h"
 
 #include <fcntl.h>
@@ -9,7 +9,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -132,28 +131,15 @@ Secret Secret::from_file(const std::string& path) {
   return s;
 }
 
-Secret Secret::from_environment() {
-  // An empty variable counts as unset, so `BRAID_SECRET= cmd` clears an inherited one.
-  if (const char* hex = std::getenv("BRAID_SECRET"); hex && *hex) {
-    Secret s;
-    try {
-      s = from_hex(trimmed(hex));
-    } catch (const Error& e) {
-      BRAID_THROW(Error, "BRAID_SECRET: ", e.what());
-    }
-    check_length(s, "the secret in BRAID_SECRET");
-    return s;
+Secret Secret::from_supplied_hex(const std::string& text, const std::string& where) {
+  Secret s;
+  try {
+    s = from_hex(trimmed(text));
+  } catch (const Error& e) {
+    BRAID_THROW(Error, where, ": ", e.what());
   }
-  if (const char* path = std::getenv("BRAID_SECRET_FILE"); path && *path) {
-    try {
-      return from_file(path);
-    } catch (const IoError& e) {
-      BRAID_THROW(IoError, "BRAID_SECRET_FILE: ", e.what());
-    } catch (const Error& e) {
-      BRAID_THROW(Error, "BRAID_SECRET_FILE: ", e.what());
-    }
-  }
-  return Secret();
+  check_length(s, "the secret in " + where);
+  return s;
 }
 
 std::string Secret::hex() const {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -111,15 +112,19 @@ struct NameRecord {
 };
 static_assert(sizeof(NameRecord) % 8 == 0);
 
+// pid and 64 random bits: unique on this host without a process-wide counter.
 std::string unique_name(const char* kind) {
-  static std::atomic<uint64_t> counter{0};
   uint64_t salt = 0;
-  if (::getrandom(&salt, sizeof(salt), GRND_NONBLOCK) != sizeof(salt))
-    salt = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  for (;;) {
+    const ssize_t n = ::getrandom(&salt, sizeof(salt), 0);
+    if (n == static_cast<ssize_t>(sizeof(salt))) break;
+    if (n < 0 && errno != EINTR)
+      BRAID_THROW(IoError,
+                  "getrandom failed while naming a shared segment: ", std::strerror(errno));
+  }
   char name[kNameBytes];
-  std::snprintf(name, sizeof(name), "/braid-%s-%d-%llu-%08llx", kind, static_cast<int>(::getpid()),
-                static_cast<unsigned long long>(counter.fetch_add(1)),
-                static_cast<unsigned long long>(salt & 0xffffffffULL));
+  std::snprintf(name, sizeof(name), "/braid-%s-%d-%016llx", kind, static_cast<int>(::getpid()),
+                static_cast<unsigned long long>(salt));
   return name;
 }
 

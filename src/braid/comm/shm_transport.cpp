@@ -79,16 +79,14 @@ struct IdlePolicy {
   std::chrono::nanoseconds yield;  // idle time after which sched_yield gives way to sleeping
 };
 
-IdlePolicy idle_policy(int ranks) {
+IdlePolicy idle_policy(int ranks, const TransportOptions& options) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // With more ranks than cores a spinning rank steals the core its peer needs.
   const bool oversubscribed = static_cast<unsigned>(ranks) > cores;
   IdlePolicy p{oversubscribed ? std::chrono::nanoseconds(2us) : std::chrono::nanoseconds(50us),
                oversubscribed ? std::chrono::nanoseconds(200us) : std::chrono::nanoseconds(1ms)};
-  if (const char* v = std::getenv("BRAID_SHM_SPIN_US"))
-    p.spin = std::chrono::microseconds(std::atol(v));
-  if (const char* v = std::getenv("BRAID_SHM_YIELD_US"))
-    p.yield = std::chrono::microseconds(std::atol(v));
+  if (options.shm_spin) p.spin = std::max(*options.shm_spin, std::chrono::microseconds(0));
+  if (options.shm_yield) p.yield = *options.shm_yield;
   p.yield = std::max(p.yield, p.spin);
   return p;
 }
@@ -212,7 +210,7 @@ ShmTransport::ShmTransport(Store& store, int rank, int size, Deadline deadline,
     : rank_(rank),
       size_(size),
       matcher_(rank, size, options.max_buffered_bytes),
-      policy_(idle_policy(size)),
+      policy_(idle_policy(size, options)),
       peers_(static_cast<size_t>(size)) {
   BRAID_CHECK(size >= 1 && rank >= 0 && rank < size, "shm transport: rank ", rank, " of a job of ",
               size, " ranks");

@@ -25,8 +25,9 @@
 // waits it watches the peers it waits on (pidfd), so a peer killed with SIGKILL fails the
 // wait with PeerError within about 0.1 s.
 //
-// Tuning (for benchmarks): BRAID_SHM_SPIN_US and BRAID_SHM_YIELD_US override how long an
-// idle wait spins, and then yields, before it sleeps.
+// Tuning (for benchmarks): TransportOptions::shm_spin and shm_yield (launch/ reads them
+// from BRAID_SHM_SPIN_US and BRAID_SHM_YIELD_US) override how long an idle wait spins, and
+// then yields, before it sleeps.
 #pragma once
 
 #include <memory>

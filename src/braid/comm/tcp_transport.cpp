@@ -505,19 +505,9 @@ bool TcpTransport::test(RequestId request) {
 
 std::string tcp_advertise_host(const TransportOptions& options) {
   if (!options.advertise_host.empty()) return options.advertise_host;
-  if (const char* v = std::getenv("BRAID_IFACE_ADDR"); v && *v) return v;
   if (!wildcard(options.listen_host)) return options.listen_host;
-  std::string store_host;
-  if (const char* v = std::getenv("BRAID_STORE_ADDR"); v && *v) {
-    try {
-      store_host = parse_host_port(v).host;
-    } catch (const Error&) {
-    }
-  } else if (const char* m = std::getenv("MASTER_ADDR"); m && *m) {
-    store_host = m;
-  }
-  if (!store_host.empty()) {
-    const std::string local = route_source(store_host);
+  if (!options.route_probe_host.empty()) {
+    const std::string local = route_source(options.route_probe_host);
     if (!local.empty()) return local;
   }
   return "127.0.0.1";

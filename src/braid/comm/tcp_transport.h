@@ -33,8 +33,8 @@ std::shared_ptr<Transport> connect_tcp_transport(Store& store, int rank, int siz
                                                  const TransportOptions& options = {});
 
 // The address peers should use to reach this rank: options.advertise_host, else
-// BRAID_IFACE_ADDR, else listen_host when it names one interface, else the local address
-// of the route to the store (BRAID_STORE_ADDR or MASTER_ADDR), else 127.0.0.1.
+// listen_host when it names one interface, else the local address of the route to
+// options.route_probe_host (launch/ names the store's host), else 127.0.0.1.
 std::string tcp_advertise_host(const TransportOptions& options);
 
 }  // namespace braid::comm

@@ -1,5 +1,6 @@
 // join_job: env -> secret -> store (hosted or connected, viewed under the job's key
-// prefix) -> transport -> world group, all under one deadline.
+// prefix) -> transport -> world group, all under one deadline. Every variable is read
+// here, through options.getenv, and passed to comm/ as options.
 #include "launch/job.h"
 
 #include <string>
@@ -8,6 +9,8 @@
 #include "comm/tcp_store.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "launch/comm_env.h"
+#include "launch/secret_env.h"
 #ifdef BRAID_HAVE_MPI
 #include "comm/mpi/mpi_world.h"
 #endif
@@ -76,14 +79,16 @@ std::optional<std::string> mpi_backend(const GetEnv& getenv) {
 
 Job join_job(const JoinOptions& options) {
   Job job;
-  const std::chrono::milliseconds timeout =
-      options.timeout ? *options.timeout : read_timeout(options.getenv);
+  comm::GroupOptions group_options;
+  group_options.timeout = options.timeout ? *options.timeout : read_timeout(options.getenv);
+  group_options.algorithm_table =
+      options.algorithm_table ? options.algorithm_table : read_algorithm_table(options.getenv);
+  const std::chrono::milliseconds timeout = group_options.timeout;
   if (const auto backend = mpi_backend(options.getenv)) {
 #ifdef BRAID_HAVE_MPI
     // mpirun already placed and connected the ranks: no store, no secret, no transport.
-    job.world = comm::mpi_world(comm::GroupOptions{timeout}, *backend == "mpi"
-                                                                 ? comm::MpiCollectives::mpi
-                                                                 : comm::MpiCollectives::braid);
+    job.world = comm::mpi_world(
+        group_options, *backend == "mpi" ? comm::MpiCollectives::mpi : comm::MpiCollectives::braid);
     job.env.rank = job.world->rank();
     job.env.world_size = job.world->size();
     job.env.source = "mpi";
@@ -108,8 +113,7 @@ Job join_job(const JoinOptions& options) {
     }
   }
 
-  // Secret::from_environment reads the real environment; a test's getenv cannot feed it.
-  job.secret = comm::Secret::from_environment();
+  job.secret = read_secret(options.getenv);
   if (env.world_size == 1) {
     // Nobody else connects, so a local store and a throwaway secret do.
     if (job.secret.empty()) job.secret = comm::Secret::generate();
@@ -143,11 +147,14 @@ Job join_job(const JoinOptions& options) {
 
   job.store = comm::prefixed(std::move(job.store), job_key_prefix(env));
   if (env.world_size > 1) claim_rank(*job.store, env);
+  job.transport_options = read_transport_options(options.getenv, options.transport_options);
+  if (job.transport_options.route_probe_host.empty())
+    job.transport_options.route_probe_host = env.store_host;
   auto transport_store = comm::prefixed(job.store, "transport/0");
   auto transport =
       comm::connect_transport(job.transport_kind, *transport_store, env.rank, env.world_size,
-                              job.secret, deadline, options.transport_options);
-  job.world = comm::Group::world(std::move(transport), comm::GroupOptions{timeout});
+                              job.secret, deadline, job.transport_options);
+  job.world = comm::Group::world(std::move(transport), std::move(group_options));
   return job;
 }
 

@@ -1,8 +1,8 @@
-// Joining a job: what every rank does first. Reads its place in the job (launch/env.h)
-// and the job's secret, meets the other ranks at the store (rank 0 hosts it unless the
-// launcher does), connects the transport and returns the world group. Every key the job
-// writes lives under "job/<id>/" of the store (launch/job_id.h), so one long-lived store
-// serves any number of jobs, one after another or at once.
+// Joining a job: what every rank does first. Reads its place in the job (launch/env.h),
+// the job's secret (launch/secret_env.h) and the comm settings (launch/comm_env.h), meets the other
+// ranks at the store (rank 0 hosts it unless the launcher does), connects the transport and returns
+// the world group. Every key the job writes lives under "job/<id>/" of the store (launch/job_id.h),
+// so one long-lived store serves any number of jobs, one after another or at once.
 //
 // Lifetime: a Job owns everything it made; destroying it closes the group, the transport,
 // the store connection and (on rank 0) the hosted store, in that order. Rank 0 should
@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "comm/algorithm.h"
 #include "comm/group.h"
 #include "comm/secret.h"
 #include "comm/store.h"
@@ -30,7 +31,14 @@ struct JoinOptions {
   // Deadline of joining and the world group's timeout. Unset: BRAID_TIMEOUT_S, else
   // comm::kDefaultTimeout.
   std::optional<std::chrono::milliseconds> timeout;
+  // Fields left unset are filled from the environment (launch/comm_env.h); an empty
+  // route_probe_host becomes the store's host.
   comm::TransportOptions transport_options;
+  // The world group's selection table (inherited by groups split from it). Null:
+  // BRAID_ALGORITHM_TABLE's file, else the built-in table.
+  std::shared_ptr<const comm::SelectionTable> algorithm_table;
+  // Every variable join_job reads, it reads through this: the rank's place, the secret,
+  // the timeout, the transport and the comm settings.
   GetEnv getenv = ::getenv;
 };
 
@@ -42,6 +50,7 @@ struct Job {
   std::shared_ptr<comm::Store> store;               // a view under this job's key prefix
   std::shared_ptr<comm::Group> world;
   comm::TransportKind transport_kind = comm::TransportKind::automatic;  // as requested
+  comm::TransportOptions transport_options;  // as passed to the transport
 };
 
 // BRAID_BACKEND: "braid" (default: nullopt), "mpi" (MPI's collectives) or "mpi-p2p"
