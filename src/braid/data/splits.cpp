@@ -2,6 +2,7 @@
 // read from a config can never size a vector by an unchecked value.
 #include "data/splits.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <utility>
