@@ -24,6 +24,7 @@
 
 #include "comm/collectives.h"
 #include "comm/inproc_ranks.h"
+#include "comm/progress_engine.h"
 #include "nn/batchnorm.h"
 #include "nn/loss.h"
 #include "parallel/group_stats_reducer.h"
@@ -103,6 +104,8 @@ struct Case {
   Shape sample;  // one sample, channels last: [C] or [H, W, C]
   std::vector<int64_t> shards;
   float offset = 3.0f, spread = 2.0f;
+  // Reduce through a ProgressEngine (as under DDP), behind an allreduce already queued.
+  bool engine = false;
 };
 
 // Runs `c` on shards.size() ranks and on one layer over the concatenated batch, for two
@@ -130,13 +133,23 @@ void expect_sync_equals_full_batch(const Case& c) {
   std::vector<Result> got(static_cast<size_t>(ranks));
   rethrow_first(run_group(ranks, [&](comm::Group& g) {
     const auto r = static_cast<size_t>(g.rank());
-    Layer l(C, spatial, std::make_shared<GroupStatsReducer>(g.split(0, g.rank())));
+    auto group = g.split(0, g.rank());
+    auto reducer = std::make_shared<GroupStatsReducer>(group);
+    Layer l(C, spatial, reducer);
     std::vector<Tensor> x, dy;
     for (size_t s = 0; s < xs.size(); ++s) {
       x.push_back(xs[s].slice_rows(begin[r], begin[r + 1]));
       dy.push_back(dys[s].slice_rows(begin[r], begin[r + 1]));
     }
+    if (!c.engine) return run_steps(l, x, dy, got[r]);
+    comm::ProgressEngine engine(group);
+    reducer->use_engine(&engine);
+    float bucket = 1.0f;
+    comm::Handle h = engine.iallreduce(&bucket, 1, DType::f32, ReduceOp::sum, "bucket");
     run_steps(l, x, dy, got[r]);
+    h.wait();
+    reducer->use_engine(nullptr);
+    EXPECT_EQ(bucket, static_cast<float>(ranks));
   }));
 
   std::vector<float> out, dx, dweight(static_cast<size_t>(C)), dbias(static_cast<size_t>(C));
@@ -161,6 +174,14 @@ TEST(SyncBatchNorm, TwoRanksEqualTheConcatenatedBatch) {
   expect_sync_equals_full_batch({{3, 4, 6}, {4, 4}});  // BatchNorm2d, NHWC
   expect_sync_equals_full_batch({{3, 4, 6}, {3, 5}});  // uneven shards
   expect_sync_equals_full_batch({{6}, {3, 5}});        // BatchNorm1d
+}
+
+TEST(SyncBatchNorm, ThroughAProgressEngineAsUnderDdp) {
+  Case c{{3, 4, 6}, {3, 5}};
+  c.engine = true;
+  expect_sync_equals_full_batch(c);
+  c.shards = {2, 3, 1, 2};
+  expect_sync_equals_full_batch(c);
 }
 
 TEST(SyncBatchNorm, FourRanksEqualTheConcatenatedBatch) {

@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "comm/progress_engine.h"
 #include "core/error.h"
 
 namespace braid::parallel {
@@ -16,10 +17,21 @@ GroupStatsReducer::GroupStatsReducer(std::shared_ptr<comm::Group> group,
 int GroupStatsReducer::size() const { return group_->size(); }
 
 void GroupStatsReducer::allgather(const double* send, double* recv, size_t count) {
+  if (engine_) {
+    engine_->iallgather(send, recv, count, DType::f64, "SyncBatchNorm statistics", options_).wait();
+    return;
+  }
   comm::allgather(*group_, send, recv, count, DType::f64, options_);
 }
 
 void GroupStatsReducer::sum(double* data, size_t count) {
+  if (engine_) {
+    engine_
+        ->iallreduce(data, count, DType::f64, ReduceOp::sum, "SyncBatchNorm gradient sums",
+                     options_)
+        .wait();
+    return;
+  }
   comm::allreduce(*group_, data, count, DType::f64, ReduceOp::sum, options_);
 }
 

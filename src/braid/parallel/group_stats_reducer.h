@@ -2,12 +2,16 @@
 // ranks of a comm::Group with braid's collectives, in f64. Every collective leaves
 // bitwise-identical results on every rank, which is the reducer's contract.
 //
-// The group must be driven by no other thread while a layer calls the reducer (Group is
-// single-threaded): in DDP, whose gradient allreduces run during backward, give it a
-// group of its own, e.g. data_group.split(0, data_group.rank()) (a new channel over the
-// same ranks), made on every rank in the same order as the other collectives.
+// Who drives the group: by default the caller's (compute) thread, with blocking calls.
+// Once a comm::ProgressEngine owns the group's transport (DDP, whose bucket allreduces
+// overlap backward), only the engine's thread may call collectives on it: use_engine()
+// then makes each reduction an operation of the engine, submitted and waited for. It
+// queues behind the buckets submitted before it, in the same order on every rank (a
+// BatchNorm's backward runs at the same point of every rank's backward), so ranks agree.
 //
-// Lifetime: holds the group (shared). Thread safety: as the group's.
+// Lifetime: holds the group (shared); an engine given to use_engine() must outlive every
+// later call (call use_engine(nullptr) before destroying it). Thread safety: one thread
+// at a time, as the layers calling it.
 #pragma once
 
 #include <memory>
@@ -16,6 +20,10 @@
 #include "comm/group.h"
 #include "nn/stats_reducer.h"
 
+namespace braid::comm {
+class ProgressEngine;
+}
+
 namespace braid::parallel {
 
 class GroupStatsReducer : public nn::StatsReducer {
@@ -23,15 +31,18 @@ class GroupStatsReducer : public nn::StatsReducer {
   explicit GroupStatsReducer(std::shared_ptr<comm::Group> group,
                              comm::CollectiveOptions options = {});
 
+  // From now on, run the reductions as operations of `engine`, which must drive this
+  // reducer's group; null: blocking calls on the caller's thread again.
+  void use_engine(comm::ProgressEngine* engine) { engine_ = engine; }
+
   int size() const override;
   void allgather(const double* send, double* recv, size_t count) override;
   void sum(double* data, size_t count) override;
 
-  comm::Group& group() const { return *group_; }
-
  private:
   std::shared_ptr<comm::Group> group_;
   comm::CollectiveOptions options_;
+  comm::ProgressEngine* engine_ = nullptr;
 };
 
 }  // namespace braid::parallel
