@@ -248,8 +248,8 @@ TEST(Optimizer, StepInPartsMatchesOneStepBitwise) {
       const std::vector<float> g = big_values(t + 1);
       whole->step(p_whole.data(), g.data(), 0.03f);
       // Last segment first, as a backward pass reaches them.
-      parts->step_segments(p_parts.data(), g.data(), 0.03f, 2, 3);
-      parts->step_segments(p_parts.data(), g.data(), 0.03f, 0, 2);
+      parts->step_range(p_parts.data(), g.data(), 0.03f, 64, kBig);
+      parts->step_range(p_parts.data(), g.data(), 0.03f, 0, 64);
       parts->finish_step();
       EXPECT_EQ(parts->steps(), t + 1) << c.name;
     }
@@ -261,11 +261,12 @@ TEST(Optimizer, StepInPartsMustCoverEverySegment) {
   auto opt = make_optimizer(OptimizerConfig{}, big_segments(), kBig);
   std::vector<float> p = big_values(0);
   const std::vector<float> g = big_values(1);
-  opt->step_segments(p.data(), g.data(), 0.1f, 0, 2);
+  opt->step_range(p.data(), g.data(), 0.1f, 0, 64);
   EXPECT_THROW(opt->finish_step(), Error);                   // b.weight not updated yet
   EXPECT_THROW(opt->step(p.data(), g.data(), 0.1f), Error);  // a step in parts is under way
-  EXPECT_THROW(opt->step_segments(p.data(), g.data(), 0.1f, 2, 4), Error);  // past the end
-  opt->step_segments(p.data(), g.data(), 0.1f, 2, 3);
+  EXPECT_THROW(opt->step_range(p.data(), g.data(), 0.1f, 64, kBig + 1), Error);  // past the end
+  EXPECT_THROW(opt->step_range(p.data(), g.data(), 0.1f, 70, kBig), Error);      // cuts b.weight
+  opt->step_range(p.data(), g.data(), 0.1f, 64, kBig);
   opt->finish_step();
   EXPECT_EQ(opt->steps(), 1);
 }

@@ -4,12 +4,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/train_settings.h"
 #include "core/gemm.h"
 #include "core/log.h"
 #include "launch/env.h"
+#include "launch/job.h"
 #include "train/atomic_file.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -72,16 +74,6 @@ train::TrainConfig resolve(const TrainFlags& f, const std::string& resume_dir) {
   }
 }
 
-// Today braid train is one process. Ranks started by a launcher would each run the same
-// loop over the same data and race on the same files: refuse before anything is written.
-void refuse_multi_rank(const launch::RankEnv& env) {
-  if (env.world_size <= 1) return;
-  const std::string from = env.source == "braid" ? "braid launch" : env.source;
-  BRAID_THROW(Error, "braid train runs one process today; world size ", env.world_size, " (from ",
-              from, ") needs a distributed strategy, which arrives with 'ddp'; run it without ",
-              from);
-}
-
 constexpr const char* kRunOutputs[] = {"checkpoint", "checkpoint.previous", "checkpoint.partial",
                                        "metrics.jsonl"};
 
@@ -95,7 +87,6 @@ std::string existing_outputs(const std::string& out) {
 
 void run_train(const TrainFlags& f) {
   const launch::RankEnv env = launch::read_rank_env();
-  refuse_multi_rank(env);
   BRAID_CHECK(f.resume.empty() || f.init_from.empty(),
               "--resume continues a run (weights, optimizer, step); --init-from starts a new one "
               "from weights alone: pass one of them");
@@ -109,7 +100,12 @@ void run_train(const TrainFlags& f) {
                 "another --out");
   set_blas_threads(config.threads);
   log_info(blas_config());
-  train::Trainer trainer(config, /*load_data=*/true, env.rank);
+  // In a job (braid launch, torchrun, mpirun, srun): meet the other ranks first; the
+  // strategy (config.strategy, ddp by default) runs over the world group. Every rank
+  // checked the outputs above before any could write: building the trainer is collective.
+  std::optional<launch::Job> job;
+  if (env.world_size > 1) job.emplace(launch::join_job());
+  train::Trainer trainer = job ? train::Trainer(config, job->world) : train::Trainer(config);
   if (!resume_dir.empty()) {
     trainer.load_checkpoint(resume_dir);
     log_info("resumed from ", resume_dir, " at step ", trainer.global_step());

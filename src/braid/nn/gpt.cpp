@@ -128,8 +128,13 @@ void Gpt::declare(ParamSet& params, const std::string& prefix) {
   first_ = params.layout().size();
   wte_.declare(params, prefix + "wte.");
   wpe_.declare(params, prefix + "wpe.");
-  for (size_t i = 0; i < blocks_.size(); ++i)
+  block_params_.clear();
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const ParamSet::Id before = params.layout().size();
     blocks_[i]->declare(params, prefix + "h." + std::to_string(i) + ".");
+    block_params_.emplace_back(before, params.layout().size());
+  }
+  ln_f_first_ = params.layout().size();
   ln_f_.declare(params, prefix + "ln_f.");
   end_ = params.layout().size();
 }
@@ -207,10 +212,16 @@ const Tensor& Gpt::backward(const Tensor& dy, Cache& cache, bool need_dx) {
   c.dh.ensure({B, T, D});
   sgemm(false, false, B * T, D, V, 1.0f, dy.f32(), params_->param(wte).f32(), 0.0f, c.dh.f32());
   const Tensor* g = &ln_f_.backward(c.dh, *c.ln_f, true);
-  for (size_t i = blocks_.size(); i-- > 0;) g = &blocks_[i]->backward(*g, *c.blocks[i], true);
+  params_->mark_ready(ln_f_first_, end_);
+  for (size_t i = blocks_.size(); i-- > 0;) {
+    g = &blocks_[i]->backward(*g, *c.blocks[i], true);
+    params_->mark_ready(block_params_[i].first, block_params_[i].second);
+  }
   float* dpos = params_->grad(wpe_.weight_id()).f32();
   for (int64_t b = 0; b < B; ++b) add_inplace(g->f32() + b * T * D, dpos, T * D);
+  // The tied embedding's gradient is final only now: the head wrote it first.
   wte_.backward(*g, *c.wte, false);
+  params_->mark_ready(first_, block_params_.empty() ? ln_f_first_ : block_params_[0].first);
   return no_grad();
 }
 

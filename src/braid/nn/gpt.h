@@ -66,6 +66,8 @@ class Gpt : public Module {
   const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
   double forward_flops(const Shape& in) const override;
+  // ln_f, then each block as its backward ends, then the embeddings (the head shares wte).
+  bool reports_ready() const override { return true; }
 
   const GptConfig& config() const { return config_; }
 
@@ -76,6 +78,8 @@ class Gpt : public Module {
   LayerNorm ln_f_;
   ParamSet* params_ = nullptr;
   ParamSet::Id first_ = 0, end_ = 0;  // this model's range of ids in the ParamSet
+  std::vector<std::pair<ParamSet::Id, ParamSet::Id>> block_params_;  // from declare()
+  ParamSet::Id ln_f_first_ = 0;
 };
 
 std::unique_ptr<Module> make_gpt(const GptConfig& config);

@@ -59,6 +59,9 @@ class Module {
   virtual std::unique_ptr<Cache> make_cache() const { return std::make_unique<Cache>(); }
   virtual const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) = 0;
   virtual const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) = 0;
+  // Whether backward() reports its own parameters final (ParamSet::mark_ready) as it goes,
+  // as containers do; a container reports the ranges of children that do not.
+  virtual bool reports_ready() const { return false; }
   // Multiply-adds x2 of one forward pass over a batch of shape `in`, for GFLOP/s figures.
   virtual double forward_flops(const Shape& in) const {
     (void)in;

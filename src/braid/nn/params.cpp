@@ -19,12 +19,82 @@ void ParamSet::declare_buffer(std::string name, Tensor value) {
   buffers_.push_back({std::move(name), std::move(value)});
 }
 
-void ParamSet::allocate() {
+void ParamSet::allocate(const FlatAllocator& allocator) {
   BRAID_CHECK(!frozen_, "ParamSet::allocate called twice");
   frozen_ = true;
-  params_ = Buffer(static_cast<size_t>(total_) * sizeof(float), MemCategory::parameters);
-  grads_ = Buffer(static_cast<size_t>(total_) * sizeof(float), MemCategory::gradients);
+  const size_t bytes = static_cast<size_t>(total_) * sizeof(float);
+  if (allocator) {
+    FlatMemory p = allocator(bytes, MemCategory::parameters);
+    FlatMemory g = allocator(bytes, MemCategory::gradients);
+    BRAID_CHECK((p.data && g.data) || bytes == 0,
+                "ParamSet::allocate: the allocator returned no "
+                "memory for ",
+                bytes, " bytes");
+    params_ptr_ = p.data;
+    grads_ptr_ = g.data;
+    params_owner_ = std::move(p.owner);
+    grads_owner_ = std::move(g.owner);
+  } else {
+    params_ = Buffer(bytes, MemCategory::parameters);
+    grads_ = Buffer(bytes, MemCategory::gradients);
+    params_ptr_ = static_cast<float*>(params_.data());
+    grads_ptr_ = static_cast<float*>(grads_.data());
+  }
   stale_.assign(layout_.size(), 0);
+  ready_.assign(layout_.size(), 0);
+}
+
+int64_t ParamSet::range_begin(Id first) const {
+  return first < layout_.size() ? layout_[first].offset : total_;
+}
+
+int64_t ParamSet::range_end(Id end) const {
+  return end < layout_.size() ? layout_[end].offset : total_;
+}
+
+size_t ParamSet::add_ready_listener(ReadyListener listener) {
+  listeners_.push_back(std::move(listener));
+  return listeners_.size() - 1;
+}
+
+void ParamSet::remove_ready_listener(size_t id) {
+  BRAID_CHECK(id < listeners_.size(), "ParamSet: no ready listener ", id);
+  listeners_[id] = nullptr;
+}
+
+void ParamSet::begin_backward() {
+  std::fill(ready_.begin(), ready_.end(), uint8_t{0});
+  in_backward_ = true;
+}
+
+void ParamSet::mark_ready(Id first, Id end) {
+  BRAID_CHECK(first <= end && end <= layout_.size(), "ParamSet::mark_ready: id range [", first,
+              ", ", end, ") outside the ", layout_.size(), " parameters");
+  if (first == end || !in_backward_) return;
+  for (Id id = first; id < end; ++id) {
+    BRAID_CHECK(!ready_[id], "parameter '", layout_[id].name,
+                "' reported final twice in one backward");
+    ready_[id] = 1;
+    if (stale_[id]) grad(id);
+  }
+  const int64_t begin = range_begin(first), stop = range_end(end);
+  for (const auto& l : listeners_)
+    if (l) l(begin, stop);
+}
+
+void ParamSet::finish_backward() {
+  if (!in_backward_) return;
+  for (Id end = layout_.size(); end > 0;) {
+    if (ready_[end - 1]) {
+      --end;
+      continue;
+    }
+    Id first = end - 1;
+    while (first > 0 && !ready_[first - 1]) --first;
+    mark_ready(first, end);
+    end = first;
+  }
+  in_backward_ = false;
 }
 
 Tensor ParamSet::param(Id id) const {

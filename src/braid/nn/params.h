@@ -9,9 +9,22 @@
 // Non-trainable state that belongs in a checkpoint (BatchNorm's running statistics) is
 // registered as a named buffer: a Tensor the module owns and shares with this set.
 //
+// "This range is final" (DESIGN.md, the strategy seam): during backward, modules call
+// mark_ready() as soon as the gradients of a run of parameters are final, and every
+// listener hears of it as a range of the flat buffers. DDP starts a bucket's allreduce on
+// it, the one-process strategy its fused optimizer update. Ranges tile the buffers:
+// parameter i's range is [offset_i, offset_{i+1}), padding included, so adjacent ranges
+// join without gaps. finish_backward() reports whatever no module did, so a listener sees
+// every range exactly once per backward, whatever the model.
+//
+// Memory comes from an allocator, so a strategy can place the gradient buffer where its
+// collectives are fastest (comm::allocate_shared, mapped by every rank on the host).
+//
 // Not thread-safe; declare and allocate from one thread before training starts.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +46,18 @@ struct NamedBuffer {
   Tensor value;
 };
 
+// Memory for one flat buffer: its first float and whatever keeps it alive.
+struct FlatMemory {
+  float* data = nullptr;
+  std::shared_ptr<void> owner;
+};
+// Returns zero-filled, 64-byte-aligned memory of `bytes` bytes for the buffer of
+// `category` (MemCategory::parameters or MemCategory::gradients).
+using FlatAllocator = std::function<FlatMemory(size_t bytes, MemCategory category)>;
+
+// Hears that the gradients in [begin, end) (floats into the flat buffers) are final.
+using ReadyListener = std::function<void(int64_t begin, int64_t end)>;
+
 class ParamSet {
  public:
   using Id = size_t;
@@ -44,9 +69,10 @@ class ParamSet {
 
   Id declare(std::string name, Shape shape, bool decay);
   void declare_buffer(std::string name, Tensor value);
-  // Lays out and zero-fills the flat buffers. Declaring after this is an error.
-  void allocate();
-  bool allocated() const { return params_.data() != nullptr || total_ == 0; }
+  // Lays out and zero-fills the flat buffers, from `allocator` when given (else private
+  // memory). Declaring after this is an error.
+  void allocate(const FlatAllocator& allocator = nullptr);
+  bool allocated() const { return frozen_; }
 
   Tensor param(Id id) const;
   // A gradient for accumulation (+=). The first access after zero_grads() zeroes it.
@@ -61,27 +87,54 @@ class ParamSet {
   // Index into layout() by name, or -1.
   int64_t find(const std::string& name) const;
 
-  float* params() const { return static_cast<float*>(params_.data()); }
+  float* params() const { return params_ptr_; }
   // The flat gradient buffer, exact: ranges no layer wrote since zero_grads() are zeroed
   // here first. Read it after backward; a pointer kept from before sees stale ranges.
   float* grads() const;
   // The same flat buffer, exact only over the parameters [first, end): for a caller that
   // reads those as soon as their layer's backward is done (an update fused into backward).
   float* grads(Id first, Id end) const;
+  // The flat gradient buffer as it is in memory, with no fix-up: exact only over the
+  // ranges reported final in this backward (mark_ready), for the listeners of those.
+  float* grad_memory() const { return grads_ptr_; }
   int64_t size() const { return total_; }  // floats in each flat buffer, padding included
   int64_t count() const;                   // trainable scalars, padding excluded
   // Marks every gradient as zero without touching memory: the layers' first writes
   // overwrite instead of accumulate, which saves a pass over the whole buffer per step.
   void zero_grads();
 
+  // The range of the flat buffers that parameters [first, end) tile, padding included.
+  int64_t range_begin(Id first) const;
+  int64_t range_end(Id end) const;  // exclusive: parameter `end`'s offset, or size()
+
+  // Listeners of "this range is final"; each hears every range once per backward, in the
+  // order backward finishes them. Returns an id for remove_ready_listener.
+  size_t add_ready_listener(ReadyListener listener);
+  void remove_ready_listener(size_t id);
+  // Brackets one backward whose ranges listeners hear of; outside it, mark_ready() does
+  // nothing (a backward run for a test or a gradient check). Gradients still accumulate.
+  void begin_backward();
+  // Called by modules: the gradients of parameters [first, end) are final for this
+  // backward. Makes them exact in memory (see grads()) and tells every listener. A
+  // parameter reported twice in one backward is an error naming it.
+  void mark_ready(Id first, Id end);
+  // After backward: reports the parameters no module reported, last first.
+  void finish_backward();
+
  private:
   std::vector<ParamInfo> layout_;
   std::vector<NamedBuffer> buffers_;
-  float* grad_data() const { return static_cast<float*>(grads_.data()); }
+  float* grad_data() const { return grads_ptr_; }
 
   Buffer params_, grads_;
   // stale_[id]: the gradient is logically zero but its memory still holds an older value.
   mutable std::vector<uint8_t> stale_;
+  std::vector<uint8_t> ready_;  // ready_[id]: reported final in this backward
+  bool in_backward_ = false;    // between begin_backward() and finish_backward()
+  std::vector<ReadyListener> listeners_;
+  std::shared_ptr<void> params_owner_, grads_owner_;  // memory from an allocator
+  float* params_ptr_ = nullptr;
+  float* grads_ptr_ = nullptr;
   int64_t total_ = 0;
   bool frozen_ = false;
 };

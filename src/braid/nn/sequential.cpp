@@ -21,6 +21,7 @@ Sequential::Sequential(std::vector<std::unique_ptr<Module>> children)
     : children_(std::move(children)) {}
 
 void Sequential::declare(ParamSet& params, const std::string& prefix) {
+  params_ = &params;
   first_with_params_ = children_.size();
   child_params_.clear();
   for (size_t i = 0; i < children_.size(); ++i) {
@@ -62,9 +63,8 @@ const Tensor& Sequential::backward(const Tensor& dy, Cache& cache, bool need_dx)
     // Below the first child with parameters nothing learns: no backward at all.
     if (!need_dx && i < first_with_params_) return no_grad();
     g = &children_[i]->backward(*g, *c.children[i], need_dx || i > first_with_params_);
-    if (backward_hook_ && i < child_params_.size() &&
-        child_params_[i].first < child_params_[i].second)
-      backward_hook_(child_params_[i].first, child_params_[i].second);
+    if (i < child_params_.size() && !children_[i]->reports_ready())
+      params_->mark_ready(child_params_[i].first, child_params_[i].second);
   }
   return children_.empty() ? dy : *g;
 }

@@ -2,7 +2,6 @@
 // activations included in the numbering).
 #pragma once
 
-#include <functional>
 #include <utility>
 #include <vector>
 
@@ -28,17 +27,15 @@ class Sequential : public Module {
   const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
   double forward_flops(const Shape& in) const override;
-
-  // Called after each child's backward with the parameter ids [first, end) that child
-  // declared, once their gradients are final: an optimizer can update them while they are
-  // still in cache. Only for models where no parameter is used by two children.
-  using BackwardHook = std::function<void(ParamSet::Id first, ParamSet::Id end)>;
-  void set_backward_hook(BackwardHook hook) { backward_hook_ = std::move(hook); }
+  // After each child's backward the parameters it declared are final (no parameter is
+  // shared between children): reported at once, so an optimizer or a bucket's allreduce
+  // can start on them while backward goes on.
+  bool reports_ready() const override { return true; }
 
  private:
   std::vector<std::unique_ptr<Module>> children_;
   std::vector<std::pair<ParamSet::Id, ParamSet::Id>> child_params_;  // from declare()
-  BackwardHook backward_hook_;
+  ParamSet* params_ = nullptr;
   // Children up to and including this one need no input gradient unless the caller asks
   // for one: nothing before them learns (mlp's Linear after Flatten). Until declare()
   // runs, every child but the first computes one.
@@ -58,6 +55,7 @@ class Residual : public Module {
   const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
   double forward_flops(const Shape& in) const override { return body_->forward_flops(in); }
+  bool reports_ready() const override { return true; }  // its body does
 
  private:
   std::unique_ptr<Sequential> body_;

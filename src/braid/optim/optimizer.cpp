@@ -16,6 +16,9 @@ namespace braid::optim {
 Optimizer::Optimizer(std::vector<Segment> segments, int64_t buffer_size)
     : segments_(std::move(segments)), buffer_size_(buffer_size) {
   validate_segments(segments_, buffer_size_);
+  // By offset, so the segments inside any range of the buffer are a run of them.
+  std::stable_sort(segments_.begin(), segments_.end(),
+                   [](const Segment& a, const Segment& b) { return a.offset < b.offset; });
 }
 
 Optimizer::~Optimizer() = default;
@@ -31,17 +34,26 @@ void Optimizer::step(float* params, const float* grads, float lr) {
   ++steps_;
 }
 
-void Optimizer::step_segments(float* params, const float* grads, float lr, size_t first,
-                              size_t end) {
+void Optimizer::step_range(float* params, const float* grads, float lr, int64_t begin,
+                           int64_t end) {
   BRAID_CHECK(std::isfinite(lr) && lr >= 0, name(), ": learning rate ", lr,
               " must be finite and >= 0; check the schedule");
-  BRAID_CHECK(first <= end && end <= segments_.size(), name(), ": segments [", first, ", ", end,
-              ") outside the ", segments_.size(), " segments");
-  BRAID_CHECK(first == end || (params && grads), name(),
-              ": step_segments() needs parameter and gradient buffers");
-  update(params, grads, lr, steps_ + 1,
-         std::span<const Segment>(segments_).subspan(first, end - first));
-  segments_stepped_ += end - first;
+  BRAID_CHECK(0 <= begin && begin <= end && end <= buffer_size_, name(), ": range [", begin, ", ",
+              end, ") outside the buffer of ", buffer_size_, " floats");
+  const auto first = std::lower_bound(
+      segments_.begin(), segments_.end(), begin,
+      [](const Segment& s, int64_t offset) { return s.offset + s.numel <= offset; });
+  auto last = first;
+  while (last != segments_.end() && last->offset < end) {
+    BRAID_CHECK(last->offset >= begin && last->offset + last->numel <= end, name(), ": range [",
+                begin, ", ", end, ") cuts segment '", last->name, "' [", last->offset, ", ",
+                last->offset + last->numel, "); a range must hold whole segments");
+    ++last;
+  }
+  if (first == last) return;
+  BRAID_CHECK(params && grads, name(), ": step_range() needs parameter and gradient buffers");
+  update(params, grads, lr, steps_ + 1, std::span<const Segment>(first, last));
+  segments_stepped_ += static_cast<size_t>(last - first);
 }
 
 void Optimizer::finish_step() {

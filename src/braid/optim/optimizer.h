@@ -41,9 +41,10 @@ class Optimizer {
   // address buffers of at least buffer_size floats. Allocates nothing.
   void step(float* params, const float* grads, float lr);
   // The same step in parts, for an update fused into backward: each call updates the
-  // segments [first, end) as soon as their gradients are final, and finish_step() counts
+  // segments inside [begin, end) (floats into the buffers: a range reported final, which
+  // must not cut a segment) as soon as their gradients are final, and finish_step() counts
   // the step once every segment was updated exactly once. The result is bitwise step()'s.
-  void step_segments(float* params, const float* grads, float lr, size_t first, size_t end);
+  void step_range(float* params, const float* grads, float lr, int64_t begin, int64_t end);
   void finish_step();
 
   virtual std::string_view name() const = 0;  // "sgd", "adam", ...
@@ -59,7 +60,7 @@ class Optimizer {
   virtual void load_state(const NamedTensors& state);
 
   int64_t steps() const { return steps_; }
-  const std::vector<Segment>& segments() const { return segments_; }
+  const std::vector<Segment>& segments() const { return segments_; }  // by offset
   int64_t buffer_size() const { return buffer_size_; }
 
  protected:

@@ -1,18 +1,102 @@
 // Strategy: what differs between one process, DDP, ZeRO, a parameter-server worker and a
-// pipeline stage (DESIGN.md, "The strategy seam"). A strategy owns the parameters and
-// gradients (a ParamSet), the optimizer (or its shard) and the groups it talks over; the
-// trainer owns data, logging, evaluation and when to checkpoint, and sees only step() and
-// state().
+// pipeline stage (DESIGN.md, "The strategy seam"). A strategy owns the model's flat
+// parameter and gradient buffers (a ParamSet), the optimizer (or its shard) and the
+// groups it talks over. The trainer owns data, logging, evaluation and when to checkpoint;
+// it sees only step() and the state in the full logical layout, so it never branches on
+// buckets, shards, servers or micro-batches.
+//
+// Life cycle: a strategy is built over a module whose parameters are not yet declared; it
+// declares them, allocates the buffers where its communication wants them, writes the
+// initial values (the same on every rank) and builds its optimizer. Then step() as often
+// as wanted. Not thread-safe: one thread (the rank's compute thread) calls it.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string_view>
 
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "nn/module.h"
+#include "nn/params.h"
+#include "optim/optimizer.h"
+
+namespace braid::data {
+struct Batch;
+}
+
 namespace braid::parallel {
+
+// What every strategy needs to run a step. Strategy-specific options live beside each.
+struct StepOptions {
+  optim::OptimizerConfig optimizer;
+  float clip_grad_norm = 0;  // > 0: clip by global L2 norm (after any reduction)
+  float label_smoothing = 0;
+  uint64_t seed = 0;  // initial weights and forward randomness (dropout)
+  // Micro-batches per step: the batch is cut into this many interleaved slices (rows k,
+  // k + m, k + 2m, ...) whose gradients add up before the one update.
+  int accumulate_steps = 1;
+  // Sum every reduction (micro-batches, then ranks) in a fixed order, so a run equals a
+  // run at another world size with the same global batch bit for bit.
+  bool deterministic = false;
+};
+
+// Where a step's time went, in seconds; communication_exposed is the part of the
+// communication that compute did not hide (the compute thread waited on it).
+struct StepTimes {
+  double forward = 0, backward = 0, optimizer = 0, communication_exposed = 0, total = 0;
+};
 
 class Strategy {
  public:
   virtual ~Strategy();
-  virtual std::string_view name() const = 0;
+  Strategy(const Strategy&) = delete;
+  Strategy& operator=(const Strategy&) = delete;
+
+  virtual std::string_view name() const = 0;  // "single", "ddp", ...
+  // One optimizer step on this rank's share of the global batch at learning rate `lr`;
+  // `step` (0-based) keys the forward randomness. Returns this rank's mean loss.
+  virtual double step(const data::Batch& batch, float lr, int64_t step) = 0;
+  // After a checkpoint or weights were loaded into params() on some ranks: make every rank
+  // hold them (no-op for one process).
+  virtual void sync_parameters() {}
+  // values[i] = the sum over ranks of values[i], the same bits on every rank (evaluation
+  // tallies, a stop request). Every rank calls it at the same point, between steps.
+  virtual void sum_over_ranks(double* values, size_t count) {
+    (void)values;
+    (void)count;
+  }
+  virtual int rank() const { return 0; }
+  virtual int world_size() const { return 1; }
+
+  nn::Module& module() { return *module_; }
+  nn::ParamSet& params() { return params_; }
+  const nn::ParamSet& params() const { return params_; }
+  // The optimizer state in the full logical layout (a replicated strategy holds it all).
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  const optim::Optimizer& optimizer() const { return *optimizer_; }
+  const StepTimes& last_times() const { return times_; }
+  const StepOptions& options() const { return options_; }
+
+ protected:
+  Strategy(std::unique_ptr<nn::Module> module, StepOptions options);
+  // Declares the parameters (once; build() does it when not yet done).
+  void declare();
+  // Declares the parameters, allocates the buffers (from `allocator` when given), writes
+  // the initial values from the seed and builds the optimizer over every parameter.
+  void build(const nn::FlatAllocator& allocator = nullptr);
+  // The forward context of micro-batch `micro` (0-based across ranks) of step `step`:
+  // micro-batch 0 draws exactly what a plain one-process step draws.
+  nn::ForwardContext forward_context(int64_t step, int64_t micro) const;
+
+  std::unique_ptr<nn::Module> module_;
+  StepOptions options_;
+  nn::ParamSet params_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<nn::Cache> cache_;
+  Tensor dlogits_;
+  StepTimes times_;
+  bool declared_ = false;
 };
 
 }  // namespace braid::parallel

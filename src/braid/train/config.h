@@ -58,6 +58,14 @@ struct TrainConfig {
   double label_smoothing = 0.0;  // cross-entropy target (1 - eps) onehot + eps / C
   double ema_decay = 0.0;        // > 0: also evaluate an EMA of the weights (weight_average.h)
 
+  // Distribution. `batch` is per rank (as PyTorch DDP's DataLoader); the global batch of a
+  // step is batch x world size.
+  std::string strategy = "auto";  // auto, single, ddp
+  double bucket_mb = 25;
+  int64_t accumulate_steps = 1;
+  bool deterministic = false;
+  bool sync_batchnorm = false;
+
   std::string out = "runs/latest";
   int64_t log_every = 50;
   int64_t eval_every = 0;        // steps; 0: each epoch

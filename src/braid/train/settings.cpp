@@ -74,6 +74,7 @@ constexpr const char* kOptimizer = "Optimizer";
 constexpr const char* kSchedule = "Learning-rate schedule";
 constexpr const char* kRegular = "Regularisation and augmentation";
 constexpr const char* kOutput = "Output";
+constexpr const char* kParallel = "Distribution (under braid launch, torchrun, mpirun, srun)";
 
 std::vector<Setting> make_settings() {
   using K = SettingKind;
@@ -119,6 +120,27 @@ std::vector<Setting> make_settings() {
   t.push_back(integer(
       "threads", kRun, 1, kMaxBlasThreads, "BLAS threads (more than the cores slows a step down)",
       [](auto& c) -> auto& { return c.threads; }));
+
+  t.push_back(text(
+      "strategy", kParallel, {"auto", "single", "ddp"},
+      "how ranks share the work (auto: ddp when the job has more than one rank)",
+      [](auto& c) -> auto& { return c.strategy; }));
+  t.push_back(number(
+      "bucket_mb", kParallel, kPositive,
+      "ddp: MiB of gradients per allreduce bucket (the first bucket is 1 MiB, as PyTorch's)",
+      [](auto& c) -> auto& { return c.bucket_mb; }));
+  t.push_back(integer(
+      "accumulate_steps", kParallel, 1, 1 << 20,
+      "micro-batches per step: batch is cut into this many, gradients added before one update",
+      [](auto& c) -> auto& { return c.accumulate_steps; }));
+  t.push_back(row(
+      "deterministic", K::boolean, kParallel,
+      "sum every reduction in rank order: N ranks equal 1 rank with accumulate_steps N, bitwise",
+      [](auto& c) -> auto& { return c.deterministic; }));
+  t.push_back(row(
+      "sync_batchnorm", K::boolean, kParallel,
+      "ddp: batch-norm statistics over the global batch (SyncBatchNorm)",
+      [](auto& c) -> auto& { return c.sync_batchnorm; }));
 
   t.push_back(text(
       "optimizer.name", kOptimizer, {"sgd", "adam", "adamw", "rmsprop", "adagrad", "lars", "lamb"},

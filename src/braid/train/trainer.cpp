@@ -4,46 +4,27 @@
 #include <cmath>
 #include <filesystem>
 
+#include "comm/group.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "data/eval_tally.h"
 #include "data/loader.h"
 #include "nn/loss.h"
 #include "nn/sequential.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "parallel/strategy.h"
 #include "train/data_setup.h"
 #include "train/metrics.h"
 #include "train/stop_signal.h"
+#include "train/strategy_setup.h"
 
 namespace braid::train {
 namespace {
 
-std::vector<optim::Segment> segments_of(const nn::ParamSet& params) {
-  std::vector<optim::Segment> out;
-  for (const auto& p : params.layout()) out.push_back({p.name, p.offset, p.numel(), p.decay});
-  return out;
-}
-
-optim::OptimizerConfig optimizer_config(const OptimizerSettings& s) {
-  optim::OptimizerConfig c;
-  c.name = s.name;
-  c.momentum = static_cast<float>(s.momentum);
-  c.nesterov = s.nesterov;
-  c.weight_decay = static_cast<float>(s.weight_decay);
-  c.beta1 = static_cast<float>(s.beta1);
-  c.beta2 = static_cast<float>(s.beta2);
-  if (s.eps > 0) c.eps = static_cast<float>(s.eps);
-  c.alpha = static_cast<float>(s.alpha);
-  c.trust_coefficient = static_cast<float>(s.trust_coefficient);
-  // Adaptive methods take momentum from their betas; only these read `momentum`.
-  if (s.name != "sgd" && s.name != "rmsprop" && s.name != "lars") c.momentum = 0;
-  return c;
-}
-
-// Streams for the counter-based RNG: one purpose each, so adding a consumer never shifts
-// another's numbers.
-constexpr uint64_t kInitStream = 1;
+// The forward randomness of evaluation (dropout is off in eval mode; kept for layers
+// that might draw).
 constexpr uint64_t kForwardStream = 2;
 
 }  // namespace
@@ -51,33 +32,38 @@ constexpr uint64_t kForwardStream = 2;
 Trainer::Trainer(const TrainConfig& config, bool load_data, int rank)
     : config_(config), rank_(rank), model_(build_model(config.model, config.seq_len)) {
   BRAID_CHECK(rank >= 0, "Trainer: rank must be >= 0, got ", rank);
-  validate(config_);
-  model_.module->declare(params_, "");
-  params_.allocate();
-  Rng init_rng(config_.seed, kInitStream);
-  model_.module->init(init_rng);
-  cache_ = model_.module->make_cache();
+  init(load_data);
+}
 
-  optimizer_ = optim::make_optimizer(optimizer_config(config_.optimizer), segments_of(params_),
-                                     params_.size());
-  if (auto* seq = dynamic_cast<nn::Sequential*>(model_.module.get());
-      seq && config_.clip_grad_norm == 0) {
-    update_in_backward_ = true;
-    seq->set_backward_hook([this](nn::ParamSet::Id first, nn::ParamSet::Id end) {
-      if (!in_step_) return;
-      Stopwatch watch;
-      optimizer_->step_segments(params_.params(), params_.grads(first, end), step_lr_, first, end);
-      hook_seconds_ += watch.lap();
-    });
-  }
-  if (config_.ema_decay > 0) average_ = std::make_unique<WeightAverage>(params_, config_.ema_decay);
+Trainer::Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> group, bool load_data)
+    : config_(config),
+      group_(std::move(group)),
+      rank_(group_ ? group_->rank() : 0),
+      world_(group_ ? group_->size() : 1),
+      model_(build_model(config.model, config.seq_len)) {
+  init(load_data);
+}
+
+void Trainer::init(bool load_data) {
+  validate(config_);
+  // The data checks read the model, which then moves into the strategy.
   if (load_data) {
-    DataLoaders loaders = make_loaders(config_, model_);
+    // Without a group a rank runs alone over all the data (rank only decides who writes).
+    DataLoaders loaders =
+        make_loaders(config_, model_, DataPlacement{.rank = group_ ? rank_ : 0, .world = world_});
     train_loader_ = std::move(loaders.train);
     eval_loader_ = std::move(loaders.eval);
   }
+  strategy_ = make_strategy(config_, std::move(model_.module), group_);
+  if (config_.ema_decay > 0)
+    average_ = std::make_unique<WeightAverage>(params(), config_.ema_decay);
   schedule_ = make_schedule(schedule_steps());
 }
+
+nn::ParamSet& Trainer::params() { return strategy_->params(); }
+const nn::ParamSet& Trainer::params() const { return strategy_->params(); }
+nn::Module& Trainer::module() { return strategy_->module(); }
+optim::Optimizer& Trainer::optimizer() { return strategy_->optimizer(); }
 
 Trainer::~Trainer() = default;
 
@@ -92,8 +78,10 @@ int64_t Trainer::schedule_steps() const {
 
 std::unique_ptr<optim::Schedule> Trainer::make_schedule(int64_t total_steps) const {
   double lr = config_.optimizer.lr;
+  // Linear scaling by the global batch: every rank's batch makes one step.
   if (config_.optimizer.base_batch > 0)
-    lr = optim::scaled_lr(static_cast<float>(lr), config_.batch, config_.optimizer.base_batch);
+    lr = optim::scaled_lr(static_cast<float>(lr), config_.batch * world_,
+                          config_.optimizer.base_batch);
   optim::ScheduleConfig sc;
   sc.name = config_.schedule.name;
   sc.warmup_steps = config_.schedule.warmup_steps;
@@ -107,39 +95,19 @@ std::unique_ptr<optim::Schedule> Trainer::make_schedule(int64_t total_steps) con
 float Trainer::learning_rate() const { return schedule_->lr(step_); }
 
 double Trainer::train_step(const data::Batch& batch) {
-  Stopwatch watch;
-  const nn::ForwardContext ctx{
-      nn::Mode::train, Rng(config_.seed, kForwardStream, 0).fork(static_cast<uint64_t>(step_))};
-  params_.zero_grads();
-  const Tensor& logits = model_.module->forward(batch.inputs, *cache_, ctx);
-  const nn::LossResult loss =
-      nn::softmax_cross_entropy(logits, batch.targets, &dlogits_,
-                                {.label_smoothing = static_cast<float>(config_.label_smoothing)});
-  times_.forward = watch.lap();
-  if (update_in_backward_) {
-    step_lr_ = learning_rate();
-    hook_seconds_ = 0;
-    in_step_ = true;
-    model_.module->backward(dlogits_, *cache_, /*need_dx=*/false);
-    in_step_ = false;
-    optimizer_->finish_step();
-    times_.backward = watch.lap() - hook_seconds_;
-    times_.optimizer = hook_seconds_;
-  } else {
-    model_.module->backward(dlogits_, *cache_, /*need_dx=*/false);
-    times_.backward = watch.lap();
-    if (config_.clip_grad_norm > 0)
-      optim::clip_grad_norm(params_.grads(), optimizer_->segments(),
-                            static_cast<float>(config_.clip_grad_norm));
-    optimizer_->step(params_.params(), params_.grads(), learning_rate());
-    times_.optimizer = watch.lap();
-  }
+  const double loss = strategy_->step(batch, learning_rate(), step_);
+  const parallel::StepTimes& t = strategy_->last_times();
+  times_.forward = t.forward;
+  times_.backward = t.backward;
+  times_.optimizer = t.optimizer;
+  times_.communication_exposed = t.communication_exposed;
   if (average_) {
-    average_->update(params_);
+    Stopwatch watch;
+    average_->update(params());
     times_.optimizer += watch.lap();
   }
   ++step_;
-  return loss.loss;
+  return loss;
 }
 
 double Trainer::train_one_batch() {
@@ -182,23 +150,27 @@ void Trainer::fill_random_batch(data::Batch& batch, uint64_t seed) const {
 
 EvalResult Trainer::evaluate(int64_t max_batches) {
   BRAID_CHECK(eval_loader_, "evaluate: this trainer was built without data");
-  auto cache = model_.module->make_cache();
+  auto cache = module().make_cache();
   const nn::ForwardContext ctx{nn::Mode::eval, Rng(config_.seed, kForwardStream)};
-  double loss_sum = 0;
-  int64_t correct = 0, count = 0, batches = 0;
+  data::EvalTally tally;
+  int64_t batches = 0;
   eval_loader_->start_epoch(0);
   while (const data::Batch* b = eval_loader_->next()) {
-    const Tensor& logits = model_.module->forward(b->inputs, *cache, ctx);
+    const Tensor& logits = module().forward(b->inputs, *cache, ctx);
     const nn::LossResult r = nn::softmax_cross_entropy(logits, b->targets, nullptr);
-    loss_sum += r.loss * static_cast<double>(r.count);
-    correct += r.correct;
-    count += r.count;
+    tally.add_batch(r.loss, r.correct, r.count);
     if (max_batches > 0 && ++batches >= max_batches) break;
   }
+  // Each rank evaluated its own shard: the sum counts every sample once, on every rank.
+  if (world_ > 1) {
+    std::array<double, 3> packed = tally.pack();
+    strategy_->sum_over_ranks(packed.data(), packed.size());
+    tally = data::EvalTally::unpack(packed);
+  }
   EvalResult out;
-  out.samples = count;
-  out.loss = count ? loss_sum / static_cast<double>(count) : 0;
-  out.accuracy = count ? static_cast<double>(correct) / static_cast<double>(count) : 0;
+  out.samples = tally.count;
+  out.loss = tally.loss();
+  out.accuracy = tally.accuracy();
   return out;
 }
 
@@ -209,8 +181,8 @@ EvalResult Trainer::evaluate_average(int64_t max_batches) {
     nn::ParamSet& params;
     ~SwapBack() { average.swap_with(params); }
   };
-  average_->swap_with(params_);
-  const SwapBack restore{*average_, params_};
+  average_->swap_with(params());
+  const SwapBack restore{*average_, params()};
   return evaluate(max_batches);
 }
 
@@ -218,11 +190,11 @@ double Trainer::flops_per_step() const {
   std::vector<int64_t> dims{config_.batch};
   for (int i = 0; i < model_.sample_shape.rank(); ++i) dims.push_back(model_.sample_shape[i]);
   const Shape in(dims);
-  const double forward = model_.module->forward_flops(in);
+  const double forward = strategy_->module().forward_flops(in);
   // Backward costs twice the forward (the dx and dW products), except that the first
   // layer's dx is never computed: count only the work done, as PyTorch's figures do.
   double skipped = 0;
-  if (const auto* seq = dynamic_cast<const nn::Sequential*>(model_.module.get())) {
+  if (const auto* seq = dynamic_cast<const nn::Sequential*>(&strategy_->module())) {
     Shape s = in;
     for (size_t i = 0; i < seq->size() && skipped == 0; ++i) {
       skipped = (*seq)[i].forward_flops(s);
@@ -230,6 +202,17 @@ double Trainer::flops_per_step() const {
     }
   }
   return 3.0 * forward - skipped;
+}
+
+int Trainer::agreed_stop() {
+  int requested = stop_requested();
+  if (world_ == 1) return requested;
+  // Sum of the requests' signal numbers and of the count of requesting ranks: any rank's
+  // request stops all; the signal reported is one that was received.
+  double votes[2] = {static_cast<double>(requested), requested != 0 ? 1.0 : 0.0};
+  strategy_->sum_over_ranks(votes, 2);
+  if (votes[1] == 0) return 0;
+  return requested != 0 ? requested : static_cast<int>(votes[0] / votes[1]);
 }
 
 RunOutcome Trainer::run(int64_t stop_at_step) {
@@ -242,15 +225,17 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
   const int64_t total_steps = config_.max_steps > 0
                                   ? std::min(config_.max_steps, config_.epochs * per_epoch)
                                   : config_.epochs * per_epoch;
-  log_info("model ", model_.module->kind(), ": ", params_.count(), " parameters; ", total_steps,
-           " steps of batch ", config_.batch, "; optimizer ", optimizer_->name());
+  log_info("model ", module().kind(), ": ", params().count(), " parameters; ", total_steps,
+           " steps of batch ", config_.batch,
+           world_ > 1 ? detail::concat(" x ", world_, " ranks") : "", "; optimizer ",
+           optimizer().name(), "; strategy ", strategy_->name());
   Stopwatch run_watch;
   double window_loss = 0, window_seconds = 0;
   int64_t window_steps = 0;
   const bool is_lm = model_.task == Task::language_model;
   auto sample_unit = is_lm ? "tokens/s" : "samples/s";
-  const double per_step_samples =
-      static_cast<double>(config_.batch) * (is_lm ? static_cast<double>(config_.seq_len) : 1.0);
+  const double per_step_samples = static_cast<double>(config_.batch * world_) *
+                                  (is_lm ? static_cast<double>(config_.seq_len) : 1.0);
 
   auto evaluate_and_log = [&](const char* when) {
     Stopwatch w;
@@ -344,9 +329,10 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
         break;
       }
       // A step boundary: the only place a stop request is honoured, so the checkpoint
-      // below is exactly the state an uninterrupted run had after this step. (A
-      // distributed strategy must first agree on the step across ranks.)
-      if ((stopped_by = stop_requested()) != 0) {
+      // below is exactly the state an uninterrupted run had after this step. Ranks agree
+      // on it: a signal reaches them at different steps, and a rank that stopped alone
+      // would leave the others waiting in the next step's allreduce.
+      if ((stopped_by = agreed_stop()) != 0) {
         done = true;
         break;
       }

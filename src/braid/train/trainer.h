@@ -1,7 +1,7 @@
-// Trainer: the single-process training loop. Builds the model, its flat buffers, the
-// optimizer, the schedule and the data loaders from a TrainConfig; runs steps
-// (forward, fused loss, backward, clipping, update), evaluates, logs metrics and writes
-// checkpoints; resumes from one bit-for-bit.
+// Trainer: the training loop of one rank. Builds the model, hands it to a strategy
+// (parallel/strategy.h: one process, DDP, ...) that owns parameters, gradients, optimizer
+// and communication, and keeps the rest: data, the schedule, logging, evaluation and when
+// to checkpoint. Resumes from a checkpoint bit-for-bit.
 //
 // The step reuses every buffer it touched on the first step (caches, logits gradient,
 // optimizer state): the steady state allocates nothing.
@@ -16,10 +16,16 @@
 #include "train/model_spec.h"
 #include "train/weight_average.h"
 
+namespace braid::comm {
+class Group;
+}
 namespace braid::data {
 struct Batch;
 class Loader;
 }  // namespace braid::data
+namespace braid::parallel {
+class Strategy;
+}
 namespace braid::optim {
 class Optimizer;
 class Schedule;
@@ -29,6 +35,7 @@ namespace braid::train {
 
 struct StepTimes {
   double data_wait = 0, forward = 0, backward = 0, optimizer = 0, total = 0;
+  double communication_exposed = 0;  // communication compute did not hide
 };
 
 struct EvalResult {
@@ -49,6 +56,9 @@ class Trainer {
   // `rank` is this process's rank in its job: only rank 0 writes outputs (checkpoints,
   // metrics, progress lines), so ranks that run the same loop never race on one file.
   explicit Trainer(const TrainConfig& config, bool load_data = true, int rank = 0);
+  // A rank of a job over `group` (its world): the strategy (config.strategy) runs over it,
+  // each rank reads its shard of the data, and evaluation is summed over the ranks.
+  Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> group, bool load_data = true);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -61,7 +71,7 @@ class Trainer {
   // boundary, and the outcome names the signal. The run always ends with a checkpoint of
   // its last step.
   RunOutcome run(int64_t stop_at_step = 0);
-  // One optimisation step on `batch`; returns its loss.
+  // One optimisation step on `batch` (this rank's share); returns its loss.
   double train_step(const data::Batch& batch);
   // One step on the loader's next batch (starting the next epoch when one ends); returns
   // the seconds spent waiting for the batch. For benchmarks.
@@ -83,9 +93,12 @@ class Trainer {
 
   const TrainConfig& config() const { return config_; }
   int rank() const { return rank_; }
+  int world_size() const { return world_; }
+  parallel::Strategy& strategy() { return *strategy_; }
   bool writes_outputs() const { return rank_ == 0; }
   const BuiltModel& model() const { return model_; }
-  nn::ParamSet& params() { return params_; }
+  nn::ParamSet& params();
+  const nn::ParamSet& params() const;
   int64_t global_step() const { return step_; }
   const StepTimes& last_step_times() const { return times_; }
   double flops_per_step() const;  // forward + backward, for GFLOP/s figures
@@ -101,13 +114,17 @@ class Trainer {
   void check_position(const nlohmann::json& train_state, const std::string& dir) const;
   void warn_if_horizon_changed(const nlohmann::json& train_state, const std::string& dir) const;
 
+  void init(bool load_data);
+  int agreed_stop();  // the stop request every rank agrees on (0: none)
+  nn::Module& module();
+  optim::Optimizer& optimizer();
+
   TrainConfig config_;
+  std::shared_ptr<comm::Group> group_;  // null: one process
   int rank_ = 0;
-  BuiltModel model_;
-  nn::ParamSet params_;
-  std::unique_ptr<nn::Cache> cache_;
-  Tensor dlogits_;
-  std::unique_ptr<optim::Optimizer> optimizer_;
+  int world_ = 1;
+  BuiltModel model_;  // its module belongs to the strategy
+  std::unique_ptr<parallel::Strategy> strategy_;
   std::unique_ptr<optim::Schedule> schedule_;
   std::unique_ptr<data::Loader> train_loader_, eval_loader_;
   std::unique_ptr<WeightAverage> average_;
@@ -116,13 +133,6 @@ class Trainer {
   bool resume_mid_epoch_ = false;
   bool loader_started_ = false;  // the loader was restored to a position inside epoch_
   StepTimes times_;
-  // A Sequential model without gradient clipping updates each layer's parameters right
-  // after that layer's backward, while its gradient is still in cache (the same bits as
-  // one update after backward). Clipping needs the global norm first, so it steps after.
-  bool update_in_backward_ = false;
-  bool in_step_ = false;  // the hook updates only inside train_step's backward
-  float step_lr_ = 0;
-  double hook_seconds_ = 0;
 };
 
 }  // namespace braid::train

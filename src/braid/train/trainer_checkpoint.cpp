@@ -6,6 +6,7 @@
 #include "data/loader.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "parallel/strategy.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -31,7 +32,8 @@ void Trainer::save_checkpoint(const std::string& dir) const {
   BRAID_CHECK(writes_outputs(), "save_checkpoint on rank ", rank_,
               ": only rank 0 writes checkpoints");
   std::vector<NamedTensor> opt_state;
-  for (const auto& [name, tensor] : optimizer_->state()) opt_state.push_back({name, tensor});
+  for (const auto& [name, tensor] : strategy_->optimizer().state())
+    opt_state.push_back({name, tensor});
   json state = {{"step", step_},
                 {"epoch", epoch_},
                 {"schedule_steps", schedule_steps()},
@@ -41,7 +43,7 @@ void Trainer::save_checkpoint(const std::string& dir) const {
     state["loader"] = {{"epoch", ls.epoch}, {"position", ls.position}};
   }
   if (average_) state["ema_updates"] = average_->updates();
-  train::save_checkpoint(dir, params_, opt_state, state,
+  train::save_checkpoint(dir, strategy_->params(), opt_state, state,
                          average_ ? &average_->state_dict() : nullptr);
 }
 
@@ -106,10 +108,12 @@ void Trainer::load_checkpoint(const std::string& path) {
   const std::string dir = find_checkpoint_dir(path);
   // The recorded position is checked before the model changes.
   check_position(read_train_state(dir), dir);
-  LoadedCheckpoint ck = train::load_checkpoint(dir, params_);
+  LoadedCheckpoint ck = train::load_checkpoint(dir, params());
   optim::NamedTensors opt_state;
   for (auto& t : ck.optimizer_state) opt_state.emplace_back(t.name, t.tensor);
-  optimizer_->load_state(opt_state);
+  strategy_->optimizer().load_state(opt_state);
+  // Every rank read the same files; rank 0's copy is the one all continue from.
+  strategy_->sync_parameters();
   step_ = ck.train_state.at("step").get<int64_t>();
   epoch_ = ck.train_state.at("epoch").get<int64_t>();
   if (train_loader_ && ck.train_state.contains("loader")) {
@@ -128,7 +132,7 @@ void Trainer::load_checkpoint(const std::string& path) {
     average_->load(ck.averaged_model, n.get<int64_t>(), "checkpoint '" + dir + "/ema.safetensors'");
   } else if (average_) {
     // The earlier run kept no average: start it at the loaded weights.
-    average_ = std::make_unique<WeightAverage>(params_, config_.ema_decay);
+    average_ = std::make_unique<WeightAverage>(params(), config_.ema_decay);
     log_warn("checkpoint '", dir, "' holds no weight average; the average starts at step ", step_);
   } else if (!ck.averaged_model.empty()) {
     log_warn("checkpoint '", dir, "' holds a weight average, which this run (ema_decay 0) drops");
@@ -137,10 +141,11 @@ void Trainer::load_checkpoint(const std::string& path) {
 
 void Trainer::load_weights(const std::string& path) {
   if (std::filesystem::is_directory(path)) {
-    load_model_weights(find_checkpoint_dir(path) + "/model.safetensors", params_);
+    load_model_weights(find_checkpoint_dir(path) + "/model.safetensors", params());
   } else {
-    load_model_weights(path, params_);
+    load_model_weights(path, params());
   }
+  strategy_->sync_parameters();
 }
 
 }  // namespace braid::train

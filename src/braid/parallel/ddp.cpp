@@ -1,0 +1,238 @@
+#include "parallel/ddp.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/collectives.h"
+#include "comm/group.h"
+#include "core/checksum.h"
+#include "core/memory.h"
+#include "core/timer.h"
+#include "nn/loss.h"
+#include "optim/clip.h"
+#include "parallel/ordered_sum.h"
+
+namespace braid::parallel {
+namespace {
+
+// What every rank must agree on before any gradient is exchanged: each parameter's name,
+// shape and place in the flat buffer.
+uint64_t layout_hash(const nn::ParamSet& params) {
+  Xxh64Stream h;
+  for (const nn::ParamInfo& p : params.layout()) {
+    h.update(p.name.data(), p.name.size() + 1);
+    for (int i = 0; i < p.shape.rank(); ++i) {
+      const int64_t d = p.shape[i];
+      h.update(&d, sizeof d);
+    }
+    h.update(&p.offset, sizeof p.offset);
+  }
+  const int64_t total = params.size();
+  h.update(&total, sizeof total);
+  return h.digest();
+}
+
+}  // namespace
+
+Ddp::Ddp(std::unique_ptr<nn::Module> module, StepOptions options,
+         std::shared_ptr<comm::Group> group, DdpOptions ddp)
+    : Strategy(std::move(module), std::move(options)), group_(std::move(group)), ddp_(ddp) {
+  BRAID_CHECK(group_, "ddp needs a group");
+  BRAID_CHECK(ddp_.bucket_bytes > 0 && ddp_.first_bucket_bytes > 0,
+              "ddp: bucket sizes must be > 0");
+  declare();
+  check_same_model();
+  build([this](size_t bytes, MemCategory category) -> nn::FlatMemory {
+    if (category == MemCategory::gradients && ddp_.shared_gradients) {
+      shared_grads_ = comm::allocate_shared(*group_, bytes);
+      return {shared_grads_.as<float>(), nullptr};
+    }
+    auto buffer = std::make_shared<Buffer>(bytes, category);
+    return {static_cast<float*>(buffer->data()), buffer};
+  });
+  make_buckets();
+  engine_ = std::make_unique<comm::ProgressEngine>(group_);
+  sync_parameters();
+  params_.add_ready_listener([this](int64_t begin, int64_t end) { on_ready(begin, end); });
+}
+
+Ddp::~Ddp() = default;
+
+int Ddp::rank() const { return group_->rank(); }
+int Ddp::world_size() const { return group_->size(); }
+
+void Ddp::check_same_model() {
+  const int n = group_->size();
+  struct Summary {
+    uint64_t hash;
+    int64_t params;
+  };
+  const Summary mine{layout_hash(params_), params_.count()};
+  std::vector<Summary> all(static_cast<size_t>(n));
+  static_assert(sizeof(Summary) == 2 * sizeof(int64_t));
+  comm::allgather(*group_, &mine, all.data(), 2, DType::i64);
+  for (int r = 1; r < n; ++r) {
+    const Summary& a = all[0];
+    const Summary& b = all[static_cast<size_t>(r)];
+    if (a.hash != b.hash || a.params != b.params)
+      BRAID_THROW(Error, "ddp: rank 0 and rank ", r, " hold different models (rank 0: ", a.params,
+                  " parameters, layout hash ", hex64(a.hash), "; rank ", r, ": ", b.params,
+                  " parameters, layout hash ", hex64(b.hash),
+                  "); every rank must run the same model and config");
+  }
+}
+
+void Ddp::make_buckets() {
+  const auto& layout = params_.layout();
+  const size_t n = layout.size();
+  bucket_of_param_.assign(n, 0);
+  // Reverse layer order: backward finishes the last parameters first.
+  int64_t end = params_.size();
+  size_t cap = ddp_.first_bucket_bytes;
+  int64_t begin = end;
+  for (size_t id = n; id-- > 0;) {
+    begin = params_.range_begin(id);
+    bucket_of_param_[id] = buckets_.size();
+    const bool full = static_cast<size_t>(end - begin) * sizeof(float) >= cap;
+    if (full || id == 0) {
+      Bucket b;
+      b.begin = begin;
+      b.end = end;
+      buckets_.push_back(std::move(b));
+      end = begin;
+      cap = ddp_.bucket_bytes;
+    }
+  }
+}
+
+void Ddp::on_ready(int64_t begin, int64_t end) {
+  if (!communicate_) return;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    const int64_t lo = std::max(b.begin, begin), hi = std::min(b.end, end);
+    if (lo >= hi) continue;
+    b.pending -= hi - lo;
+    if (b.pending == 0) start_bucket(i);
+  }
+}
+
+void Ddp::start_bucket(size_t index) {
+  Bucket& b = buckets_[index];
+  float* data = params_.grad_memory() + b.begin;
+  const auto count = static_cast<size_t>(b.end - b.begin);
+  const comm::OpLabel label("allreduce of gradient bucket", static_cast<int64_t>(index));
+  if (options_.deterministic) {
+    b.handle = engine_->submit(label, [this, &b](comm::Group& g) { ordered_allreduce(g, b); });
+  } else {
+    b.handle = engine_->iallreduce(data, count, DType::f32, ReduceOp::sum, label);
+  }
+}
+
+// Rank r gets every rank's copy of share r, adds them in rank order, and everyone
+// gathers the shares: the sum of each element is ((g0 + g1) + g2) + ..., on every rank.
+void Ddp::ordered_allreduce(comm::Group& g, Bucket& b) {
+  const int n = g.size();
+  const int64_t len = b.end - b.begin;
+  const int64_t share = (len + n - 1) / n;
+  float* data = params_.grad_memory() + b.begin;
+  float* send = send_.data();
+  float* recv = recv_.data();
+  std::memcpy(send, data, static_cast<size_t>(len) * sizeof(float));
+  std::fill(send + len, send + share * n, 0.0f);
+  comm::alltoall(g, send, recv, static_cast<size_t>(share), DType::f32);
+  for (int r = 1; r < n; ++r) ordered_add(recv, recv + r * share, share, /*first=*/false);
+  comm::allgather(g, recv, send, static_cast<size_t>(share), DType::f32);
+  std::memcpy(data, send, static_cast<size_t>(len) * sizeof(float));
+}
+
+void Ddp::broadcast_buffers() {
+  const auto& buffers = params_.buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const Tensor& t = buffers[i].value;
+    engine_
+        ->ibroadcast(t.raw(), static_cast<size_t>(t.numel()), t.dtype(), 0,
+                     comm::OpLabel("broadcast of model buffer", static_cast<int64_t>(i)))
+        .wait();
+  }
+}
+
+void Ddp::sync_parameters() {
+  engine_
+      ->ibroadcast(params_.params(), static_cast<size_t>(params_.size()), DType::f32, 0,
+                   comm::OpLabel("broadcast of rank 0's parameters"))
+      .wait();
+  broadcast_buffers();
+  for (const auto& [name, t] : optimizer_->state()) {
+    (void)name;
+    engine_
+        ->ibroadcast(t.raw(), static_cast<size_t>(t.numel()), t.dtype(), 0,
+                     comm::OpLabel("broadcast of optimizer state"))
+        .wait();
+  }
+}
+
+void Ddp::sum_over_ranks(double* values, size_t count) {
+  engine_->iallreduce(values, count, DType::f64, ReduceOp::sum, comm::OpLabel("sum over ranks"))
+      .wait();
+}
+
+double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
+  Stopwatch watch;
+  times_ = {};
+  const int n = group_->size();
+  const int m = options_.accumulate_steps;
+  if (options_.deterministic && send_.empty()) {
+    int64_t largest = 0;
+    for (const Bucket& b : buckets_) largest = std::max(largest, b.end - b.begin);
+    const auto size = static_cast<size_t>((largest + n - 1) / n * n);
+    send_.assign(size, 0.0f);
+    recv_.assign(size, 0.0f);
+  }
+  if (!params_.buffers().empty()) broadcast_buffers();
+  times_.communication_exposed += watch.lap();
+  micro_.split(batch, m);
+  params_.zero_grads();
+  double loss_sum = 0;
+  for (int k = 0; k < m; ++k) {
+    const data::Batch& b = micro_[k];
+    const Tensor& logits =
+        module_->forward(b.inputs, *cache_, forward_context(step, int64_t{group_->rank()} * m + k));
+    const float scale = m > 1 ? 1.0f / static_cast<float>(m) : 1.0f;
+    loss_sum += nn::softmax_cross_entropy(
+                    logits, b.targets, &dlogits_,
+                    {.grad_scale = scale, .label_smoothing = options_.label_smoothing})
+                    .loss;
+    times_.forward += watch.lap();
+    communicate_ = k == m - 1;
+    if (communicate_)
+      for (Bucket& bucket : buckets_) bucket.pending = bucket.end - bucket.begin;
+    params_.begin_backward();
+    module_->backward(dlogits_, *cache_, /*need_dx=*/false);
+    params_.finish_backward();
+    communicate_ = false;
+    times_.backward += watch.lap();
+  }
+  // Buckets in the order they went out; without clipping each bucket's update runs while
+  // later buckets are still on the wire.
+  const bool fused = options_.clip_grad_norm == 0;
+  const float average = 1.0f / static_cast<float>(n);
+  float* grads = params_.grad_memory();
+  for (Bucket& b : buckets_) {
+    b.handle.wait();
+    times_.communication_exposed += watch.lap();
+    if (n > 1) scale_into(grads + b.begin, grads + b.begin, b.end - b.begin, average);
+    if (fused) optimizer_->step_range(params_.params(), grads, lr, b.begin, b.end);
+    times_.optimizer += watch.lap();
+  }
+  if (fused) {
+    optimizer_->finish_step();
+  } else {
+    optim::clip_grad_norm(grads, optimizer_->segments(), options_.clip_grad_norm);
+    optimizer_->step(params_.params(), grads, lr);
+    times_.optimizer += watch.lap();
+  }
+  times_.total = watch.elapsed();
+  return loss_sum / m;
+}
+
+}  // namespace braid::parallel

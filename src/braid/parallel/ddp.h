@@ -1,0 +1,88 @@
+// DDP: synchronous data parallelism over allreduce, as torch.nn.parallel.
+// DistributedDataParallel, on the strategy seam.
+//
+// - At start every rank checks that all hold the same model layout (a hash of every
+//   parameter's name, shape and offset, allgathered: a different model is an error naming
+//   both ranks at once, not a hang), then takes rank 0's parameters and buffers.
+// - Gradients live in one flat buffer that is itself the communication buffer: in memory
+//   every rank on the host maps (comm::allocate_shared), so the allreduce reads peers'
+//   buffers in place. It is cut into buckets in reverse layer order, the first of 1 MiB,
+//   the rest of bucket_bytes (PyTorch's 1 MiB and 25 MiB). When backward reports the last
+//   range of a bucket final, the bucket's allreduce starts on the group's progress thread
+//   while backward goes on with earlier layers.
+// - After backward the compute thread waits for each bucket in order, averages it and,
+//   without clipping, updates that bucket's parameters at once (the optimizer overlaps the
+//   later buckets' communication). With clipping it waits for all, takes the global norm
+//   of the reduced gradients and then updates.
+// - Accumulation: micro-batches before the last communicate nothing.
+// - Deterministic mode sums every bucket in rank order (ranks exchange their shares with
+//   an all-to-all, each rank adds the N copies of its share in order 0, 1, ..., then an
+//   allgather), so N ranks give the bits of one process accumulating N micro-batches.
+// - Buffers (BatchNorm's running statistics) are broadcast from rank 0 before each step,
+//   as PyTorch's broadcast_buffers.
+// Nothing is allocated per step. Errors from the progress thread (a dead or stalled peer,
+// a mismatched call) surface from step() naming the bucket.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "comm/progress_engine.h"
+#include "comm/shared_buffer.h"
+#include "parallel/micro_batches.h"
+#include "parallel/strategy.h"
+
+namespace braid::comm {
+class Group;
+}
+
+namespace braid::parallel {
+
+struct DdpOptions {
+  size_t bucket_bytes = size_t{25} << 20;
+  size_t first_bucket_bytes = size_t{1} << 20;
+  bool sync_batchnorm = false;
+  // Gradients in memory every rank on the host maps (off: private memory, for tests).
+  bool shared_gradients = true;
+};
+
+class Ddp : public Strategy {
+ public:
+  Ddp(std::unique_ptr<nn::Module> module, StepOptions options, std::shared_ptr<comm::Group> group,
+      DdpOptions ddp = {});
+  ~Ddp() override;
+
+  std::string_view name() const override { return "ddp"; }
+  double step(const data::Batch& batch, float lr, int64_t step) override;
+  void sync_parameters() override;
+  void sum_over_ranks(double* values, size_t count) override;
+  int rank() const override;
+  int world_size() const override;
+
+  struct Bucket {
+    int64_t begin = 0, end = 0;  // floats of the flat gradient buffer
+    int64_t pending = 0;         // floats not yet reported final in this backward
+    comm::Handle handle;
+  };
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+
+ private:
+  void check_same_model();
+  void make_buckets();
+  void on_ready(int64_t begin, int64_t end);
+  void start_bucket(size_t index);
+  void ordered_allreduce(comm::Group& g, Bucket& b);
+  void broadcast_buffers();
+
+  std::shared_ptr<comm::Group> group_;
+  DdpOptions ddp_;
+  comm::SharedBuffer shared_grads_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_param_;  // parameter id -> bucket
+  MicroBatches micro_;
+  bool communicate_ = false;        // this backward is the step's last: buckets go out
+  std::vector<float> send_, recv_;  // deterministic mode's exchange
+  std::unique_ptr<comm::ProgressEngine> engine_;  // last: stopped before the rest goes
+};
+
+}  // namespace braid::parallel

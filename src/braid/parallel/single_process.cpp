@@ -1,0 +1,73 @@
+#include "parallel/single_process.h"
+
+#include <algorithm>
+
+#include "core/timer.h"
+#include "nn/loss.h"
+#include "optim/clip.h"
+#include "parallel/ordered_sum.h"
+
+namespace braid::parallel {
+
+SingleProcess::SingleProcess(std::unique_ptr<nn::Module> module, StepOptions options)
+    : Strategy(std::move(module), std::move(options)) {
+  build();
+  params_.add_ready_listener([this](int64_t begin, int64_t end) {
+    if (!update_now_) return;
+    Stopwatch watch;
+    optimizer_->step_range(params_.params(), params_.grad_memory(), lr_, begin, end);
+    update_seconds_ += watch.lap();
+  });
+}
+
+double SingleProcess::step(const data::Batch& batch, float lr, int64_t step) {
+  Stopwatch watch;
+  times_ = {};
+  const int m = options_.accumulate_steps;
+  micro_.split(batch, m);
+  const bool ordered = options_.deterministic && m > 1;
+  const bool fused = options_.clip_grad_norm == 0 && !ordered;
+  lr_ = lr;
+  update_seconds_ = 0;
+  double loss_sum = 0;
+  params_.zero_grads();
+  for (int k = 0; k < m; ++k) {
+    const data::Batch& b = micro_[k];
+    const Tensor& logits = module_->forward(b.inputs, *cache_, forward_context(step, k));
+    // Accumulated in place, each micro-batch's mean loss counts 1/m; in ordered mode the
+    // sum is scaled once at the end, as ranks' sums are.
+    const float scale = m > 1 && !ordered ? 1.0f / static_cast<float>(m) : 1.0f;
+    loss_sum += nn::softmax_cross_entropy(
+                    logits, b.targets, &dlogits_,
+                    {.grad_scale = scale, .label_smoothing = options_.label_smoothing})
+                    .loss;
+    times_.forward += watch.lap();
+    if (ordered) params_.zero_grads();
+    update_now_ = fused && k == m - 1;
+    params_.begin_backward();
+    module_->backward(dlogits_, *cache_, /*need_dx=*/false);
+    params_.finish_backward();
+    update_now_ = false;
+    if (ordered) {
+      sum_.resize(static_cast<size_t>(params_.size()));
+      ordered_add(sum_.data(), params_.grads(), params_.size(), /*first=*/k == 0);
+    }
+    times_.backward += watch.lap();
+  }
+  if (ordered)
+    scale_into(params_.grads(), sum_.data(), params_.size(), 1.0f / static_cast<float>(m));
+  if (fused) {
+    optimizer_->finish_step();
+    times_.backward -= update_seconds_;
+    times_.optimizer = update_seconds_;
+  } else {
+    if (options_.clip_grad_norm > 0)
+      optim::clip_grad_norm(params_.grads(), optimizer_->segments(), options_.clip_grad_norm);
+    optimizer_->step(params_.params(), params_.grads(), lr);
+    times_.optimizer = watch.lap();
+  }
+  times_.total = watch.elapsed();
+  return loss_sum / m;
+}
+
+}  // namespace braid::parallel

@@ -1,0 +1,56 @@
+#include "train/strategy_setup.h"
+
+#include "comm/group.h"
+#include "parallel/ddp.h"
+#include "parallel/single_process.h"
+
+namespace braid::train {
+
+parallel::StepOptions step_options(const TrainConfig& config) {
+  const OptimizerSettings& s = config.optimizer;
+  parallel::StepOptions o;
+  optim::OptimizerConfig& c = o.optimizer;
+  c.name = s.name;
+  c.momentum = static_cast<float>(s.momentum);
+  c.nesterov = s.nesterov;
+  c.weight_decay = static_cast<float>(s.weight_decay);
+  c.beta1 = static_cast<float>(s.beta1);
+  c.beta2 = static_cast<float>(s.beta2);
+  if (s.eps > 0) c.eps = static_cast<float>(s.eps);
+  c.alpha = static_cast<float>(s.alpha);
+  c.trust_coefficient = static_cast<float>(s.trust_coefficient);
+  // Adaptive methods take momentum from their betas; only these read `momentum`.
+  if (s.name != "sgd" && s.name != "rmsprop" && s.name != "lars") c.momentum = 0;
+  o.clip_grad_norm = static_cast<float>(config.clip_grad_norm);
+  o.label_smoothing = static_cast<float>(config.label_smoothing);
+  o.seed = config.seed;
+  o.accumulate_steps = static_cast<int>(config.accumulate_steps);
+  o.deterministic = config.deterministic;
+  return o;
+}
+
+std::unique_ptr<parallel::Strategy> make_strategy(const TrainConfig& config,
+                                                  std::unique_ptr<nn::Module> module,
+                                                  std::shared_ptr<comm::Group> group) {
+  const int world = group ? group->size() : 1;
+  std::string name = config.strategy;
+  if (name == "auto") name = world > 1 ? "ddp" : "single";
+  if (name == "single") {
+    BRAID_CHECK(world == 1, "strategy 'single' runs one process, but this job has ", world,
+                " ranks; use strategy 'ddp' (or 'auto'), or run without a launcher");
+    return std::make_unique<parallel::SingleProcess>(std::move(module), step_options(config));
+  }
+  if (name == "ddp") {
+    BRAID_CHECK(group,
+                "strategy 'ddp' needs a job: run it under braid launch -n N (or torchrun, "
+                "mpirun, srun)");
+    parallel::DdpOptions d;
+    d.bucket_bytes = static_cast<size_t>(config.bucket_mb * (1 << 20));
+    d.sync_batchnorm = config.sync_batchnorm;
+    return std::make_unique<parallel::Ddp>(std::move(module), step_options(config),
+                                           std::move(group), d);
+  }
+  BRAID_THROW(Error, "unknown strategy '", name, "'; choose auto, single or ddp");
+}
+
+}  // namespace braid::train

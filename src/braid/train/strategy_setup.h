@@ -1,0 +1,27 @@
+// Chooses and builds the strategy a TrainConfig asks for (config.strategy), over the
+// rank's group when it is in a job: the one place train/ maps settings onto parallel/.
+#pragma once
+
+#include <memory>
+
+#include "parallel/strategy.h"
+#include "train/config.h"
+
+namespace braid::comm {
+class Group;
+}
+
+namespace braid::train {
+
+// The options every strategy shares, from the config (optimizer, clipping, accumulation,
+// determinism, seed).
+parallel::StepOptions step_options(const TrainConfig& config);
+
+// "single" needs no group (or a group of one); "ddp" runs over `group` (a group of one
+// is allowed: it is the one-process run, bit for bit); "auto" is ddp when the group has
+// more than one rank. An error names the strategy and what it needs.
+std::unique_ptr<parallel::Strategy> make_strategy(const TrainConfig& config,
+                                                  std::unique_ptr<nn::Module> module,
+                                                  std::shared_ptr<comm::Group> group);
+
+}  // namespace braid::train
