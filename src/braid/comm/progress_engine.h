@@ -34,8 +34,9 @@
 // Lifetime: buffers passed to an operation must stay valid and untouched until it is
 // done. Handles may outlive the engine (they share its slot pool). Destroying the engine
 // runs the operations still queued (so this rank stays in step with its peers) or fails
-// them after a failure, then joins the thread: it returns within the deadline of the
-// operation that is running.
+// them after a failure, then joins the thread. A peer that has stopped taking part costs
+// it at most one deadline: the operation waiting on that peer times out and the rest fail
+// with it.
 #pragma once
 
 #include <cstddef>
