@@ -1,0 +1,209 @@
+// DDP against its references, with ranks as threads over the in-process transport: one
+// process on the global batch (within a tolerance), one process accumulating N
+// micro-batches (bitwise, deterministic mode), itself at one rank (bitwise the
+// one-process strategy); parameters identical on every rank after every step; a rank
+// with another model fails every rank at once, naming both.
+#include "parallel/ddp.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "comm/collectives.h"
+#include "comm/inproc_ranks.h"
+#include "core/checksum.h"
+#include "data/loader.h"
+#include "parallel/single_process.h"
+#include "train/model_spec.h"
+
+namespace braid::parallel {
+namespace {
+
+using comm::testing::message;
+using comm::testing::rethrow_first;
+using comm::testing::run_group;
+using nlohmann::json;
+
+// Convolution, batch norm (buffers), dropout (randomness) and two linear layers.
+json small_cnn() {
+  return json::parse(R"({"input": [12, 12, 1], "layers": [
+      {"type": "conv2d", "out_channels": 4, "kernel": 3, "stride": 2}, {"type": "batchnorm"},
+      {"type": "relu"}, {"type": "flatten"}, {"type": "dropout", "p": 0.2},
+      {"type": "linear", "out_features": 16}, {"type": "relu"},
+      {"type": "linear", "out_features": 10}]})");
+}
+
+json small_mlp() {
+  return json::parse(R"({"input": [12, 12, 1], "layers": [{"type": "flatten"},
+      {"type": "linear", "out_features": 24}, {"type": "relu"},
+      {"type": "linear", "out_features": 10}]})");
+}
+
+StepOptions options(const char* optimizer) {
+  StepOptions o;
+  o.optimizer.name = optimizer;
+  o.optimizer.momentum = std::string(optimizer) == "sgd" ? 0.9f : 0.0f;
+  o.optimizer.weight_decay = 0.01f;
+  o.seed = 5;
+  return o;
+}
+
+// The global batch of step `step`: B images of 12x12 and labels, from the seed.
+data::Batch global_batch(int64_t B, int64_t step) {
+  data::Batch b;
+  b.size = B;
+  b.inputs = Tensor::empty(Shape{B, 12, 12, 1});
+  b.targets = Tensor::empty(Shape{B}, DType::i32);
+  Rng rng(1000 + static_cast<uint64_t>(step));
+  for (int64_t i = 0; i < b.inputs.numel(); ++i) b.inputs.f32()[i] = rng.normal();
+  for (int64_t i = 0; i < B; ++i)
+    b.targets.data<int32_t>()[i] = static_cast<int32_t>(rng.below(10));
+  return b;
+}
+
+// Rank r of n's share, as a distributed sampler deals it: rows r, r + n, r + 2n, ...
+data::Batch shard(const data::Batch& g, int r, int n) {
+  const int64_t rows = g.size / n;
+  data::Batch b;
+  b.size = rows;
+  b.inputs = Tensor::empty(Shape{rows, 12, 12, 1});
+  b.targets = Tensor::empty(Shape{rows}, DType::i32);
+  const int64_t row = 144;
+  for (int64_t i = 0; i < rows; ++i) {
+    std::memcpy(b.inputs.f32() + i * row, g.inputs.f32() + (r + i * n) * row, row * sizeof(float));
+    b.targets.data<int32_t>()[i] = g.targets.data<int32_t>()[r + i * n];
+  }
+  return b;
+}
+
+std::vector<float> params_of(const Strategy& s) {
+  return {s.params().params(), s.params().params() + s.params().size()};
+}
+
+std::vector<float> single_process(const json& model, StepOptions o, int64_t B, int steps) {
+  SingleProcess s(train::build_model(model).module, o);
+  for (int t = 0; t < steps; ++t) s.step(global_batch(B, t), 0.05f, t);
+  return params_of(s);
+}
+
+// Runs DDP on n thread-ranks; returns rank 0's parameters and checks after every step
+// that all ranks hold the same bits.
+std::vector<float> ddp(const json& model, StepOptions o, int n, int64_t B, int steps,
+                       DdpOptions d = {}) {
+  std::vector<float> out;
+  std::mutex mu;
+  rethrow_first(run_group(n, [&](comm::Group& world) {
+    auto group = world.split(0, world.rank());
+    Ddp s(train::build_model(model).module, o, group, d);
+    for (int t = 0; t < steps; ++t) {
+      s.step(shard(global_batch(B, t), group->rank(), n), 0.05f, t);
+      // Every rank's parameters hash alike (checked through the strategy's own sum).
+      const uint64_t h = xxh64(s.params().params(), s.params().size() * sizeof(float));
+      double mine[2] = {static_cast<double>(h >> 32), static_cast<double>(h & 0xffffffffu)};
+      double sum[2] = {mine[0], mine[1]};
+      s.sum_over_ranks(sum, 2);
+      EXPECT_EQ(sum[0], mine[0] * n) << "rank " << group->rank() << " step " << t;
+      EXPECT_EQ(sum[1], mine[1] * n) << "rank " << group->rank() << " step " << t;
+    }
+    if (group->rank() == 0) {
+      const std::lock_guard lock(mu);
+      out = params_of(s);
+    }
+  }));
+  return out;
+}
+
+void expect_bitwise(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
+}
+
+TEST(Ddp, OneRankIsBitwiseTheOneProcessStrategy) {
+  for (const char* opt : {"sgd", "adamw"}) {
+    const auto want = single_process(small_cnn(), options(opt), 16, 3);
+    expect_bitwise(ddp(small_cnn(), options(opt), 1, 16, 3), want, opt);
+  }
+}
+
+// Data parallelism computes the global batch's mean gradient as the mean of N shards'
+// means: the same quantity summed in another order. Each step's update therefore differs
+// from one process's by rounding only (relative ~1e-7 per sum); over three steps of SGD
+// with momentum the parameters stay within 1e-5 of the largest one. A wrong average (a
+// sum, a missing bucket, a shard seen twice) moves them by 1e-3 or more.
+TEST(Ddp, TwoAndFourRanksEqualOneProcessOnTheGlobalBatch) {
+  const auto want = single_process(small_mlp(), options("sgd"), 16, 3);
+  for (int n : {2, 4}) {
+    DdpOptions d;
+    d.bucket_bytes = 2048;  // several buckets
+    d.first_bucket_bytes = 1024;
+    const auto got = ddp(small_mlp(), options("sgd"), n, 16, 3, d);
+    ASSERT_EQ(got.size(), want.size());
+    float scale = 0;
+    for (float w : want) scale = std::max(scale, std::fabs(w));
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << n << " ranks, parameter float " << i;
+  }
+}
+
+TEST(Ddp, DeterministicRanksEqualOneProcessAccumulatingBitwise) {
+  for (int n : {2, 4}) {
+    for (const char* opt : {"sgd", "lamb"}) {
+      StepOptions o = options(opt);
+      o.deterministic = true;
+      StepOptions single = o;
+      single.accumulate_steps = n;
+      const auto want = single_process(small_cnn(), single, 16, 3);
+      DdpOptions d;
+      d.bucket_bytes = 1024;
+      d.first_bucket_bytes = 512;
+      expect_bitwise(ddp(small_cnn(), o, n, 16, 3, d), want,
+                     (std::to_string(n) + " ranks " + opt).c_str());
+    }
+  }
+}
+
+// m micro-batches of B/m make the step of one batch of B (up to rounding: the micro
+// means are scaled by 1/m before they add up).
+TEST(Accumulation, MicroBatchesEqualOneLargeBatch) {
+  const auto want = single_process(small_mlp(), options("sgd"), 16, 3);
+  StepOptions o = options("sgd");
+  o.accumulate_steps = 4;
+  const auto got = single_process(small_mlp(), o, 16, 3);
+  float scale = 0;
+  for (float w : want) scale = std::max(scale, std::fabs(w));
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << i;
+  EXPECT_NE(got, single_process(small_mlp(), options("sgd"), 4, 3)) << "accumulation did nothing";
+}
+
+TEST(Ddp, DifferentModelsFailAtOnceNamingBothRanks) {
+  std::vector<std::string> errors(2);
+  const auto results = run_group(2, [&](comm::Group& world) {
+    auto group = world.split(0, world.rank());
+    const json model = group->rank() == 0 ? small_mlp() : small_cnn();
+    Ddp s(train::build_model(model).module, options("sgd"), group);
+  });
+  for (int r = 0; r < 2; ++r) {
+    const std::string e = message(results[static_cast<size_t>(r)]);
+    EXPECT_NE(e.find("rank 0 and rank 1 hold different models"), std::string::npos) << e;
+  }
+}
+
+TEST(Ddp, BucketsTileTheBufferInReverseLayerOrder) {
+  rethrow_first(run_group(1, [&](comm::Group& world) {
+    auto group = world.split(0, 0);
+    DdpOptions d;
+    d.bucket_bytes = 4096;
+    d.first_bucket_bytes = 1024;
+    Ddp s(train::build_model(small_mlp()).module, options("sgd"), group, d);
+    const auto& b = s.buckets();
+    ASSERT_GE(b.size(), 2u);  // [last bias, last weight] then the rest
+    EXPECT_EQ(b.front().end, s.params().size());
+    EXPECT_EQ(b.back().begin, 0);
+    for (size_t i = 1; i < b.size(); ++i) EXPECT_EQ(b[i].end, b[i - 1].begin) << i;
+  }));
+}
+
+}  // namespace
+}  // namespace braid::parallel
