@@ -270,7 +270,10 @@ TEST(ProgressEngine, ResultsEqualTheBlockingCollectivesBitwiseInForkedProcesses)
         .wait();
     require(second.shared(), "the engine's buffer is shared");
     std::memcpy(second.data(), input.data(), count * sizeof(float));
-    engine.iallreduce(second.data(), count, DType::f32, ReduceOp::sum, {"shared bucket", 0}).wait();
+    engine
+        .iallreduce(second.data(), count, DType::f32, ReduceOp::sum,
+                    {"allreduce of the shared bucket", 0})
+        .wait();
     require(std::memcmp(second.data(), blocking.data(), count * sizeof(float)) == 0,
             "the in-place allreduce through the engine equals the blocking one");
   };
@@ -290,8 +293,8 @@ TEST(ProgressEngine, ManyOutstandingOperationsRunInSubmissionOrder) {
     for (int i = 0; i < kOps; ++i) {
       bufs[static_cast<size_t>(i)].assign(static_cast<size_t>(1 + i * 37), rank * 1000 + i);
       auto& b = bufs[static_cast<size_t>(i)];
-      handles.push_back(
-          engine.iallreduce(b.data(), b.size(), DType::i32, ReduceOp::sum, {"bucket", i}));
+      handles.push_back(engine.iallreduce(b.data(), b.size(), DType::i32, ReduceOp::sum,
+                                          {"allreduce of bucket", i}));
       handles.push_back(engine.submit("record", [&order, i](Group&) { order.push_back(i); }));
     }
     for (auto it = handles.rbegin(); it != handles.rend(); ++it) it->wait();  // any order
@@ -322,8 +325,8 @@ TEST(ProgressEngine, TheComputeThreadGoesOnWhileAnAllreduceWaitsForAPeer) {
       engine.iallreduce(grads.data(), grads.size(), DType::f32, ReduceOp::sum).wait();
       return;
     }
-    Handle h =
-        engine.iallreduce(grads.data(), grads.size(), DType::f32, ReduceOp::sum, {"bucket", 0});
+    Handle h = engine.iallreduce(grads.data(), grads.size(), DType::f32, ReduceOp::sum,
+                                 {"allreduce of bucket", 0});
     require(!h.done() && !h.test(), "submitting returned before the allreduce could finish");
     std::vector<double> activations(1 << 16, 1.0);
     for (int step = 0; step < 4; ++step)
@@ -347,14 +350,17 @@ TEST(ProgressEngine, APeerKilledMidAllreduceFailsTheWaitWithPeerErrorNamingIt) {
     ProgressEngine engine(
         world_of(connect_shm_transport(store, rank, 2, testing::soon()), timeout));
     std::vector<float> b(1000, 1.0f);
-    engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum, {"bucket", 0}).wait();
+    engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum, {"allreduce of bucket", 0})
+        .wait();
     ::pause();  // killed here, never joining bucket 1
   });
   ProgressEngine engine(
       world_of(connect_shm_transport(ranks.store(), 0, 2, testing::soon()), timeout));
   std::vector<float> b(1000, 1.0f);
-  engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum, {"bucket", 0}).wait();
-  Handle h = engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum, {"bucket", 1});
+  engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum, {"allreduce of bucket", 0})
+      .wait();
+  Handle h =
+      engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum, {"allreduce of bucket", 1});
   ASSERT_TRUE(eventually([&] { return h.times().started != Clock::time_point{}; }));
   ranks.kill(1);
   try {
@@ -369,7 +375,8 @@ TEST(ProgressEngine, APeerKilledMidAllreduceFailsTheWaitWithPeerErrorNamingIt) {
   EXPECT_TRUE(contains(message(engine.first_error()), "allreduce of bucket 1 failed: "));
   EXPECT_TRUE(engine.stopped());
   // The group is unusable: a later operation fails at once, of the same type.
-  Handle later = engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum, {"bucket", 2});
+  Handle later =
+      engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum, {"allreduce of bucket", 2});
   EXPECT_TRUE(later.done());
   try {
     later.wait();
@@ -389,7 +396,8 @@ TEST(ProgressEngine, RanksThatDisagreeGetACollectiveMismatchWithTheLabel) {
     ProgressEngine engine(world_of(t));
     std::vector<float> b(101, 1.0f);
     const size_t count = rank == 0 ? 100 : 101;
-    Handle h = engine.iallreduce(b.data(), count, DType::f32, ReduceOp::sum, {"bucket", 3});
+    Handle h =
+        engine.iallreduce(b.data(), count, DType::f32, ReduceOp::sum, {"allreduce of bucket", 3});
     try {
       h.wait();
     } catch (const CollectiveMismatch& e) {
@@ -397,7 +405,7 @@ TEST(ProgressEngine, RanksThatDisagreeGetACollectiveMismatchWithTheLabel) {
       require(contains(what, "allreduce of bucket 3 failed: "), what);
       require(contains(what, "allreduce #1 (f32 sum, 100 elements)"), what);
       require(contains(what, "allreduce #1 (f32 sum, 101 elements)"), what);
-      Handle later = engine.ibarrier({"bucket", 4});
+      Handle later = engine.ibarrier({"barrier of bucket", 4});
       require(later.done(), "a submission after the failure is done at once");
       try {
         later.wait();
@@ -422,8 +430,11 @@ TEST(ProgressEngine, AStuckPeerFailsEveryWaitingHandleWithTheDeadline) {
     CountDownOnExit release{rank0_done};
     ProgressEngine engine(world_of(t, 200ms));
     std::vector<float> b(100, 1.0f);
-    Handle first = engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum, {"bucket", 0});
-    Handle second = engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum, {"bucket", 1});
+    Handle first = engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum,
+                                     {"allreduce of bucket", 0});
+    Handle second = engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum,
+                                      {"allreduce of bucket", 1});
+    Handle unlabelled = engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum);
     std::exception_ptr other_thread;
     std::thread waiter([&] {
       try {
@@ -453,6 +464,8 @@ TEST(ProgressEngine, AStuckPeerFailsEveryWaitingHandleWithTheDeadline) {
               e.what());
     }
     require(second.times().started == second.times().finished, "never ran");
+    const std::string third = message(unlabelled.error());
+    require(contains(third, "allreduce #3 was not run: allreduce of bucket 0 failed"), third);
   });
   EXPECT_NO_THROW(rethrow_first(errors));
 }
@@ -490,8 +503,8 @@ TEST(ProgressEngine, DestroyingAnEngineWhoseQueueCannotFinishReturnsWithinTheDea
     {
       ProgressEngine engine(world_of(t, 200ms));
       for (int i = 0; i < 3; ++i)
-        handles.push_back(
-            engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum, {"bucket", i}));
+        handles.push_back(engine.iallreduce(b.data(), b.size(), DType::f32, ReduceOp::sum,
+                                            {"allreduce of bucket", i}));
     }
     require(handles[0].test(), "the first operation ran");
     require(handles[1].done() && handles[2].done(), "the others are done too");
@@ -514,7 +527,7 @@ TEST(ProgressEngine, HandlesAreValuesAndSlotsAreReused) {
     none.wait();
     float x = 1.0f;
     for (int i = 0; i < 20; ++i) {  // two slots serve any number of operations in turn
-      Handle h = engine.iallreduce(&x, 1, DType::f32, ReduceOp::sum, {"bucket", i});
+      Handle h = engine.iallreduce(&x, 1, DType::f32, ReduceOp::sum, {"allreduce of bucket", i});
       Handle copy = h;
       h = Handle();
       copy.wait();
@@ -544,7 +557,7 @@ TEST(ProgressEngine, WaitingOnTheProgressThreadIsAnErrorNotAHang) {
       submitted.wait();
       later.wait();
     });
-    later = engine.ibarrier({"bucket", 1});
+    later = engine.ibarrier({"barrier of bucket", 1});
     submitted.count_down();
     try {
       task.wait();
@@ -567,7 +580,7 @@ TEST(ProgressEngine, TheSteadyStateAllocatesNothingPerOperation) {
   auto ops = [](ProgressEngine& engine, float* data, int rounds) {
     int calls = 0;
     for (int i = 0; i < rounds; ++i) {
-      Handle a = engine.iallreduce(data, 64, DType::f32, ReduceOp::sum, {"bucket", i});
+      Handle a = engine.iallreduce(data, 64, DType::f32, ReduceOp::sum, {"allreduce of bucket", i});
       Handle b = engine.ibroadcast(data, 64, DType::f32, 0, {"broadcast", i});
       Handle c = engine.submit({"task", i}, [&calls, i](Group&) { calls += i; });
       Handle d = engine.ibarrier();

@@ -122,21 +122,19 @@ const char* kind_name(OpKind k) {
   return "operation";
 }
 
-// "allreduce of bucket 3", "allreduce #12" (the submission number when unlabelled),
-// "split of the data axis" (a task is called by its label alone).
+// The label ("allreduce of bucket 3"), else the call and its submission number
+// ("allreduce #12", "task #13").
 std::string describe(const Slot& s) {
   std::string text;
-  if (s.kind != OpKind::task || !s.label.name) {
-    text = kind_name(s.kind);
-    text += s.label.name ? " of " : " #";
-  }
   if (s.label.name) {
-    text += s.label.name;
+    text = s.label.name;
     if (s.label.index >= 0) {
       text += ' ';
       text += std::to_string(s.label.index);
     }
   } else {
+    text = kind_name(s.kind);
+    text += " #";
     text += std::to_string(s.ticket);
   }
   return text;

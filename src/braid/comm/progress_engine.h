@@ -57,7 +57,9 @@
 namespace braid::comm {
 
 // What an operation is called in errors: `name` (a string with static lifetime, such as a
-// literal) and, when index >= 0, a number: {"bucket", 3} reads "allreduce of bucket 3".
+// literal) and, when index >= 0, a number: {"allreduce of bucket", 3} reads "allreduce of
+// bucket 3". Unlabelled operations are called by their call and submission number
+// ("allreduce #12").
 struct OpLabel {
   const char* name = nullptr;
   int64_t index = -1;
