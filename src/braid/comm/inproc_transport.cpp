@@ -20,7 +20,7 @@
 #include <mutex>
 
 #include "comm/algorithm.h"
-#include "comm/stall_watch.h"
+#include "comm/wait_loop.h"
 #include "core/error.h"
 
 namespace braid::comm {
@@ -416,125 +416,163 @@ std::string describe_request(const InprocTransport::Request& q) {
 
 }  // namespace
 
-bool InprocTransport::progress(std::span<const RequestId> ids, bool block, Deadline deadline) {
-  InprocHub& hub = *hub_;
-  std::unique_lock lock(hub.mutex);
-  auto& me = hub.ranks[static_cast<size_t>(rank_)];
-  StallWatch stall(deadline);
-  for (;;) {
-    if (me.dead) BRAID_THROW(PeerError, "rank ", rank_, " is closed (", me.death, ")");
-    // Copy whatever is matched: this rank's receives, and its waited sends whose receive
-    // is posted (the receiving thread may be busy elsewhere).
-    auto& work = me.work;
-    hub.take_receives(rank_, work);
-    for (RequestId id : ids)
-      if (auto it = requests_.find(id); it != requests_.end() && it->second->send)
-        hub.take_send(*it->second->send, work);
-    if (!work.empty()) {
-      hub.copy_work(work, lock);
-      continue;
-    }
+// Holds the hub's lock from the first pass to the end (idle() waits on the rank's
+// condition variable, which lets it go meanwhile).
+class InprocTransport::Steps final : public WaitSteps {
+ public:
+  Steps(InprocTransport& t, std::span<const RequestId> ids, const Deadline& deadline)
+      : t_(t), hub_(*t.hub_), ids_(ids), deadline_(deadline), lock_(hub_.mutex) {}
 
+  // Copies whatever is matched and buffers what waited too long for its receive, until
+  // nothing more moves; then knows whether every request is done.
+  bool progress() override {
+    auto& me = hub_.ranks[static_cast<size_t>(t_.rank_)];
+    bool moved = false;
+    for (;;) {
+      if (me.dead) BRAID_THROW(PeerError, "rank ", t_.rank_, " is closed (", me.death, ")");
+      // This rank's receives, and its waited sends whose receive is posted (the receiving
+      // thread may be busy elsewhere).
+      auto& work = me.work;
+      hub_.take_receives(t_.rank_, work);
+      for (RequestId id : ids_)
+        if (auto it = t_.requests_.find(id); it != t_.requests_.end() && it->second->send)
+          hub_.take_send(*it->second->send, work);
+      if (!work.empty()) {
+        hub_.copy_work(work, lock_);
+        moved = true;
+        continue;
+      }
+      const std::shared_ptr<Message> to_buffer = scan();
+      if (all_done_ || !to_buffer) return moved;
+      buffer(to_buffer);
+      moved = true;
+    }
+  }
+  bool done() override { return all_done_; }
+  std::string pending() override { return describe_request(first_pending()); }
+  [[noreturn]] void timeout() override {
+    const Request& q = first_pending();
+    BRAID_THROW(TimeoutError, "rank ", t_.rank_, ": timed out after ", deadline_.waited_seconds(),
+                " s ", describe_request(q), "; rank ", peer_of(q),
+                " is stuck, slower, or not making this call (raise the timeout if it is "
+                "only slow)");
+  }
+  void idle(Clock::time_point, Clock::duration, Clock::time_point wake) override {
+    auto& me = hub_.ranks[static_cast<size_t>(t_.rank_)];
+    wake = std::min(wake, next_buffer_);
+    if (wake == Clock::time_point::max())
+      me.cv.wait(lock_);
+    else
+      me.cv.wait_until(lock_, wake);
+  }
+  void release() override {
+    lock_.unlock();
+    for (RequestId id : ids_) t_.requests_.erase(id);
+  }
+  // The rank fails with its wait, so peers waiting on it fail too instead of timing out.
+  void fail() override {
+    if (lock_.owns_lock()) lock_.unlock();
+    for (RequestId id : ids_) t_.requests_.erase(id);
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      t_.close(detail::concat("it failed: ", e.what()));
+    } catch (...) {
+    }
+  }
+
+ private:
+  // Throws the first failure among the requests; sets all_done_ and next_buffer_; returns
+  // a waited send that has waited long enough for its receive to be buffered, if any.
+  std::shared_ptr<Message> scan() {
+    const auto& me = hub_.ranks[static_cast<size_t>(t_.rank_)];
     const auto now = Clock::now();
-    bool all_done = true;
-    const Request* first_pending = nullptr;
+    all_done_ = true;
+    next_buffer_ = Clock::time_point::max();
     std::shared_ptr<Message> to_buffer;
-    auto next_buffer = Clock::time_point::max();
-    for (RequestId id : ids) {
-      auto it = requests_.find(id);
-      BRAID_CHECK(it != requests_.end(), "inproc wait: unknown or released request ", id);
+    for (RequestId id : ids_) {
+      auto it = t_.requests_.find(id);
+      BRAID_CHECK(it != t_.requests_.end(), "inproc wait: unknown or released request ", id);
       const Request& q = *it->second;
       if (complete(q)) continue;
-      all_done = false;
-      if (!first_pending) first_pending = &q;
+      all_done_ = false;
       const int peer = peer_of(q);
       // After a mismatch this rank's call is broken whichever peer it now waits for.
       if (!me.mismatch.empty())
-        BRAID_THROW(CollectiveMismatch, "rank ", rank_, ": ", me.mismatch.begin()->second);
+        BRAID_THROW(CollectiveMismatch, "rank ", t_.rank_, ": ", me.mismatch.begin()->second);
       if (q.send && q.send->state == MsgState::failed)
-        BRAID_THROW(PeerError, "rank ", rank_, ": ", q.send->error, " while ", describe_request(q));
+        BRAID_THROW(PeerError, "rank ", t_.rank_, ": ", q.send->error, " while ",
+                    describe_request(q));
       if (q.recv && q.recv->state == RecvState::failed)
-        BRAID_THROW(PeerError, "rank ", rank_, ": ", q.recv->error, " while ", describe_request(q));
-      const auto& other = hub.ranks[static_cast<size_t>(peer)];
+        BRAID_THROW(PeerError, "rank ", t_.rank_, ": ", q.recv->error, " while ",
+                    describe_request(q));
+      const auto& other = hub_.ranks[static_cast<size_t>(peer)];
       // A dead peer's buffered messages stay deliverable; nothing else involving it can
       // complete.
       if (other.dead && (q.send || q.recv->state == RecvState::posted))
-        BRAID_THROW(PeerError, "rank ", rank_, ": peer rank ", peer, " is gone (", other.death,
+        BRAID_THROW(PeerError, "rank ", t_.rank_, ": peer rank ", peer, " is gone (", other.death,
                     ") while ", describe_request(q));
       if (q.send && !q.send->claimed && q.send->state == MsgState::posted) {
         // Nobody else can post the receive of a message to oneself while we wait.
         const auto when =
-            q.send->dst == rank_ ? q.send->posted_at : q.send->posted_at + kBufferGrace;
+            q.send->dst == t_.rank_ ? q.send->posted_at : q.send->posted_at + kBufferGrace;
         if (now >= when) {
           if (!to_buffer) to_buffer = q.send;
         } else {
-          next_buffer = std::min(next_buffer, when);
+          next_buffer_ = std::min(next_buffer_, when);
         }
       }
     }
-    if (all_done) return true;
-
-    if (to_buffer) {
-      Message& m = *to_buffer;
-      auto& dst = hub.ranks[static_cast<size_t>(m.dst)];
-      size_t& held = dst.buffered_from[static_cast<size_t>(rank_)];
-      if (held + m.bytes > hub.max_buffered)
-        BRAID_THROW(IoError, "rank ", rank_, ": ", held + m.bytes, " bytes sent to rank ", m.dst,
-                    " would wait for receives it has not posted, over the limit of ",
-                    hub.max_buffered, " bytes (max_buffered_bytes); rank ", m.dst,
-                    " is far behind or never receives them (",
-                    describe_request(Request{to_buffer, nullptr}), ")");
-      held += m.bytes;
-      m.state = MsgState::buffering;
-      lock.unlock();
-      auto copy = std::make_unique<uint8_t[]>(std::max<size_t>(m.bytes, 1));
-      if (m.bytes) std::memcpy(copy.get(), m.data, m.bytes);
-      lock.lock();
-      m.copy = std::move(copy);
-      m.data = m.copy.get();
-      m.state = MsgState::buffered;
-      if (m.claimed) dst.cv.notify_all();
-      continue;
-    }
-
-    if (!block) return false;
-    if (deadline.expired())
-      BRAID_THROW(TimeoutError, "rank ", rank_, ": timed out after ", deadline.waited_seconds(),
-                  " s ", describe_request(*first_pending), "; rank ", peer_of(*first_pending),
-                  " is stuck, slower, or not making this call (raise the timeout if it is "
-                  "only slow)");
-    if (stall.due(now)) stall.report(now, rank_, describe_request(*first_pending));
-    const auto wake = std::min({deadline.at(), next_buffer, stall.next()});
-    if (wake == Clock::time_point::max())
-      me.cv.wait(lock);
-    else
-      me.cv.wait_until(lock, wake);
+    return all_done_ ? nullptr : to_buffer;
   }
-}
+
+  // Copies the message into the hub (outside the lock), so its send completes.
+  void buffer(const std::shared_ptr<Message>& message) {
+    Message& m = *message;
+    auto& dst = hub_.ranks[static_cast<size_t>(m.dst)];
+    size_t& held = dst.buffered_from[static_cast<size_t>(t_.rank_)];
+    if (held + m.bytes > hub_.max_buffered)
+      BRAID_THROW(IoError, "rank ", t_.rank_, ": ", held + m.bytes, " bytes sent to rank ", m.dst,
+                  " would wait for receives it has not posted, over the limit of ",
+                  hub_.max_buffered, " bytes (max_buffered_bytes); rank ", m.dst,
+                  " is far behind or never receives them (",
+                  describe_request(Request{message, nullptr}), ")");
+    held += m.bytes;
+    m.state = MsgState::buffering;
+    lock_.unlock();
+    auto copy = std::make_unique<uint8_t[]>(std::max<size_t>(m.bytes, 1));
+    if (m.bytes) std::memcpy(copy.get(), m.data, m.bytes);
+    lock_.lock();
+    m.copy = std::move(copy);
+    m.data = m.copy.get();
+    m.state = MsgState::buffered;
+    if (m.claimed) dst.cv.notify_all();
+  }
+
+  const Request& first_pending() const {
+    for (RequestId id : ids_)
+      if (auto it = t_.requests_.find(id); it != t_.requests_.end() && !complete(*it->second))
+        return *it->second;
+    BRAID_THROW(Error, "inproc wait: no pending request (internal error)");
+  }
+
+  InprocTransport& t_;
+  InprocHub& hub_;
+  std::span<const RequestId> ids_;
+  Deadline deadline_;
+  std::unique_lock<std::mutex> lock_;
+  bool all_done_ = false;
+  Clock::time_point next_buffer_ = Clock::time_point::max();
+};
 
 void InprocTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
-  try {
-    progress(ids, true, deadline);
-  } catch (const std::exception& e) {
-    for (RequestId id : ids) requests_.erase(id);
-    close(detail::concat("it failed: ", e.what()));
-    throw;
-  }
-  for (RequestId id : ids) requests_.erase(id);
+  Steps steps(*this, ids, deadline);
+  run_wait(steps, rank_, deadline);
 }
 
 bool InprocTransport::test(RequestId id) {
-  const RequestId ids[] = {id};
-  bool done = false;
-  try {
-    done = progress(ids, false, Deadline::never());
-  } catch (const std::exception& e) {
-    requests_.erase(id);
-    close(detail::concat("it failed: ", e.what()));
-    throw;
-  }
-  if (done) requests_.erase(id);
-  return done;
+  Steps steps(*this, std::span<const RequestId>(&id, 1), Deadline::never());
+  return run_test(steps);
 }
 
 std::vector<std::shared_ptr<Transport>> make_inproc_transports(int size,

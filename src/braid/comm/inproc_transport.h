@@ -60,7 +60,7 @@ class InprocTransport : public Transport {
   struct Request;
 
  private:
-  bool progress(std::span<const RequestId> requests, bool block, Deadline deadline);
+  class Steps;  // this transport's part of the wait/test loop (comm/wait_loop.h)
 
   std::shared_ptr<InprocHub> hub_;
   int rank_;

@@ -26,7 +26,7 @@
 #include "comm/frame.h"
 #include "comm/receive_matcher.h"
 #include "comm/shm_ring.h"
-#include "comm/stall_watch.h"
+#include "comm/wait_loop.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -179,6 +179,8 @@ class ShmTransport final : public Transport {
     Fd pidfd;
     uint64_t checked = 0;  // the liveness round that last looked at this peer
   };
+
+  class Steps;  // this transport's part of the wait/test loop (comm/wait_loop.h)
 
   bool progress();
   // Each moves at most about `budget` payload bytes, so one pass interleaves a piece of
@@ -528,71 +530,59 @@ void ShmTransport::release_all(std::span<const RequestId> ids) {
   }
 }
 
+class ShmTransport::Steps final : public WaitSteps {
+ public:
+  // `next_check`: when peers' liveness is next looked at (a wait's own, or test()'s).
+  Steps(ShmTransport& t, std::span<const RequestId> ids, const Deadline& deadline,
+        Clock::time_point& next_check)
+      : t_(t), ids_(ids), deadline_(deadline), next_check_(next_check) {}
+
+  bool progress() override { return t_.progress() || t_.absorb_stalled(); }
+  bool done() override { return t_.matcher_.finished(ids_, deadline_); }
+  bool recheck(Clock::time_point now) override {
+    if (now < next_check_) return false;
+    next_check_ = now + kLivenessInterval;
+    return t_.check_liveness(ids_);
+  }
+  std::string pending() override {
+    const std::string hint = t_.timeout_hint(ids_);
+    return t_.matcher_.pending(ids_) + (hint.empty() ? "" : "; ") + hint;
+  }
+  [[noreturn]] void timeout() override {
+    t_.matcher_.throw_timeout(ids_, deadline_, t_.timeout_hint(ids_));
+  }
+  // Spin, then yield the core, then sleep on the doorbell (shm_transport.h, "Waiting").
+  void idle(Clock::time_point now, Clock::duration idle_for, Clock::time_point wake) override {
+    if (idle_for < t_.policy_.spin) {
+      for (int i = 0; i < 4; ++i) _mm_pause();
+    } else if (idle_for < t_.policy_.yield) {
+      ::sched_yield();
+    } else {
+      shm::sleep_until_rung(
+          t_.own_header_->doorbell, [&] { return progress(); },
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::min(wake, next_check_) - now));
+    }
+  }
+  void release() override { t_.release_all(ids_); }
+  void fail() override { t_.release_all(ids_); }
+
+ private:
+  ShmTransport& t_;
+  std::span<const RequestId> ids_;
+  Deadline deadline_;
+  Clock::time_point& next_check_;
+};
+
 void ShmTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
   if (ids.empty()) return;
-  try {
-    Clock::time_point next_check = Clock::now() + kLivenessInterval;
-    Clock::time_point idle_since{};
-    bool idle = false;
-    StallWatch stall(deadline);
-    for (;;) {
-      const bool moved = progress();
-      if (matcher_.finished(ids, deadline)) break;
-      if (moved || absorb_stalled()) {
-        idle = false;
-        continue;
-      }
-      const Clock::time_point now = Clock::now();
-      if (!idle) {
-        idle = true;
-        idle_since = now;
-      }
-      if (now >= next_check) {
-        next_check = now + kLivenessInterval;
-        if (check_liveness(ids)) continue;
-      }
-      if (now >= deadline.at()) matcher_.throw_timeout(ids, deadline, timeout_hint(ids));
-      if (stall.due(now)) {
-        const std::string hint = timeout_hint(ids);
-        stall.report(now, rank_, matcher_.pending(ids) + (hint.empty() ? "" : "; ") + hint);
-      }
-      const auto idle_for = now - idle_since;
-      if (idle_for < policy_.spin) {
-        for (int i = 0; i < 4; ++i) _mm_pause();
-      } else if (idle_for < policy_.yield) {
-        ::sched_yield();
-      } else {
-        const auto until = std::min({deadline.at(), next_check, stall.next()});
-        shm::sleep_until_rung(
-            own_header_->doorbell, [&] { return progress() || absorb_stalled(); },
-            std::chrono::duration_cast<std::chrono::nanoseconds>(until - now));
-      }
-    }
-  } catch (...) {
-    release_all(ids);
-    throw;
-  }
-  release_all(ids);
+  Clock::time_point next_check = Clock::now() + kLivenessInterval;
+  Steps steps(*this, ids, deadline, next_check);
+  run_wait(steps, rank_, deadline);
 }
 
 bool ShmTransport::test(RequestId request) {
-  const std::span<const RequestId> ids(&request, 1);
-  try {
-    if (!progress()) absorb_stalled();
-    if (!matcher_.finished(ids, Deadline::never())) {
-      const Clock::time_point now = Clock::now();
-      if (now >= next_test_check_ && size_ > 1) {
-        next_test_check_ = now + kLivenessInterval;
-        if (check_liveness(ids)) matcher_.finished(ids, Deadline::never());  // throws
-      }
-      return false;
-    }
-  } catch (...) {
-    release_all(ids);
-    throw;
-  }
-  release_all(ids);
-  return true;
+  Steps steps(*this, std::span<const RequestId>(&request, 1), Deadline::never(), next_test_check_);
+  return run_test(steps);
 }
 
 }  // namespace

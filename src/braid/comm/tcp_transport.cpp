@@ -22,7 +22,7 @@
 #include "comm/frame.h"
 #include "comm/receive_matcher.h"
 #include "comm/socket.h"
-#include "comm/stall_watch.h"
+#include "comm/wait_loop.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -125,6 +125,8 @@ class TcpTransport final : public Transport {
     std::unique_ptr<uint8_t[]> rx;
     size_t rx_begin = 0, rx_end = 0;
   };
+
+  class Steps;  // this transport's part of the wait/test loop (comm/wait_loop.h)
 
   bool progress(int timeout_ms);
   bool push(int p);
@@ -448,57 +450,48 @@ void TcpTransport::release_all(std::span<const RequestId> ids) {
   }
 }
 
+class TcpTransport::Steps final : public WaitSteps {
+ public:
+  Steps(TcpTransport& t, std::span<const RequestId> ids, const Deadline& deadline)
+      : t_(t), ids_(ids), deadline_(deadline) {}
+
+  bool progress() override {
+    const bool moved = t_.progress(timeout_ms_);
+    timeout_ms_ = 0;
+    return moved;
+  }
+  bool done() override { return t_.matcher_.finished(ids_, deadline_); }
+  std::string pending() override { return t_.matcher_.pending(ids_); }
+  [[noreturn]] void timeout() override {
+    t_.matcher_.throw_timeout(ids_, deadline_,
+                              "the peer is connected but did not send or take the message");
+  }
+  // Block in poll() (the next progress pass) only after passes that moved nothing for a
+  // while: a wake-up from poll costs more than the next segment usually takes to arrive.
+  void idle(Clock::time_point now, Clock::duration idle_for, Clock::time_point wake) override {
+    if (idle_for < t_.spin_) return;
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
+    timeout_ms_ = static_cast<int>(std::clamp<int64_t>(ms, 0, 1000));
+  }
+  void release() override { t_.release_all(ids_); }
+  void fail() override { t_.release_all(ids_); }
+
+ private:
+  TcpTransport& t_;
+  std::span<const RequestId> ids_;
+  Deadline deadline_;
+  int timeout_ms_ = 0;  // of the next progress pass's poll()
+};
+
 void TcpTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
   if (ids.empty()) return;
-  try {
-    int timeout_ms = 0;
-    Clock::time_point idle_since{};
-    bool idle = false;
-    StallWatch stall(deadline);
-    for (;;) {
-      const bool moved = progress(timeout_ms);
-      if (matcher_.finished(ids, deadline)) break;
-      if (deadline.expired())
-        matcher_.throw_timeout(ids, deadline,
-                               "the peer is connected but did not send or take the message");
-      if (stall.due(Clock::now())) stall.report(Clock::now(), rank_, matcher_.pending(ids));
-      // Block in poll() only after passes that moved nothing for a while: a wake-up from
-      // poll costs more than the next segment usually takes to arrive.
-      if (moved) {
-        idle = false;
-        timeout_ms = 0;
-        continue;
-      }
-      const Clock::time_point now = Clock::now();
-      if (!idle) {
-        idle = true;
-        idle_since = now;
-      }
-      const auto to_stall = std::chrono::ceil<std::chrono::milliseconds>(stall.next() - now);
-      timeout_ms =
-          now - idle_since < spin_
-              ? 0
-              : std::min({deadline.remaining_ms(), 1000,
-                          static_cast<int>(std::clamp<int64_t>(to_stall.count(), 0, 1000))});
-    }
-  } catch (...) {
-    release_all(ids);
-    throw;
-  }
-  release_all(ids);
+  Steps steps(*this, ids, deadline);
+  run_wait(steps, rank_, deadline);
 }
 
 bool TcpTransport::test(RequestId request) {
-  const std::span<const RequestId> ids(&request, 1);
-  try {
-    progress(0);
-    if (!matcher_.finished(ids, Deadline::never())) return false;
-  } catch (...) {
-    release_all(ids);
-    throw;
-  }
-  release_all(ids);
-  return true;
+  Steps steps(*this, std::span<const RequestId>(&request, 1), Deadline::never());
+  return run_test(steps);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "comm/mpi/mpi_error.h"
+#include "comm/wait_loop.h"
 #include "core/error.h"
 
 namespace braid::comm {
@@ -334,43 +335,66 @@ void MpiTransport::abandon(RequestId id) {
   requests_.erase(it);
 }
 
-void MpiTransport::wait(std::span<const RequestId> requests, Deadline deadline) {
-  try {
-    for (;;) {
-      progress();
-      const Request* pending = nullptr;
-      for (RequestId id : requests) {
-        Request& r = find(id, "MpiTransport::wait");
-        if (!try_complete(r) && pending == nullptr) pending = &r;
-      }
-      if (pending == nullptr) break;
-      if (deadline.expired())
-        BRAID_THROW(TimeoutError, "rank ", rank_, " timed out after ", deadline.waited_seconds(),
-                    " s waiting to ", pending->send ? "send " : "receive ",
-                    describe(pending->tag, pending->sig),
-                    pending->send ? " to rank " : " from rank ", pending->peer,
-                    " over MPI; that rank may be stuck, dead or in another call (raise the group's "
-                    "timeout or BRAID_TIMEOUT_S if it is only slow)");
-      // Ranks may outnumber cores (mpirun --oversubscribe); let the peer we wait for run.
-      std::this_thread::yield();
-    }
-  } catch (...) {
-    for (RequestId id : requests) abandon(id);
-    throw;
+class MpiTransport::Steps final : public WaitSteps {
+ public:
+  // `where` names the call in an unknown request's error.
+  Steps(MpiTransport& t, std::span<const RequestId> ids, const Deadline& deadline,
+        const char* where)
+      : t_(t), ids_(ids), deadline_(deadline), where_(where) {}
+
+  bool progress() override {
+    t_.progress();
+    return false;  // MPI does not say whether anything moved
   }
-  for (RequestId id : requests) requests_.erase(id);
+  bool done() override {
+    pending_ = nullptr;
+    for (RequestId id : ids_) {
+      Request& r = t_.find(id, where_);
+      if (!t_.try_complete(r) && pending_ == nullptr) pending_ = &r;
+    }
+    return pending_ == nullptr;
+  }
+  std::string pending() override {
+    return detail::concat(
+        pending_->send ? "sending " : "receiving ", describe(pending_->tag, pending_->sig),
+        pending_->send ? " to rank " : " from rank ", pending_->peer, " over MPI");
+  }
+  [[noreturn]] void timeout() override {
+    BRAID_THROW(TimeoutError, "rank ", t_.rank_, " timed out after ", deadline_.waited_seconds(),
+                " s waiting to ", pending_->send ? "send " : "receive ",
+                describe(pending_->tag, pending_->sig),
+                pending_->send ? " to rank " : " from rank ", pending_->peer,
+                " over MPI; that rank may be stuck, dead or in another call (raise the group's "
+                "timeout or BRAID_TIMEOUT_S if it is only slow)");
+  }
+  // Ranks may outnumber cores (mpirun --oversubscribe); let the peer we wait for run.
+  void idle(Clock::time_point, Clock::duration, Clock::time_point) override {
+    std::this_thread::yield();
+  }
+  void release() override {
+    for (RequestId id : ids_) t_.requests_.erase(id);
+  }
+  void fail() override {
+    for (RequestId id : ids_) t_.abandon(id);
+  }
+
+ private:
+  MpiTransport& t_;
+  std::span<const RequestId> ids_;
+  Deadline deadline_;
+  const char* where_;
+  const Request* pending_ = nullptr;  // the first request done() found incomplete
+};
+
+void MpiTransport::wait(std::span<const RequestId> requests, Deadline deadline) {
+  Steps steps(*this, requests, deadline, "MpiTransport::wait");
+  run_wait(steps, rank_, deadline);
 }
 
 bool MpiTransport::test(RequestId request) {
-  try {
-    progress();
-    if (!try_complete(find(request, "MpiTransport::test"))) return false;
-  } catch (...) {
-    abandon(request);
-    throw;
-  }
-  requests_.erase(request);
-  return true;
+  Steps steps(*this, std::span<const RequestId>(&request, 1), Deadline::never(),
+              "MpiTransport::test");
+  return run_test(steps);
 }
 
 }  // namespace braid::comm

@@ -70,6 +70,7 @@ class MpiTransport final : public Transport {
 
  private:
   struct Request;
+  class Steps;  // this transport's part of the wait/test loop (comm/wait_loop.h)
   // A header that arrived before its receive was posted; its payload waits in MPI.
   struct Early {
     FrameHeader header;
