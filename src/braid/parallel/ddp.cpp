@@ -52,11 +52,14 @@ Ddp::Ddp(std::unique_ptr<nn::Module> module, StepOptions options,
   });
   make_buckets();
   engine_ = std::make_unique<comm::ProgressEngine>(group_);
+  if (ddp_.batchnorm_reducer) ddp_.batchnorm_reducer->use_engine(engine_.get());
   sync_parameters();
   params_.add_ready_listener([this](int64_t begin, int64_t end) { on_ready(begin, end); });
 }
 
-Ddp::~Ddp() = default;
+Ddp::~Ddp() {
+  if (ddp_.batchnorm_reducer) ddp_.batchnorm_reducer->use_engine(nullptr);
+}
 
 int Ddp::rank() const { return group_->rank(); }
 int Ddp::world_size() const { return group_->size(); }

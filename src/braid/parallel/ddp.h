@@ -29,6 +29,7 @@
 
 #include "comm/progress_engine.h"
 #include "comm/shared_buffer.h"
+#include "parallel/group_stats_reducer.h"
 #include "parallel/micro_batches.h"
 #include "parallel/strategy.h"
 
@@ -41,7 +42,9 @@ namespace braid::parallel {
 struct DdpOptions {
   size_t bucket_bytes = size_t{25} << 20;
   size_t first_bucket_bytes = size_t{1} << 20;
-  bool sync_batchnorm = false;
+  // SyncBatchNorm: the reducer the model's BatchNorm layers were built with, over this
+  // group; its reductions then run on the progress thread, in order with the buckets.
+  std::shared_ptr<GroupStatsReducer> batchnorm_reducer;
   // Gradients in memory every rank on the host maps (off: private memory, for tests).
   bool shared_gradients = true;
 };

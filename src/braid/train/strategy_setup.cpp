@@ -29,9 +29,16 @@ parallel::StepOptions step_options(const TrainConfig& config) {
   return o;
 }
 
-std::unique_ptr<parallel::Strategy> make_strategy(const TrainConfig& config,
-                                                  std::unique_ptr<nn::Module> module,
-                                                  std::shared_ptr<comm::Group> group) {
+std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer(
+    const TrainConfig& config, const std::shared_ptr<comm::Group>& group) {
+  if (!config.sync_batchnorm || !group || group->size() == 1) return nullptr;
+  return std::make_shared<parallel::GroupStatsReducer>(group);
+}
+
+std::unique_ptr<parallel::Strategy> make_strategy(
+    const TrainConfig& config, std::unique_ptr<nn::Module> module,
+    std::shared_ptr<comm::Group> group,
+    std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer) {
   const int world = group ? group->size() : 1;
   std::string name = config.strategy;
   if (name == "auto") name = world > 1 ? "ddp" : "single";
@@ -46,7 +53,7 @@ std::unique_ptr<parallel::Strategy> make_strategy(const TrainConfig& config,
                 "mpirun, srun)");
     parallel::DdpOptions d;
     d.bucket_bytes = static_cast<size_t>(config.bucket_mb * (1 << 20));
-    d.sync_batchnorm = config.sync_batchnorm;
+    d.batchnorm_reducer = std::move(batchnorm_reducer);
     return std::make_unique<parallel::Ddp>(std::move(module), step_options(config),
                                            std::move(group), d);
   }

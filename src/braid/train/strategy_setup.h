@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "parallel/group_stats_reducer.h"
 #include "parallel/strategy.h"
 #include "train/config.h"
 
@@ -20,8 +21,15 @@ parallel::StepOptions step_options(const TrainConfig& config);
 // "single" needs no group (or a group of one); "ddp" runs over `group` (a group of one
 // is allowed: it is the one-process run, bit for bit); "auto" is ddp when the group has
 // more than one rank. An error names the strategy and what it needs.
-std::unique_ptr<parallel::Strategy> make_strategy(const TrainConfig& config,
-                                                  std::unique_ptr<nn::Module> module,
-                                                  std::shared_ptr<comm::Group> group);
+// `batchnorm_reducer`: what the model's BatchNorm layers were built with (sync_batchnorm).
+std::unique_ptr<parallel::Strategy> make_strategy(
+    const TrainConfig& config, std::unique_ptr<nn::Module> module,
+    std::shared_ptr<comm::Group> group,
+    std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer = nullptr);
+
+// The reducer for SyncBatchNorm when the config asks for it and the job has ranks to
+// share statistics with; null otherwise.
+std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer(
+    const TrainConfig& config, const std::shared_ptr<comm::Group>& group);
 
 }  // namespace braid::train

@@ -40,7 +40,8 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> group, 
       group_(std::move(group)),
       rank_(group_ ? group_->rank() : 0),
       world_(group_ ? group_->size() : 1),
-      model_(build_model(config.model, config.seq_len)) {
+      batchnorm_reducer_(batchnorm_reducer(config, group_)),
+      model_(build_model(config.model, config.seq_len, ModelBuildOptions{batchnorm_reducer_})) {
   init(load_data);
 }
 
@@ -54,7 +55,7 @@ void Trainer::init(bool load_data) {
     train_loader_ = std::move(loaders.train);
     eval_loader_ = std::move(loaders.eval);
   }
-  strategy_ = make_strategy(config_, std::move(model_.module), group_);
+  strategy_ = make_strategy(config_, std::move(model_.module), group_, batchnorm_reducer_);
   if (config_.ema_decay > 0)
     average_ = std::make_unique<WeightAverage>(params(), config_.ema_decay);
   schedule_ = make_schedule(schedule_steps());

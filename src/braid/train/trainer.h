@@ -24,8 +24,9 @@ struct Batch;
 class Loader;
 }  // namespace braid::data
 namespace braid::parallel {
+class GroupStatsReducer;
 class Strategy;
-}
+}  // namespace braid::parallel
 namespace braid::optim {
 class Optimizer;
 class Schedule;
@@ -123,6 +124,7 @@ class Trainer {
   std::shared_ptr<comm::Group> group_;  // null: one process
   int rank_ = 0;
   int world_ = 1;
+  std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer_;  // sync_batchnorm
   BuiltModel model_;  // its module belongs to the strategy
   std::unique_ptr<parallel::Strategy> strategy_;
   std::unique_ptr<optim::Schedule> schedule_;
