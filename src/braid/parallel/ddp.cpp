@@ -109,6 +109,13 @@ void Ddp::make_buckets() {
 }
 
 void Ddp::on_ready(int64_t begin, int64_t end) {
+  if (timeline_ && timeline_->enabled()) {
+    // Backward from the previous report to this one produced this range: a layer's span.
+    const int64_t now = Timeline::now();
+    timeline_->record(TimelineLane::kCompute, "backward", last_ready_ns_, now,
+                      {"first_float", begin}, {"floats", end - begin});
+    last_ready_ns_ = now;
+  }
   if (!communicate_) return;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
@@ -198,8 +205,13 @@ double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
   double loss_sum = 0;
   for (int k = 0; k < m; ++k) {
     const data::Batch& b = micro_[k];
+    const int64_t t0 = timeline_ ? Timeline::now() : 0;
     const Tensor& logits =
         module_->forward(b.inputs, *cache_, forward_context(step, int64_t{group_->rank()} * m + k));
+    if (timeline_) {
+      last_ready_ns_ = Timeline::now();
+      timeline_->record(TimelineLane::kCompute, "forward", t0, last_ready_ns_, {"micro_batch", k});
+    }
     const float scale = m > 1 ? 1.0f / static_cast<float>(m) : 1.0f;
     loss_sum += nn::softmax_cross_entropy(
                     logits, b.targets, &dlogits_,
@@ -220,9 +232,24 @@ double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
   const bool fused = options_.clip_grad_norm == 0;
   const float average = 1.0f / static_cast<float>(n);
   float* grads = params_.grad_memory();
-  for (Bucket& b : buckets_) {
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    const int64_t t0 = timeline_ ? Timeline::now() : 0;
     b.handle.wait();
     times_.communication_exposed += watch.lap();
+    if (timeline_) {
+      const comm::OpTimes t = b.handle.times();
+      const auto ns = [](comm::Clock::time_point p) {
+        return static_cast<int64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(p.time_since_epoch()).count());
+      };
+      const TimelineArg bucket{"bucket", static_cast<int64_t>(i)};
+      timeline_->record(TimelineLane::kComm, "allreduce", ns(t.started), ns(t.finished), bucket,
+                        {"bytes", (b.end - b.begin) * 4});
+      timeline_->record(TimelineLane::kCompute, "wait for allreduce", t0, Timeline::now(), bucket);
+    }
+    const TimelineSpan span(timeline_, TimelineLane::kCompute, "optimizer",
+                            {"bucket", static_cast<int64_t>(i)});
     if (n > 1) scale_into(grads + b.begin, grads + b.begin, b.end - b.begin, average);
     if (fused) optimizer_->step_range(params_.params(), grads, lr, b.begin, b.end);
     times_.optimizer += watch.lap();

@@ -33,6 +33,7 @@ double SingleProcess::step(const data::Batch& batch, float lr, int64_t step) {
   params_.zero_grads();
   for (int k = 0; k < m; ++k) {
     const data::Batch& b = micro_[k];
+    const int64_t t0 = timeline_ ? Timeline::now() : 0;
     const Tensor& logits = module_->forward(b.inputs, *cache_, forward_context(step, k));
     // Accumulated in place, each micro-batch's mean loss counts 1/m; in ordered mode the
     // sum is scaled once at the end, as ranks' sums are.
@@ -44,9 +45,15 @@ double SingleProcess::step(const data::Batch& batch, float lr, int64_t step) {
     times_.forward += watch.lap();
     if (ordered) params_.zero_grads();
     update_now_ = fused && k == m - 1;
+    const int64_t t1 = timeline_ ? Timeline::now() : 0;
     params_.begin_backward();
     module_->backward(dlogits_, *cache_, /*need_dx=*/false);
     params_.finish_backward();
+    if (timeline_) {
+      timeline_->record(TimelineLane::kCompute, "forward", t0, t1, {"micro_batch", k});
+      timeline_->record(TimelineLane::kCompute, "backward", t1, Timeline::now(),
+                        {"micro_batch", k});
+    }
     update_now_ = false;
     if (ordered) {
       sum_.resize(static_cast<size_t>(params_.size()));

@@ -17,6 +17,7 @@
 
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "core/timeline.h"
 #include "nn/module.h"
 #include "nn/params.h"
 #include "optim/optimizer.h"
@@ -77,6 +78,9 @@ class Strategy {
   const optim::Optimizer& optimizer() const { return *optimizer_; }
   const StepTimes& last_times() const { return times_; }
   const StepOptions& options() const { return options_; }
+  // Records forward, backward per reported range, each bucket's communication and the
+  // optimizer into `timeline` (null: nothing), which must outlive the strategy's steps.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
 
  protected:
   Strategy(std::unique_ptr<nn::Module> module, StepOptions options);
@@ -96,6 +100,7 @@ class Strategy {
   std::unique_ptr<nn::Cache> cache_;
   Tensor dlogits_;
   StepTimes times_;
+  Timeline* timeline_ = nullptr;
   bool declared_ = false;
 };
 

@@ -67,6 +67,7 @@ struct TrainConfig {
   bool sync_batchnorm = false;
 
   std::string out = "runs/latest";
+  std::string timeline;  // a Chrome trace of the run's steps (empty: none)
   int64_t log_every = 50;
   int64_t eval_every = 0;        // steps; 0: each epoch
   int64_t eval_batches = 0;      // 0: the whole evaluation split

@@ -228,6 +228,10 @@ std::vector<Setting> make_settings() {
   t.push_back(text(
       "out", kOutput, {}, "output directory (config.json, metrics.jsonl, checkpoint/)",
       [](auto& c) -> auto& { return c.out; }));
+  t.push_back(text(
+      "timeline", kOutput, {},
+      "write a Chrome trace of every rank's steps here (open in Perfetto or chrome://tracing)",
+      [](auto& c) -> auto& { return c.timeline; }));
   t.push_back(integer(
       "log_every", kOutput, 1, kMaxSteps, "steps between progress lines",
       [](auto& c) -> auto& { return c.log_every; }));

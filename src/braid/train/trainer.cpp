@@ -205,6 +205,18 @@ double Trainer::flops_per_step() const {
   return 3.0 * forward - skipped;
 }
 
+// Each rank writes its part; once all have (the sum is a barrier), rank 0 merges them.
+void Trainer::write_timeline() {
+  timeline_.stop();
+  strategy_->set_timeline(nullptr);
+  const std::string& path = config_.timeline;
+  timeline_.write(world_ > 1 ? rank_trace_path(path, rank_) : path, rank_);
+  if (world_ == 1) return;
+  double written = 1;
+  strategy_->sum_over_ranks(&written, 1);
+  if (rank_ == 0) merge_rank_traces(path, world_);
+}
+
 int Trainer::agreed_stop() {
   int requested = stop_requested();
   if (world_ == 1) return requested;
@@ -231,7 +243,7 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
            world_ > 1 ? detail::concat(" x ", world_, " ranks") : "", "; optimizer ",
            optimizer().name(), "; strategy ", strategy_->name());
   Stopwatch run_watch;
-  double window_loss = 0, window_seconds = 0;
+  double window_loss = 0, window_seconds = 0, window_comm = 0, window_wait = 0;
   int64_t window_steps = 0;
   const bool is_lm = model_.task == Task::language_model;
   auto sample_unit = is_lm ? "tokens/s" : "samples/s";
@@ -285,6 +297,10 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
     checkpointed_step = step_;
   };
 
+  if (!config_.timeline.empty()) {
+    timeline_.start();
+    strategy_->set_timeline(&timeline_);
+  }
   int stopped_by = 0;
   const int64_t first_step = step_;
   bool done = step_ >= total_steps;
@@ -296,13 +312,20 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
       const double wait_before = train_loader_->wait_seconds();
       const data::Batch* batch = train_loader_->next();
       if (!batch) break;
-      const double loss = train_step(*batch);
       times_.data_wait = train_loader_->wait_seconds() - wait_before;
+      if (timeline_.enabled()) {
+        const auto waited = static_cast<int64_t>(times_.data_wait * 1e9);
+        timeline_.record(TimelineLane::kData, "data wait", Timeline::now() - waited,
+                         Timeline::now());
+      }
+      const double loss = train_step(*batch);
       times_.total = step_watch.elapsed();
       BRAID_CHECK(std::isfinite(loss), "training diverged: loss is ", loss, " at step ", step_,
                   "; lower the learning rate (optimizer.lr) or enable clip_grad_norm");
       window_loss += loss;
       window_seconds += times_.total;
+      window_comm += times_.communication_exposed;
+      window_wait += times_.data_wait;
       ++window_steps;
       if (step_ % config_.log_every == 0 || step_ == total_steps) {
         const double rate = per_step_samples * static_cast<double>(window_steps) / window_seconds;
@@ -315,12 +338,17 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
                        {"loss", mean_loss},
                        {"lr", learning_rate()},
                        {sample_unit, rate},
+                       // The step split: compute, communication compute did not hide, and
+                       // waiting for data (means over the window, milliseconds).
+                       {"step_ms", 1e3 * window_seconds / static_cast<double>(window_steps)},
+                       {"comm_exposed_ms", 1e3 * window_comm / static_cast<double>(window_steps)},
+                       {"data_wait_ms", 1e3 * window_wait / static_cast<double>(window_steps)},
                        {"seconds", run_watch.elapsed()}});
         progress.update(detail::concat("epoch ", epoch_ + 1, "/", config_.epochs, "  step ", step_,
                                        "/", total_steps, "  loss ", mean_loss, "  ",
                                        static_cast<int64_t>(rate), " ", sample_unit, "  ETA ",
                                        format_duration(eta)));
-        window_loss = window_seconds = 0;
+        window_loss = window_seconds = window_comm = window_wait = 0;
         window_steps = 0;
       }
       if (config_.eval_every > 0 && step_ % config_.eval_every == 0) evaluate_and_log("step");
@@ -346,6 +374,7 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
   }
   // Whatever checkpoint_every says, the run's last step is saved.
   if (checkpointed_step != step_ && step_ != first_step) checkpoint();
+  if (timeline_.enabled()) write_timeline();
   if (stopped_by != 0)
     progress.print(detail::concat("stopped by ", signal_name(stopped_by), " at step ", step_, "/",
                                   total_steps, ": checkpoint in ", checkpoint_dir,

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "core/timeline.h"
 #include "nn/module.h"
 #include "nn/params.h"
 #include "train/config.h"
@@ -117,6 +118,7 @@ class Trainer {
 
   void init(bool load_data);
   int agreed_stop();  // the stop request every rank agrees on (0: none)
+  void write_timeline();
   nn::Module& module();
   optim::Optimizer& optimizer();
 
@@ -135,6 +137,7 @@ class Trainer {
   bool resume_mid_epoch_ = false;
   bool loader_started_ = false;  // the loader was restored to a position inside epoch_
   StepTimes times_;
+  Timeline timeline_;
 };
 
 }  // namespace braid::train
