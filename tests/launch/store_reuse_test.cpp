@@ -127,5 +127,24 @@ TEST_P(SharedStore, AJobIdUsedTwiceIsRefusedByName) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, SharedStore, ::testing::Values("shm", "tcp"));
 
+// Without --secret-file, `braid store` reads the secret as ranks do (launch/secret_env.h):
+// BRAID_SECRET_FILE here; with neither, it refuses to start and says what to set.
+TEST(StoreSecret, FromTheEnvironmentOrARefusalThatSaysWhatToSet) {
+  const TempDir dir;
+  const std::string file = dir.file("secret");
+  std::ofstream(file) << kSecret << "\n";
+  ::chmod(file.c_str(), 0600);
+  Process store({BRAID_BINARY, "store", "--host", "127.0.0.1", "--port", "0"},
+                {{"BRAID_SECRET_FILE", file}});
+  ASSERT_TRUE(store.wait_for("listening on ")) << store.output();
+  ::kill(store.pid(), SIGTERM);
+  EXPECT_EQ(store.finish(), 0) << store.output();
+
+  Process refused({BRAID_BINARY, "store", "--host", "127.0.0.1", "--port", "0"});
+  EXPECT_NE(refused.finish(), 0) << refused.output();
+  EXPECT_TRUE(contains(refused.output(), "no secret")) << refused.output();
+  EXPECT_TRUE(contains(refused.output(), "BRAID_SECRET_FILE")) << refused.output();
+}
+
 }  // namespace
 }  // namespace braid::testing
