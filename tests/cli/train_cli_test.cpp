@@ -134,19 +134,28 @@ std::string tiny_mlp(const TempDir& tmp) {
   return flags;
 }
 
-// Point 2: ranks of a launcher would each run the whole single-process loop and race on
-// the same checkpoint. A world size above 1 without a distributed strategy is refused
-// before anything is written.
-TEST(TrainCli, UnderLaunchWithTwoRanksIsRefusedAndWritesNothing) {
+// Under a launcher braid train runs data-parallel (strategy auto = ddp): both ranks train,
+// rank 0 alone prints the progress and writes the run; every rank gets the same
+// evaluation. The one-process strategy asked for in a job of 2 is refused, naming it.
+TEST(TrainCli, UnderLaunchWithTwoRanksRunsDdpAndOnlyRankZeroWrites) {
+  REQUIRE_FASHION_MNIST();
   const TempDir tmp;
-  const Result r = run_braid("launch -n 2 -- " + std::string(BRAID_BINARY) + " train " +
-                             tiny_mlp(tmp) + "--steps 5 --out " + tmp.file("out"));
+  const std::string train = "launch -n 2 -- " + std::string(BRAID_BINARY) + " train " +
+                            tiny_mlp(tmp) + "--steps 4 --log-every 2 --out " + tmp.file("out");
+  Result r = run_braid(train);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "strategy ddp")) << r.output;
+  EXPECT_TRUE(contains(r.output, "[rank 0] done: 4 steps")) << r.output;
+  EXPECT_FALSE(contains(r.output, "[rank 1] done:")) << r.output;
+  EXPECT_EQ(count_lines(tmp.file("out") + "/metrics.jsonl"), 3);
+  EXPECT_TRUE(fs::exists(tmp.file("out") + "/checkpoint/model.safetensors"));
+
+  r = run_braid("launch -n 2 -- " + std::string(BRAID_BINARY) + " train " + tiny_mlp(tmp) +
+                "--steps 4 --strategy single --out " + tmp.file("single"));
   EXPECT_NE(r.code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output,
-                       "braid train runs one process today; world size 2 (from braid "
-                       "launch) needs a distributed strategy"));
-  EXPECT_TRUE(contains(r.output, "'ddp'"));
-  EXPECT_FALSE(fs::exists(tmp.file("out")));
+  EXPECT_TRUE(contains(r.output, "strategy 'single' runs one process, but this job has 2 ranks"))
+      << r.output;
+  EXPECT_FALSE(fs::exists(tmp.file("single")));
 }
 
 // Point 4: an --out that holds a run is refused unless --resume or --overwrite; with
