@@ -35,13 +35,10 @@ enum class OpKind : uint8_t {
 };
 enum class OpStatus : uint8_t { free, queued, running, done };
 
-struct Slot {
-  OpStatus status = OpStatus::free;
-  int refs = 0;  // live Handles
-  uint64_t ticket = 0;
+// A collective's arguments, as the typed submissions pass them.
+struct OpArgs {
   OpKind kind = OpKind::task;
   OpLabel label;
-  // A collective's arguments.
   const void* send = nullptr;
   void* data = nullptr;
   size_t count = 0;
@@ -49,6 +46,13 @@ struct Slot {
   ReduceOp op = ReduceOp::sum;
   int root = 0;
   CollectiveOptions options;
+};
+
+struct Slot {
+  OpStatus status = OpStatus::free;
+  int refs = 0;  // live Handles
+  uint64_t ticket = 0;
+  OpArgs args;  // what to run and its name
   // A submit()ted task, constructed in `storage` while queued or running.
   ProgressEngine::Task task;
   bool has_task = false;
@@ -95,6 +99,7 @@ struct EngineState {
 
 }  // namespace progress_detail
 
+using progress_detail::OpArgs;
 using progress_detail::EngineState;
 using progress_detail::OpKind;
 using progress_detail::OpStatus;
@@ -126,14 +131,14 @@ const char* kind_name(OpKind k) {
 // ("allreduce #12", "task #13").
 std::string describe(const Slot& s) {
   std::string text;
-  if (s.label.name) {
-    text = s.label.name;
-    if (s.label.index >= 0) {
+  if (s.args.label.name) {
+    text = s.args.label.name;
+    if (s.args.label.index >= 0) {
       text += ' ';
-      text += std::to_string(s.label.index);
+      text += std::to_string(s.args.label.index);
     }
   } else {
-    text = kind_name(s.kind);
+    text = kind_name(s.args.kind);
     text += " #";
     text += std::to_string(s.ticket);
   }
@@ -163,19 +168,20 @@ std::exception_ptr relabel(const std::exception_ptr& e, const std::string& prefi
 }
 
 void execute(Slot& s, Group& g) {
-  switch (s.kind) {
+  const OpArgs& a = s.args;
+  switch (a.kind) {
     case OpKind::allreduce:
-      return allreduce(g, s.data, s.count, s.dtype, s.op, s.options);
+      return allreduce(g, a.data, a.count, a.dtype, a.op, a.options);
     case OpKind::reduce_scatter:
-      return reduce_scatter(g, s.send, s.data, s.count, s.dtype, s.op, s.options);
+      return reduce_scatter(g, a.send, a.data, a.count, a.dtype, a.op, a.options);
     case OpKind::allgather:
-      return allgather(g, s.send, s.data, s.count, s.dtype, s.options);
+      return allgather(g, a.send, a.data, a.count, a.dtype, a.options);
     case OpKind::broadcast:
-      return broadcast(g, s.data, s.count, s.dtype, s.root, s.options);
+      return broadcast(g, a.data, a.count, a.dtype, a.root, a.options);
     case OpKind::reduce:
-      return reduce(g, s.data, s.count, s.dtype, s.op, s.root, s.options);
+      return reduce(g, a.data, a.count, a.dtype, a.op, a.root, a.options);
     case OpKind::barrier:
-      return barrier(g, s.options);
+      return barrier(g, a.options);
     case OpKind::task:
       return s.task.run(s.storage, g);
   }
@@ -369,10 +375,9 @@ bool ProgressEngine::stopped() const {
 
 namespace {
 
-// Takes a free slot for a new operation and fills in everything but its arguments
-// (under mu). Waits while every slot is busy but some operation is still to finish.
-uint32_t take_slot(EngineState& st, std::unique_lock<std::mutex>& lock, OpKind kind,
-                   OpLabel label) {
+// Takes a free slot for a new operation and resets its state; the caller fills in its
+// arguments (under mu). Waits while every slot is busy but some operation is still to finish.
+uint32_t take_slot(EngineState& st, std::unique_lock<std::mutex>& lock) {
   for (;;) {
     if (st.free_count > 0) break;
     bool any_unfinished = false;
@@ -388,8 +393,6 @@ uint32_t take_slot(EngineState& st, std::unique_lock<std::mutex>& lock, OpKind k
   s.status = OpStatus::queued;
   s.refs = 1;
   s.ticket = ++st.tickets;
-  s.kind = kind;
-  s.label = label;
   s.error = nullptr;
   s.times = OpTimes{};
   s.times.submitted = Clock::now();
@@ -421,32 +424,13 @@ void enqueue(EngineState& st, uint32_t i) {
 
 namespace {
 
-// A collective's arguments, as the typed submissions pass them.
-struct OpArgs {
-  OpKind kind = OpKind::task;
-  OpLabel label;
-  const void* send = nullptr;
-  void* data = nullptr;
-  size_t count = 0;
-  DType dtype = DType::f32;
-  ReduceOp op = ReduceOp::sum;
-  int root = 0;
-  CollectiveOptions options;
-};
-
 // Takes a slot, fills it in and queues it; the caller wraps the index in a Handle, whose
 // reference the slot already counts.
 uint32_t submit_op(EngineState& st, const OpArgs& a, const ProgressEngine::Task* task) {
   std::unique_lock lock(st.mu);
-  const uint32_t i = take_slot(st, lock, a.kind, a.label);
+  const uint32_t i = take_slot(st, lock);
   Slot& s = st.slot(i);
-  s.send = a.send;
-  s.data = a.data;
-  s.count = a.count;
-  s.dtype = a.dtype;
-  s.op = a.op;
-  s.root = a.root;
-  s.options = a.options;
+  s.args = a;
   if (task) {
     s.task = *task;
     task->construct(s.storage, task->source);

@@ -117,6 +117,14 @@ bool parse_us(std::string_view s, std::int64_t& ns) {
 
 void append_int(std::string& out, std::int64_t v) { out += std::to_string(v); }
 
+// ,"key":value
+void append_int_field(std::string& out, const char* key, std::int64_t v) {
+  out += ",\"";
+  out += key;
+  out += "\":";
+  append_int(out, v);
+}
+
 // Replaces `path` with `text` atomically: a temporary file in the same directory (so the
 // rename stays on one file system), flushed to disk, then renamed over `path`.
 void write_atomically(const std::string& path, const std::string& text) {
@@ -166,20 +174,14 @@ void append_header(std::string& out, const Header& h) {
   out += kFormat;
   out += "\",\"version\":";
   append_int(out, kVersion);
-  out += ",\"rank\":";
-  append_int(out, h.rank);
+  append_int_field(out, "rank", h.rank);
   out += ",\"clock\":";
   append_escaped(out, h.clock);
-  out += ",\"origin_steady_ns\":";
-  append_int(out, h.origin_steady_ns);
-  out += ",\"origin_system_ns\":";
-  append_int(out, h.origin_system_ns);
-  out += ",\"capacity\":";
-  append_int(out, h.capacity);
-  out += ",\"events\":";
-  append_int(out, h.events);
-  out += ",\"dropped_events\":";
-  append_int(out, h.dropped);
+  append_int_field(out, "origin_steady_ns", h.origin_steady_ns);
+  append_int_field(out, "origin_system_ns", h.origin_system_ns);
+  append_int_field(out, "capacity", h.capacity);
+  append_int_field(out, "events", h.events);
+  append_int_field(out, "dropped_events", h.dropped);
   out += "},\n\"traceEvents\":[\n";
 }
 
@@ -189,8 +191,7 @@ void append_metadata(std::string& out, const char* name, int pid, int tid, const
   out += name;
   out += "\",\"ph\":\"M\",\"pid\":";
   append_int(out, pid);
-  out += ",\"tid\":";
-  append_int(out, tid);
+  append_int_field(out, "tid", tid);
   out += ",\"args\":{\"";
   out += key;
   out += "\":";
@@ -203,8 +204,7 @@ void append_metadata(std::string& out, const char* name, int pid, int tid, std::
   out += name;
   out += "\",\"ph\":\"M\",\"pid\":";
   append_int(out, pid);
-  out += ",\"tid\":";
-  append_int(out, tid);
+  append_int_field(out, "tid", tid);
   out += ",\"args\":{\"sort_index\":";
   append_int(out, index);
   out += "}},\n";
@@ -419,8 +419,7 @@ void Timeline::write(const std::string& path, int rank) const {
     append_us(out, s->dur_ns);
     out += ",\"ph\":\"X\",\"pid\":";
     append_int(out, rank);
-    out += ",\"tid\":";
-    append_int(out, static_cast<int>(s->lane));
+    append_int_field(out, "tid", static_cast<int>(s->lane));
     out += ",\"cat\":\"";
     out += lane_name(s->lane);
     out += "\",\"name\":";

@@ -51,6 +51,15 @@ Ddp::Ddp(std::unique_ptr<nn::Module> module, StepOptions options,
     return {static_cast<float*>(buffer->data()), buffer};
   });
   make_buckets();
+  if (options_.deterministic) {
+    // The exchange of the largest bucket, in shares of a whole number of floats per rank.
+    const int n = group_->size();
+    int64_t largest = 0;
+    for (const Bucket& b : buckets_) largest = std::max(largest, b.end - b.begin);
+    const auto size = static_cast<size_t>((largest + n - 1) / n * n);
+    send_.assign(size, 0.0f);
+    recv_.assign(size, 0.0f);
+  }
   engine_ = std::make_unique<comm::ProgressEngine>(group_);
   if (ddp_.batchnorm_reducer) ddp_.batchnorm_reducer->use_engine(engine_.get());
   sync_parameters();
@@ -109,13 +118,6 @@ void Ddp::make_buckets() {
 }
 
 void Ddp::on_ready(int64_t begin, int64_t end) {
-  if (timeline_ && timeline_->enabled()) {
-    // Backward from the previous report to this one produced this range: a layer's span.
-    const int64_t now = Timeline::now();
-    timeline_->record(TimelineLane::kCompute, "backward", last_ready_ns_, now,
-                      {"first_float", begin}, {"floats", end - begin});
-    last_ready_ns_ = now;
-  }
   if (!communicate_) return;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
@@ -155,15 +157,16 @@ void Ddp::ordered_allreduce(comm::Group& g, Bucket& b) {
   std::memcpy(data, send, static_cast<size_t>(len) * sizeof(float));
 }
 
+// One operation for all of them: the compute thread waits once, not once per buffer.
 void Ddp::broadcast_buffers() {
-  const auto& buffers = params_.buffers();
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    const Tensor& t = buffers[i].value;
-    engine_
-        ->ibroadcast(t.raw(), static_cast<size_t>(t.numel()), t.dtype(), 0,
-                     comm::OpLabel("broadcast of model buffer", static_cast<int64_t>(i)))
-        .wait();
-  }
+  engine_
+      ->submit("broadcast of rank 0's model buffers",
+               [this](comm::Group& g) {
+                 for (const nn::NamedBuffer& b : params_.buffers())
+                   comm::broadcast(g, b.value.raw(), static_cast<size_t>(b.value.numel()),
+                                   b.value.dtype(), 0);
+               })
+      .wait();
 }
 
 void Ddp::sync_parameters() {
@@ -172,13 +175,14 @@ void Ddp::sync_parameters() {
                    comm::OpLabel("broadcast of rank 0's parameters"))
       .wait();
   broadcast_buffers();
-  for (const auto& [name, t] : optimizer_->state()) {
-    (void)name;
-    engine_
-        ->ibroadcast(t.raw(), static_cast<size_t>(t.numel()), t.dtype(), 0,
-                     comm::OpLabel("broadcast of optimizer state"))
-        .wait();
-  }
+  const optim::NamedTensors state = optimizer_->state();
+  engine_
+      ->submit("broadcast of rank 0's optimizer state",
+               [&state](comm::Group& g) {
+                 for (const auto& [name, t] : state)
+                   comm::broadcast(g, t.raw(), static_cast<size_t>(t.numel()), t.dtype(), 0);
+               })
+      .wait();
 }
 
 void Ddp::sum_over_ranks(double* values, size_t count) {
@@ -191,42 +195,21 @@ double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
   times_ = {};
   const int n = group_->size();
   const int m = options_.accumulate_steps;
-  if (options_.deterministic && send_.empty()) {
-    int64_t largest = 0;
-    for (const Bucket& b : buckets_) largest = std::max(largest, b.end - b.begin);
-    const auto size = static_cast<size_t>((largest + n - 1) / n * n);
-    send_.assign(size, 0.0f);
-    recv_.assign(size, 0.0f);
-  }
   if (!params_.buffers().empty()) broadcast_buffers();
   times_.communication_exposed += watch.lap();
   micro_.split(batch, m);
   params_.zero_grads();
   double loss_sum = 0;
+  const float scale = m > 1 ? 1.0f / static_cast<float>(m) : 1.0f;
   for (int k = 0; k < m; ++k) {
-    const data::Batch& b = micro_[k];
-    const int64_t t0 = timeline_ ? Timeline::now() : 0;
-    const Tensor& logits =
-        module_->forward(b.inputs, *cache_, forward_context(step, int64_t{group_->rank()} * m + k));
-    if (timeline_) {
-      last_ready_ns_ = Timeline::now();
-      timeline_->record(TimelineLane::kCompute, "forward", t0, last_ready_ns_, {"micro_batch", k});
-    }
-    const float scale = m > 1 ? 1.0f / static_cast<float>(m) : 1.0f;
-    loss_sum += nn::softmax_cross_entropy(
-                    logits, b.targets, &dlogits_,
-                    {.grad_scale = scale, .label_smoothing = options_.label_smoothing})
-                    .loss;
-    times_.forward += watch.lap();
+    loss_sum += forward_loss(micro_[k], step, int64_t{group_->rank()} * m + k, scale);
     communicate_ = k == m - 1;
     if (communicate_)
       for (Bucket& bucket : buckets_) bucket.pending = bucket.end - bucket.begin;
-    params_.begin_backward();
-    module_->backward(dlogits_, *cache_, /*need_dx=*/false);
-    params_.finish_backward();
+    backward();
     communicate_ = false;
-    times_.backward += watch.lap();
   }
+  watch.lap();
   // Buckets in the order they went out; without clipping each bucket's update runs while
   // later buckets are still on the wire.
   const bool fused = options_.clip_grad_norm == 0;

@@ -84,7 +84,6 @@ class Ddp : public Strategy {
   std::vector<size_t> bucket_of_param_;  // parameter id -> bucket
   MicroBatches micro_;
   bool communicate_ = false;        // this backward is the step's last: buckets go out
-  int64_t last_ready_ns_ = 0;       // timeline: when backward last reported a range
   std::vector<float> send_, recv_;  // deterministic mode's exchange
   std::unique_ptr<comm::ProgressEngine> engine_;  // last: stopped before the rest goes
 };

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/timer.h"
-#include "nn/loss.h"
 #include "optim/clip.h"
 #include "parallel/ordered_sum.h"
 
@@ -12,6 +11,8 @@ namespace braid::parallel {
 SingleProcess::SingleProcess(std::unique_ptr<nn::Module> module, StepOptions options)
     : Strategy(std::move(module), std::move(options)) {
   build();
+  if (options_.deterministic && options_.accumulate_steps > 1)
+    sum_.assign(static_cast<size_t>(params_.size()), 0.0f);
   params_.add_ready_listener([this](int64_t begin, int64_t end) {
     if (!update_now_) return;
     Stopwatch watch;
@@ -27,40 +28,22 @@ double SingleProcess::step(const data::Batch& batch, float lr, int64_t step) {
   micro_.split(batch, m);
   const bool ordered = options_.deterministic && m > 1;
   const bool fused = options_.clip_grad_norm == 0 && !ordered;
+  // Accumulated in place, each micro-batch's mean loss counts 1/m; in ordered mode the
+  // sum is scaled once at the end, as ranks' sums are.
+  const float scale = m > 1 && !ordered ? 1.0f / static_cast<float>(m) : 1.0f;
   lr_ = lr;
   update_seconds_ = 0;
   double loss_sum = 0;
   params_.zero_grads();
   for (int k = 0; k < m; ++k) {
-    const data::Batch& b = micro_[k];
-    const int64_t t0 = timeline_ ? Timeline::now() : 0;
-    const Tensor& logits = module_->forward(b.inputs, *cache_, forward_context(step, k));
-    // Accumulated in place, each micro-batch's mean loss counts 1/m; in ordered mode the
-    // sum is scaled once at the end, as ranks' sums are.
-    const float scale = m > 1 && !ordered ? 1.0f / static_cast<float>(m) : 1.0f;
-    loss_sum += nn::softmax_cross_entropy(
-                    logits, b.targets, &dlogits_,
-                    {.grad_scale = scale, .label_smoothing = options_.label_smoothing})
-                    .loss;
-    times_.forward += watch.lap();
     if (ordered) params_.zero_grads();
+    loss_sum += forward_loss(micro_[k], step, k, scale);
     update_now_ = fused && k == m - 1;
-    const int64_t t1 = timeline_ ? Timeline::now() : 0;
-    params_.begin_backward();
-    module_->backward(dlogits_, *cache_, /*need_dx=*/false);
-    params_.finish_backward();
-    if (timeline_) {
-      timeline_->record(TimelineLane::kCompute, "forward", t0, t1, {"micro_batch", k});
-      timeline_->record(TimelineLane::kCompute, "backward", t1, Timeline::now(),
-                        {"micro_batch", k});
-    }
+    backward();
     update_now_ = false;
-    if (ordered) {
-      sum_.resize(static_cast<size_t>(params_.size()));
-      ordered_add(sum_.data(), params_.grads(), params_.size(), /*first=*/k == 0);
-    }
-    times_.backward += watch.lap();
+    if (ordered) ordered_add(sum_.data(), params_.grads(), params_.size(), /*first=*/k == 0);
   }
+  watch.lap();
   if (ordered)
     scale_into(params_.grads(), sum_.data(), params_.size(), 1.0f / static_cast<float>(m));
   if (fused) {

@@ -1,5 +1,9 @@
 #include "parallel/strategy.h"
 
+#include "core/timer.h"
+#include "data/loader.h"
+#include "nn/loss.h"
+
 namespace braid::parallel {
 namespace {
 
@@ -37,12 +41,41 @@ void Strategy::build(const nn::FlatAllocator& allocator) {
   module_->init(init_rng);
   cache_ = module_->make_cache();
   optimizer_ = optim::make_optimizer(options_.optimizer, segments_of(params_), params_.size());
+  params_.add_ready_listener([this](int64_t begin, int64_t end) {
+    if (!timeline_ || !timeline_->enabled()) return;
+    // Backward from the previous report to this one produced this range: a layer's span.
+    const int64_t now = Timeline::now();
+    timeline_->record(TimelineLane::kCompute, "backward", last_ready_ns_, now,
+                      {"first_float", begin}, {"floats", end - begin});
+    last_ready_ns_ = now;
+  });
 }
 
-nn::ForwardContext Strategy::forward_context(int64_t step, int64_t micro) const {
+double Strategy::forward_loss(const data::Batch& b, int64_t step, int64_t micro, float grad_scale) {
+  Stopwatch watch;
+  const int64_t t0 = timeline_ ? Timeline::now() : 0;
   Rng rng = Rng(options_.seed, kForwardStream, 0).fork(static_cast<uint64_t>(step));
   if (micro > 0) rng = rng.fork(static_cast<uint64_t>(micro));
-  return {nn::Mode::train, rng};
+  const Tensor& logits = module_->forward(b.inputs, *cache_, {nn::Mode::train, rng});
+  const double loss = nn::softmax_cross_entropy(
+                          logits, b.targets, &dlogits_,
+                          {.grad_scale = grad_scale, .label_smoothing = options_.label_smoothing})
+                          .loss;
+  times_.forward += watch.elapsed();
+  if (timeline_) {
+    last_ready_ns_ = Timeline::now();
+    timeline_->record(TimelineLane::kCompute, "forward", t0, last_ready_ns_,
+                      {"micro_batch", micro});
+  }
+  return loss;
+}
+
+void Strategy::backward() {
+  Stopwatch watch;
+  params_.begin_backward();
+  module_->backward(dlogits_, *cache_, /*need_dx=*/false);
+  params_.finish_backward();
+  times_.backward += watch.elapsed();
 }
 
 }  // namespace braid::parallel

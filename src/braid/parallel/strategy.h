@@ -89,9 +89,13 @@ class Strategy {
   // Declares the parameters, allocates the buffers (from `allocator` when given), writes
   // the initial values from the seed and builds the optimizer over every parameter.
   void build(const nn::FlatAllocator& allocator = nullptr);
-  // The forward context of micro-batch `micro` (0-based across ranks) of step `step`:
-  // micro-batch 0 draws exactly what a plain one-process step draws.
-  nn::ForwardContext forward_context(int64_t step, int64_t micro) const;
+  // Forward and loss of micro-batch `micro` (0-based across ranks: it keys the forward
+  // randomness, and micro-batch 0 draws what a plain one-process step draws) of step
+  // `step`, leaving dL/dlogits x grad_scale for backward(). Returns the mean loss.
+  double forward_loss(const data::Batch& b, int64_t step, int64_t micro, float grad_scale);
+  // Backward from forward_loss's gradient; every range is reported final to the listeners
+  // as backward finishes it (the timeline records each as a backward span).
+  void backward();
 
   std::unique_ptr<nn::Module> module_;
   StepOptions options_;
@@ -101,6 +105,7 @@ class Strategy {
   Tensor dlogits_;
   StepTimes times_;
   Timeline* timeline_ = nullptr;
+  int64_t last_ready_ns_ = 0;  // timeline: the end of forward, then of the last range
   bool declared_ = false;
 };
 
