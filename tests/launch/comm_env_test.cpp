@@ -17,6 +17,7 @@
 #include "comm/collectives.h"
 #include "comm/store_server.h"
 #include "core/error.h"
+#include "fake_env.h"
 #include "launch/job.h"
 #include "temp_dir.h"
 
@@ -24,14 +25,8 @@ namespace braid::launch {
 namespace {
 
 using namespace std::chrono_literals;
-using Vars = std::map<std::string, std::string>;
-
-GetEnv fake(const Vars& vars) {
-  return [vars](const char* name) -> const char* {
-    const auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
+using testing::fake;
+using testing::Vars;
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;

@@ -9,20 +9,15 @@
 
 #include "comm/deadline.h"
 #include "core/error.h"
+#include "fake_env.h"
 #include "launch/job.h"
 #include "launch/job_id.h"
 
 namespace braid::launch {
 namespace {
 
-using Vars = std::map<std::string, std::string>;
-
-GetEnv fake(const Vars& vars) {
-  return [vars](const char* name) -> const char* {
-    const auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
+using testing::fake;
+using testing::Vars;
 
 // The message of the Error that reading `vars` throws, or "" when it does not throw.
 std::string error_of(const Vars& vars) {

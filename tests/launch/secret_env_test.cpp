@@ -10,19 +10,14 @@
 #include <string>
 
 #include "core/error.h"
+#include "fake_env.h"
 #include "temp_dir.h"
 
 namespace braid::launch {
 namespace {
 
-using Vars = std::map<std::string, std::string>;
-
-GetEnv fake(const Vars& vars) {
-  return [vars](const char* name) -> const char* {
-    const auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
+using testing::fake;
+using testing::Vars;
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
