@@ -1,7 +1,7 @@
 // `braid bench peak`: what this CPU can do (fp32 FMA, bf16 dot, sgemm at the models'
-// shapes). `braid bench train`: samples/s of the whole training step, the step split
-// into data wait, forward, backward and optimizer, GFLOP/s against the measured peak and
-// peak memory by category. Benchmarks report; they never fail on a figure.
+// shapes). `braid bench train` (bench_train_command.cpp) and the collectives
+// (bench_collective_command.cpp) register here too. Benchmarks report; they never fail on a
+// figure.
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -113,99 +113,6 @@ void run_peak(bool json, double seconds) {
   if (json) std::printf("%s\n", out.dump().c_str());
 }
 
-void run_train_bench(const std::string& model, int64_t batch, int steps, int warmup, bool json,
-                     bool synthetic, int threads) {
-  set_blas_threads(threads);
-  train::TrainConfig config;
-  config.model = model;
-  config.batch = batch;
-  config.threads = threads;
-  if (model == "gpt-tiny") {
-    config.dataset = "text";
-    config.optimizer.name = "adamw";
-    config.optimizer.lr = 1e-3;
-  }
-  train::Trainer trainer(config, /*load_data=*/!synthetic);
-  const bool lm = trainer.model().task == train::Task::language_model;
-  const double per_step =
-      static_cast<double>(batch) * (lm ? static_cast<double>(config.seq_len) : 1);
-
-  data::Batch synthetic_batch;
-  std::unique_ptr<data::Loader> loader;
-  if (synthetic) {
-    trainer.fill_random_batch(synthetic_batch, 1);
-  }
-  std::vector<double> total, fwd, bwd, opt, wait;
-  int64_t allocations_in_steady_state = 0;
-  MemoryTracker::process().reset_peaks();
-  for (int i = 0; i < warmup + steps; ++i) {
-    const int64_t allocs_before = MemoryTracker::process().allocations();
-    Stopwatch w;
-    double waited = 0;
-    if (synthetic) {
-      trainer.train_step(synthetic_batch);
-    } else {
-      waited = trainer.train_one_batch();
-    }
-    const double t = w.elapsed();
-    if (i < warmup) continue;
-    allocations_in_steady_state += MemoryTracker::process().allocations() - allocs_before;
-    const auto& st = trainer.last_step_times();
-    total.push_back(t);
-    fwd.push_back(st.forward);
-    bwd.push_back(st.backward);
-    opt.push_back(st.optimizer);
-    wait.push_back(waited);
-  }
-  const double step_s = median(total);
-  const double rate = per_step / step_s;
-  const double gflops = trainer.flops_per_step() / step_s * 1e-9;
-  const PeakResult peak = measure_fma_peak(isa_supported(Isa::avx2) ? Isa::avx2 : best_isa(), 0.3);
-  const MemoryCounters mem = MemoryTracker::process().snapshot();
-  const char* unit = lm ? "tokens_per_s" : "samples_per_s";
-  nlohmann::json out = {{"model", model},
-                        {"batch", batch},
-                        {"threads", threads},
-                        {"steps", steps},
-                        {unit, rate},
-                        {"step_ms", step_s * 1e3},
-                        {"forward_ms", median(fwd) * 1e3},
-                        {"backward_ms", median(bwd) * 1e3},
-                        {"optimizer_ms", median(opt) * 1e3},
-                        {"data_wait_ms", median(wait) * 1e3},
-                        {"gflops", gflops},
-                        {"fma_peak_gflops", peak.best_gflops},
-                        {"fraction_of_peak", peak.best_gflops > 0 ? gflops / peak.best_gflops : 0},
-                        {"steady_state_allocations", allocations_in_steady_state},
-                        {"data", synthetic ? "synthetic" : "real"}};
-  for (size_t c = 0; c < kMemCategoryCount; ++c)
-    out["peak_memory_bytes"][std::string(mem_category_name(static_cast<MemCategory>(c)))] =
-        mem.peak[c];
-  if (json) {
-    std::printf("%s\n", out.dump().c_str());
-    return;
-  }
-  std::printf("model %s  batch %lld  threads %d  (%s data, median of %d steps after %d warm-up)\n",
-              model.c_str(), static_cast<long long>(batch), threads,
-              synthetic ? "synthetic" : "real", steps, warmup);
-  std::printf("  %-22s %12.0f\n", lm ? "tokens/s" : "samples/s", rate);
-  std::printf("  %-22s %12.2f ms\n", "step", step_s * 1e3);
-  std::printf("  %-22s %12.2f ms\n", "  data wait", median(wait) * 1e3);
-  std::printf("  %-22s %12.2f ms\n", "  forward + loss", median(fwd) * 1e3);
-  std::printf("  %-22s %12.2f ms\n", "  backward", median(bwd) * 1e3);
-  std::printf("  %-22s %12.2f ms\n", "  optimizer", median(opt) * 1e3);
-  std::printf("  %-22s %12.1f (%.0f%% of the %.1f GFLOP/s FMA peak measured now)\n", "GFLOP/s",
-              gflops, 100 * gflops / std::max(1e-9, peak.best_gflops), peak.best_gflops);
-  std::printf("  %-22s %12lld\n", "allocations in steps",
-              static_cast<long long>(allocations_in_steady_state));
-  std::printf("  peak memory by category:\n");
-  for (size_t c = 0; c < kMemCategoryCount; ++c)
-    if (mem.peak[c])
-      std::printf("    %-20s %10.2f MiB\n",
-                  std::string(mem_category_name(static_cast<MemCategory>(c))).c_str(),
-                  static_cast<double>(mem.peak[c]) / (1 << 20));
-}
-
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -222,25 +129,7 @@ void add_bench_command(CLI::App& app) {
   peak->add_option("--seconds", pf->seconds, "seconds per peak kernel");
   peak->callback([pf] { run_peak(pf->json, pf->seconds); });
 
-  struct TrainFlags {
-    std::string model = "mlp";
-    int64_t batch = 128;
-    int steps = 30, warmup = 5, threads = 1;
-    bool json = false, synthetic = false;
-  };
-  auto tf = std::make_shared<TrainFlags>();
-  CLI::App* tr = bench->add_subcommand("train", "training step throughput and split");
-  tr->add_option("--model", tf->model, "mlp, cnn, cnn-bn, gpt-tiny");
-  tr->add_option("--batch", tf->batch, "batch size");
-  tr->add_option("--steps", tf->steps, "measured steps");
-  tr->add_option("--warmup", tf->warmup, "unmeasured steps first");
-  tr->add_option("--threads", tf->threads, "BLAS threads");
-  tr->add_flag("--json", tf->json, "one JSON object instead of a table");
-  tr->add_flag("--synthetic", tf->synthetic, "random inputs instead of the dataset");
-  tr->callback([tf] {
-    run_train_bench(tf->model, tf->batch, tf->steps, tf->warmup, tf->json, tf->synthetic,
-                    tf->threads);
-  });
+  add_train_bench(*bench);
   add_collective_benches(*bench);
 }
 

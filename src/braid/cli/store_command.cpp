@@ -3,8 +3,8 @@
 // number of jobs one after another or at once: each job keeps its keys under its own id
 // (BRAID_JOB_ID or the scheduler's, launch/job_id.h), and its ranks set
 // BRAID_STORE_HOSTED=1 so rank 0 does not host a store of its own.
-#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -20,6 +20,28 @@
 namespace braid::cli {
 namespace {
 
+// SIGINT/SIGTERM wake the main thread through a pipe. A handler, not a blocked mask and
+// sigwait: threads that exist before main() (OpenBLAS's pool) do not inherit a mask set
+// here, so a signal arriving before sigwait would reach one of them and kill the process.
+int g_wake[2] = {-1, -1};
+volatile sig_atomic_t g_signal = 0;
+
+extern "C" void on_stop(int sig) {
+  const int saved_errno = errno;
+  g_signal = sig;
+  const char byte = 1;
+  [[maybe_unused]] const ssize_t n = ::write(g_wake[1], &byte, 1);  // async-signal-safe
+  errno = saved_errno;
+}
+
+// Waits for SIGINT or SIGTERM; returns which.
+int wait_for_stop_signal() {
+  char byte = 0;
+  while (::read(g_wake[0], &byte, 1) < 0 && errno == EINTR) {
+  }
+  return g_signal;
+}
+
 struct StoreFlags {
   std::string host = "127.0.0.1";
   int port = 29500;
@@ -34,14 +56,15 @@ void run_store(const StoreFlags& f) {
                 "braid store: no secret; pass --secret-file FILE or set BRAID_SECRET / "
                 "BRAID_SECRET_FILE (e.g. `openssl rand -hex 32 > secret`), and give the same "
                 "secret to every rank");
-  // Block the signals before the server thread starts, so it inherits the mask and
-  // sigwait() below is the only place they arrive.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  if (const int rc = pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr); rc != 0)
-    BRAID_THROW(Error, "braid store: cannot block SIGINT/SIGTERM: ", std::strerror(rc));
+  if (::pipe(g_wake) != 0)
+    BRAID_THROW(Error, "braid store: cannot make a pipe: ", std::strerror(errno));
+  struct sigaction action {};
+  action.sa_handler = on_stop;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (const int sig : {SIGINT, SIGTERM})
+    if (::sigaction(sig, &action, nullptr) != 0)
+      BRAID_THROW(Error, "braid store: cannot handle ", strsignal(sig), ": ", std::strerror(errno));
 
   comm::StoreServerOptions options;
   options.host = f.host;
@@ -51,9 +74,7 @@ void run_store(const StoreFlags& f) {
   std::printf("braid store listening on %s\n", server.address().c_str());
   std::fflush(stdout);
 
-  int signal = 0;
-  while (sigwait(&stop_signals, &signal) != 0) {
-  }
+  const int signal = wait_for_stop_signal();
   std::fprintf(stderr, "braid store: %s received, stopping\n", strsignal(signal));
   server.stop();
 }

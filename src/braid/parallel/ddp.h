@@ -68,6 +68,11 @@ class Ddp : public Strategy {
     comm::Handle handle;
   };
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  // The step's communication with no compute beside it: every bucket's allreduce started
+  // at once, as a backward that took no time would, then waited for. Leaves the gradient
+  // buffer reduced; the next step zeroes it. For the overlap figure of `braid bench train`.
+  // Returns its seconds.
+  double communicate_alone();
 
  private:
   void check_same_model();

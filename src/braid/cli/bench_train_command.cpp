@@ -1,0 +1,335 @@
+// `braid bench train`: samples/s of the whole training step and its split.
+//
+// One process (`--strategy single`, the default): data wait, forward, backward and
+// optimizer, GFLOP/s against the FMA peak measured now, allocations in the steady state
+// and peak memory by category.
+//
+// Data parallel (`--strategy ddp -n N`, or under any launcher): every rank steps on its
+// own batch; the step splits into forward, backward, optimizer, communication that compute
+// did not hide, and data wait (the metrics' split). Then, for the overlap figure, the same
+// ranks measure the two parts apart: compute alone (every rank stepping a one-process
+// trainer at once, so the cores are as busy as in the step) and communication alone (every
+// bucket's allreduce with no compute). A step well under their sum is communication that
+// overlap hid.
+//
+// Timing follows bench/pytorch_ddp_bench.py so the two compare: --warmup untimed steps,
+// then --repeats rounds of --steps steps; a round's time is its slowest rank's and the
+// figures are the median round's; samples/s counts every rank's batch.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/relaunch.h"
+#include "comm/collectives.h"
+#include "comm/group.h"
+#include "core/cpu.h"
+#include "core/gemm.h"
+#include "core/memory.h"
+#include "core/peak.h"
+#include "core/timer.h"
+#include "data/loader.h"
+#include "launch/env.h"
+#include "launch/job.h"
+#include "parallel/ddp.h"
+#include "parallel/strategy.h"
+#include "train/trainer.h"
+
+namespace braid::cli {
+namespace {
+
+struct TrainBenchFlags {
+  std::string model = "mlp";
+  std::string strategy = "single";
+  std::string transport = "auto";
+  int64_t batch = 128;
+  int steps = 30, warmup = 5, repeats = 5, threads = 1, ranks = 0;
+  double bucket_mb = 25;
+  bool json = false, synthetic = false, deterministic = false;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+train::TrainConfig bench_config(const TrainBenchFlags& f) {
+  train::TrainConfig config;
+  config.model = f.model;
+  config.batch = f.batch;
+  config.threads = f.threads;
+  config.strategy = f.strategy;
+  config.bucket_mb = f.bucket_mb;
+  config.deterministic = f.deterministic;
+  if (f.model == "gpt-tiny") {  // as bench/pytorch_train_bench.py: AdamW for the language model
+    config.dataset = "text";
+    config.optimizer.name = "adamw";
+    config.optimizer.lr = 1e-3;
+  }
+  return config;
+}
+
+// The ranks of the job agree on things through this: the trainer's strategy when it spans
+// the job, else the world group directly (one-process trainers on every rank), else
+// nothing (one rank).
+class Ranks {
+ public:
+  Ranks(train::Trainer& trainer, comm::Group* world) : trainer_(trainer), world_(world) {}
+  int rank() const { return world_ ? world_->rank() : 0; }
+  int size() const { return world_ ? world_->size() : 1; }
+  void sum(std::vector<double>& v) {
+    if (trainer_.world_size() > 1)
+      trainer_.strategy().sum_over_ranks(v.data(), v.size());
+    else if (world_ != nullptr && world_->size() > 1)
+      comm::allreduce(*world_, v.data(), v.size(), DType::f64, ReduceOp::sum);
+  }
+  void barrier() {
+    std::vector<double> x{0};
+    sum(x);
+  }
+  // The largest of every rank's `value`.
+  double max(double value) {
+    std::vector<double> all(static_cast<size_t>(size()), 0);
+    all[static_cast<size_t>(rank())] = value;
+    sum(all);
+    return *std::max_element(all.begin(), all.end());
+  }
+  // Every rank's `value`, averaged.
+  double mean(double value) {
+    std::vector<double> v{value};
+    sum(v);
+    return v[0] / size();
+  }
+
+ private:
+  train::Trainer& trainer_;
+  comm::Group* world_;
+};
+
+struct Split {
+  std::vector<double> step, forward, backward, optimizer, comm_exposed, data_wait;
+};
+
+struct Rounds {
+  std::vector<double> seconds;  // per round, its slowest rank's
+  Split split;                  // this rank's per-step times
+  int64_t allocations = 0;      // in the timed steps, this rank
+};
+
+// --warmup steps, then --repeats rounds of --steps steps.
+Rounds time_rounds(train::Trainer& trainer, Ranks& ranks, const TrainBenchFlags& f,
+                   const data::Batch* synthetic) {
+  Rounds out;
+  auto one_step = [&] {
+    Stopwatch w;
+    const double waited = synthetic ? 0 : trainer.train_one_batch();
+    if (synthetic) trainer.train_step(*synthetic);
+    return std::pair{w.elapsed(), waited};
+  };
+  for (int i = 0; i < f.warmup; ++i) one_step();
+  for (int r = 0; r < f.repeats; ++r) {
+    ranks.barrier();
+    Stopwatch round;
+    for (int i = 0; i < f.steps; ++i) {
+      const int64_t allocations = MemoryTracker::process().allocations();
+      const auto [seconds, waited] = one_step();
+      out.allocations += MemoryTracker::process().allocations() - allocations;
+      const train::StepTimes& t = trainer.last_step_times();
+      out.split.step.push_back(seconds);
+      out.split.forward.push_back(t.forward);
+      out.split.backward.push_back(t.backward);
+      out.split.optimizer.push_back(t.optimizer);
+      out.split.comm_exposed.push_back(t.communication_exposed);
+      out.split.data_wait.push_back(waited);
+    }
+    out.seconds.push_back(ranks.max(round.elapsed()));
+  }
+  return out;
+}
+
+// Compute alone: a one-process trainer of the same model on every rank at once, no
+// communication; returns the median step seconds of the slowest rank's rounds.
+double compute_alone(const TrainBenchFlags& f, Ranks& ranks, uint64_t seed) {
+  TrainBenchFlags single = f;
+  single.strategy = "single";
+  train::Trainer trainer(bench_config(single), /*load_data=*/false);
+  data::Batch batch;
+  trainer.fill_random_batch(batch, seed);
+  Rounds rounds = time_rounds(trainer, ranks, single, &batch);
+  return median(rounds.seconds) / f.steps;
+}
+
+// Communication alone: DDP's buckets allreduced with nothing else running.
+double communication_alone(parallel::Ddp& ddp, Ranks& ranks, int calls) {
+  std::vector<double> seconds;
+  ddp.communicate_alone();  // warm
+  for (int i = 0; i < calls; ++i) {
+    ranks.barrier();
+    seconds.push_back(ranks.max(ddp.communicate_alone()));
+  }
+  return median(seconds);
+}
+
+void print_memory(nlohmann::json& out, bool print) {
+  const MemoryCounters mem = MemoryTracker::process().snapshot();
+  for (size_t c = 0; c < kMemCategoryCount; ++c)
+    out["peak_memory_bytes"][std::string(mem_category_name(static_cast<MemCategory>(c)))] =
+        mem.peak[c];
+  if (!print) return;
+  std::printf("  peak memory by category (this rank):\n");
+  for (size_t c = 0; c < kMemCategoryCount; ++c)
+    if (mem.peak[c])
+      std::printf("    %-20s %10.2f MiB\n",
+                  std::string(mem_category_name(static_cast<MemCategory>(c))).c_str(),
+                  static_cast<double>(mem.peak[c]) / (1 << 20));
+}
+
+void run_train_bench(const TrainBenchFlags& f) {
+  BRAID_CHECK(f.strategy == "single" || f.strategy == "ddp", "bench train: --strategy is '",
+              f.strategy, "'; use single or ddp");
+  BRAID_CHECK(f.steps > 0 && f.repeats > 0 && f.warmup >= 0 && f.batch > 0,
+              "bench train: --steps, --repeats and --batch must be > 0, --warmup >= 0");
+  const launch::RankEnv env = launch::read_rank_env();
+  const bool in_job = env.world_size > 1;
+  if (!in_job && f.ranks > 1) relaunch_as_ranks(f.ranks, f.transport);
+  BRAID_CHECK(f.strategy == "single" || in_job,
+              "bench train --strategy ddp needs ranks: give -n N or run it under a launcher");
+
+  set_blas_threads(f.threads);
+  std::optional<launch::Job> job;
+  if (in_job) {
+    launch::JoinOptions jo;
+    if (f.transport != "auto") jo.transport = comm::parse_transport_kind(f.transport);
+    job.emplace(launch::join_job(jo));
+  }
+  const train::TrainConfig config = bench_config(f);
+  // --strategy single in a job: every rank trains alone (compute with the cores shared).
+  train::Trainer trainer = f.strategy == "ddp" ? train::Trainer(config, job->world, !f.synthetic)
+                                               : train::Trainer(config, !f.synthetic);
+  Ranks ranks(trainer, job ? job->world.get() : nullptr);
+  const bool printer = ranks.rank() == 0;
+  const bool lm = trainer.model().task == train::Task::language_model;
+  const double per_step =
+      static_cast<double>(f.batch) * ranks.size() * (lm ? static_cast<double>(config.seq_len) : 1);
+
+  data::Batch synthetic;
+  const auto seed = static_cast<uint64_t>(1 + ranks.rank());  // a different batch per rank
+  if (f.synthetic) trainer.fill_random_batch(synthetic, seed);
+  MemoryTracker::process().reset_peaks();
+  const Rounds rounds = time_rounds(trainer, ranks, f, f.synthetic ? &synthetic : nullptr);
+  const double step_s = median(rounds.seconds) / f.steps;
+  const Split& s = rounds.split;
+  const double forward = ranks.mean(median(s.forward));
+  const double backward = ranks.mean(median(s.backward));
+  const double optimizer = ranks.mean(median(s.optimizer));
+  const double exposed = ranks.mean(median(s.comm_exposed));
+  const double waited = ranks.mean(median(s.data_wait));
+  const double allocations = ranks.max(static_cast<double>(rounds.allocations));
+
+  const char* unit = lm ? "tokens_per_s" : "samples_per_s";
+  nlohmann::json out = {{"impl", "braid"},
+                        {"model", f.model},
+                        {"strategy", f.strategy},
+                        {"ranks", ranks.size()},
+                        {"batch_per_rank", f.batch},
+                        {"threads_per_rank", f.threads},
+                        {"steps", f.steps},
+                        {"warmup", f.warmup},
+                        {"repeats", f.repeats},
+                        {unit, per_step / step_s},
+                        {"step_ms", step_s * 1e3},
+                        {"forward_ms", forward * 1e3},
+                        {"backward_ms", backward * 1e3},
+                        {"optimizer_ms", optimizer * 1e3},
+                        {"comm_exposed_ms", exposed * 1e3},
+                        {"data_wait_ms", waited * 1e3},
+                        {"steady_state_allocations", allocations},
+                        {"data", f.synthetic ? "synthetic" : "real"}};
+  std::vector<double> round_rates;
+  for (double r : rounds.seconds) round_rates.push_back(per_step * f.steps / r);
+  out["round_" + std::string(unit)] = round_rates;
+
+  double alone_compute = 0, alone_comm = 0;
+  if (f.strategy == "ddp") {
+    out["deterministic"] = f.deterministic;
+    out["bucket_mb"] = f.bucket_mb;
+    auto* ddp = dynamic_cast<parallel::Ddp*>(&trainer.strategy());
+    BRAID_CHECK(ddp != nullptr, "bench train: the ddp strategy was not built");
+    out["buckets"] = ddp->buckets().size();
+    alone_comm = communication_alone(*ddp, ranks, std::max(5, f.repeats));
+    alone_compute = compute_alone(f, ranks, seed);
+    out["compute_alone_ms"] = alone_compute * 1e3;
+    out["comm_alone_ms"] = alone_comm * 1e3;
+    out["step_over_sum_of_parts"] = step_s / (alone_compute + alone_comm);
+  } else {
+    const double gflops = trainer.flops_per_step() / step_s * 1e-9 * ranks.size();
+    const PeakResult peak =
+        measure_fma_peak(isa_supported(Isa::avx2) ? Isa::avx2 : best_isa(), 0.3);
+    out["gflops"] = gflops;
+    out["fma_peak_gflops"] = peak.best_gflops;
+    out["fraction_of_peak"] = peak.best_gflops > 0 ? gflops / peak.best_gflops : 0;
+  }
+  if (!printer) return;
+  if (f.json) {
+    print_memory(out, false);
+    std::printf("%s\n", out.dump().c_str());
+    return;
+  }
+  std::printf(
+      "model %s  strategy %s  %d rank%s x batch %lld  threads %d  (%s data; median of %d rounds "
+      "of %d steps after %d warm-up; a round is its slowest rank's)\n",
+      f.model.c_str(), f.strategy.c_str(), ranks.size(), ranks.size() == 1 ? "" : "s",
+      static_cast<long long>(f.batch), f.threads, f.synthetic ? "synthetic" : "real", f.repeats,
+      f.steps, f.warmup);
+  std::printf("  %-26s %12.0f\n", lm ? "tokens/s (all ranks)" : "samples/s (all ranks)",
+              per_step / step_s);
+  std::printf("  %-26s %12.2f ms\n", "step", step_s * 1e3);
+  std::printf("  %-26s %12.2f ms\n", "  data wait", waited * 1e3);
+  std::printf("  %-26s %12.2f ms\n", "  forward + loss", forward * 1e3);
+  std::printf("  %-26s %12.2f ms\n", "  backward", backward * 1e3);
+  std::printf("  %-26s %12.2f ms\n", "  optimizer", optimizer * 1e3);
+  if (f.strategy == "ddp") {
+    std::printf("  %-26s %12.2f ms\n", "  communication exposed", exposed * 1e3);
+    std::printf("  %-26s %12.2f ms\n", "compute alone", alone_compute * 1e3);
+    std::printf("  %-26s %12.2f ms  (%zu buckets)\n", "communication alone", alone_comm * 1e3,
+                static_cast<size_t>(out["buckets"]));
+    std::printf("  %-26s %12.2f  (below 1: overlap hid communication)\n", "step / (compute + comm)",
+                step_s / (alone_compute + alone_comm));
+  } else {
+    std::printf("  %-26s %12.1f (%.0f%% of the %.1f GFLOP/s FMA peak measured now)\n", "GFLOP/s",
+                static_cast<double>(out["gflops"]),
+                100 * static_cast<double>(out["fraction_of_peak"]),
+                static_cast<double>(out["fma_peak_gflops"]));
+  }
+  std::printf("  %-26s %12.0f\n", "allocations in steps", allocations);
+  print_memory(out, true);
+}
+
+}  // namespace
+
+void add_train_bench(CLI::App& bench) {
+  auto f = std::make_shared<TrainBenchFlags>();
+  CLI::App* tr = bench.add_subcommand("train", "training step throughput and split");
+  tr->add_option("--model", f->model, "mlp, cnn, cnn-bn, gpt-tiny");
+  tr->add_option("--strategy", f->strategy, "single (one process per rank) or ddp");
+  tr->add_option("-n,--ranks", f->ranks, "outside a job: launch this many local ranks");
+  tr->add_option("--transport", f->transport, "with -n: auto, shm or tcp");
+  tr->add_option("--batch", f->batch, "batch size per rank");
+  tr->add_option("--steps", f->steps, "steps per timed round");
+  tr->add_option("--repeats", f->repeats, "timed rounds (the median is reported)");
+  tr->add_option("--warmup", f->warmup, "unmeasured steps first");
+  tr->add_option("--threads", f->threads, "BLAS threads per rank");
+  tr->add_option("--bucket-mb", f->bucket_mb, "ddp: gradient bucket size in MiB");
+  tr->add_flag("--deterministic", f->deterministic, "ddp: rank-ordered reductions");
+  tr->add_flag("--json", f->json, "one JSON object instead of a table");
+  tr->add_flag("--synthetic", f->synthetic, "random inputs instead of the dataset");
+  tr->callback([f] { run_train_bench(*f); });
+}
+
+}  // namespace braid::cli
