@@ -164,6 +164,28 @@ TEST(Ddp, DeterministicRanksEqualOneProcessAccumulatingBitwise) {
   }
 }
 
+// One global batch of 16 in 4 micro-batches of 4, however it is spread: 4 ranks x 1,
+// 2 ranks x 2 micro-batches, 1 rank x 4 (DDP at one rank, and the one-process strategy).
+// tree_sum.h sums the 4 micro-batch gradients in one grouping for all of them, so the
+// parameters agree to the bit; with SGD and LAMB, dropout and batch norm.
+TEST(Ddp, DeterministicIsBitwiseAcrossWorldSizesAtOneGlobalBatch) {
+  for (const char* opt : {"sgd", "lamb"}) {
+    StepOptions single = options(opt);
+    single.deterministic = true;
+    single.accumulate_steps = 4;
+    const auto want = single_process(small_cnn(), single, 16, 3);
+    for (const auto [n, m] : {std::pair{4, 1}, {2, 2}, {1, 4}}) {
+      StepOptions o = single;
+      o.accumulate_steps = m;
+      DdpOptions d;
+      d.bucket_bytes = 1024;
+      d.first_bucket_bytes = 512;
+      expect_bitwise(ddp(small_cnn(), o, n, 16, 3, d), want,
+                     (std::to_string(n) + " ranks x " + std::to_string(m) + " " + opt).c_str());
+    }
+  }
+}
+
 // m micro-batches of B/m make the step of one batch of B (up to rounding: the micro
 // means are scaled by 1/m before they add up).
 TEST(Accumulation, MicroBatchesEqualOneLargeBatch) {

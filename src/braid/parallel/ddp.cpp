@@ -10,7 +10,7 @@
 #include "core/timer.h"
 #include "nn/loss.h"
 #include "optim/clip.h"
-#include "parallel/ordered_sum.h"
+#include "parallel/tree_sum.h"
 
 namespace braid::parallel {
 namespace {
@@ -59,6 +59,8 @@ Ddp::Ddp(std::unique_ptr<nn::Module> module, StepOptions options,
     const auto size = static_cast<size_t>((largest + n - 1) / n * n);
     send_.assign(size, 0.0f);
     recv_.assign(size, 0.0f);
+    if (options_.accumulate_steps > 1)
+      micro_sum_ = TreeSum(params_.size(), static_cast<int>(options_.accumulate_steps));
   }
   engine_ = std::make_unique<comm::ProgressEngine>(group_);
   if (ddp_.batchnorm_reducer) ddp_.batchnorm_reducer->use_engine(engine_.get());
@@ -119,6 +121,11 @@ void Ddp::make_buckets() {
 
 void Ddp::on_ready(int64_t begin, int64_t end) {
   if (!communicate_) return;
+  // The last micro-batch completes this range's sum over the rank's micro-batches.
+  if (micro_sum_.count() > 1) {
+    float* grads = params_.grad_memory();
+    micro_sum_.add(micro_sum_.count() - 1, grads, grads, begin, end);
+  }
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
     const int64_t lo = std::max(b.begin, begin), hi = std::min(b.end, end);
@@ -147,8 +154,8 @@ double Ddp::communicate_alone() {
   return watch.elapsed();
 }
 
-// Rank r gets every rank's copy of share r, adds them in rank order, and everyone
-// gathers the shares: the sum of each element is ((g0 + g1) + g2) + ..., on every rank.
+// Rank r gets every rank's copy of share r, adds them in the tree of tree_sum.h, and
+// everyone gathers the shares: every element is summed in the same order on every rank.
 void Ddp::ordered_allreduce(comm::Group& g, Bucket& b) {
   const int n = g.size();
   const int64_t len = b.end - b.begin;
@@ -159,7 +166,7 @@ void Ddp::ordered_allreduce(comm::Group& g, Bucket& b) {
   std::memcpy(send, data, static_cast<size_t>(len) * sizeof(float));
   std::fill(send + len, send + share * n, 0.0f);
   comm::alltoall(g, send, recv, static_cast<size_t>(share), DType::f32);
-  for (int r = 1; r < n; ++r) ordered_add(recv, recv + r * share, share, /*first=*/false);
+  tree_reduce(recv, n, share, share);
   comm::allgather(g, recv, send, static_cast<size_t>(share), DType::f32);
   std::memcpy(data, send, static_cast<size_t>(len) * sizeof(float));
 }
@@ -207,21 +214,30 @@ double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
   micro_.split(batch, m);
   params_.zero_grads();
   double loss_sum = 0;
-  const float scale = m > 1 ? 1.0f / static_cast<float>(m) : 1.0f;
-  for (int k = 0; k < m; ++k) {
-    loss_sum += forward_loss(micro_[k], step, int64_t{group_->rank()} * m + k, scale);
-    communicate_ = k == m - 1;
+  // Deterministic mode sums the micro-batches' gradients in a fixed tree (tree_sum.h),
+  // each computed alone and unscaled; otherwise backward accumulates them in place.
+  const bool tree = micro_sum_.count() > 1;
+  const float scale = m > 1 && !options_.deterministic ? 1.0f / static_cast<float>(m) : 1.0f;
+  float* grads = params_.grad_memory();
+  for (int p = 0; p < m; ++p) {
+    const int k = tree ? micro_sum_.order()[static_cast<size_t>(p)] : p;
+    if (tree && p > 0) params_.zero_grads();
+    // Micro-batch k of rank r holds global rows r + n k (mod n m): its dropout stream.
+    loss_sum += forward_loss(micro_[k], step, group_->rank() + int64_t{n} * k, scale);
+    communicate_ = p == m - 1;
     if (communicate_)
       for (Bucket& bucket : buckets_) bucket.pending = bucket.end - bucket.begin;
     backward();
     communicate_ = false;
+    if (tree && p < m - 1) micro_sum_.add(p, grads, grads, 0, params_.size());
   }
   watch.lap();
   // Buckets in the order they went out; without clipping each bucket's update runs while
   // later buckets are still on the wire.
   const bool fused = options_.clip_grad_norm == 0;
-  const float average = 1.0f / static_cast<float>(n);
-  float* grads = params_.grad_memory();
+  // The mean over the global batch: deterministic mode scales its sum once, here.
+  const int terms = options_.deterministic ? n * m : n;
+  const float average = 1.0f / static_cast<float>(terms);
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
     const int64_t t0 = timeline_ ? Timeline::now() : 0;
@@ -240,7 +256,7 @@ double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
     }
     const TimelineSpan span(timeline_, TimelineLane::kCompute, "optimizer",
                             {"bucket", static_cast<int64_t>(i)});
-    if (n > 1) scale_into(grads + b.begin, grads + b.begin, b.end - b.begin, average);
+    if (terms > 1) scale_into(grads + b.begin, grads + b.begin, b.end - b.begin, average);
     if (fused) optimizer_->step_range(params_.params(), grads, lr, b.begin, b.end);
     times_.optimizer += watch.lap();
   }

@@ -32,6 +32,7 @@
 #include "parallel/group_stats_reducer.h"
 #include "parallel/micro_batches.h"
 #include "parallel/strategy.h"
+#include "parallel/tree_sum.h"
 
 namespace braid::comm {
 class Group;
@@ -90,6 +91,7 @@ class Ddp : public Strategy {
   MicroBatches micro_;
   bool communicate_ = false;        // this backward is the step's last: buckets go out
   std::vector<float> send_, recv_;  // deterministic mode's exchange
+  TreeSum micro_sum_;               // deterministic mode's sum over micro-batches
   std::unique_ptr<comm::ProgressEngine> engine_;  // last: stopped before the rest goes
 };
 

@@ -4,7 +4,7 @@
 
 #include "core/timer.h"
 #include "optim/clip.h"
-#include "parallel/ordered_sum.h"
+#include "parallel/tree_sum.h"
 
 namespace braid::parallel {
 
@@ -12,7 +12,7 @@ SingleProcess::SingleProcess(std::unique_ptr<nn::Module> module, StepOptions opt
     : Strategy(std::move(module), std::move(options)) {
   build();
   if (options_.deterministic && options_.accumulate_steps > 1)
-    sum_.assign(static_cast<size_t>(params_.size()), 0.0f);
+    micro_sum_ = TreeSum(params_.size(), static_cast<int>(options_.accumulate_steps));
   params_.add_ready_listener([this](int64_t begin, int64_t end) {
     if (!update_now_) return;
     Stopwatch watch;
@@ -29,23 +29,25 @@ double SingleProcess::step(const data::Batch& batch, float lr, int64_t step) {
   const bool ordered = options_.deterministic && m > 1;
   const bool fused = options_.clip_grad_norm == 0 && !ordered;
   // Accumulated in place, each micro-batch's mean loss counts 1/m; in ordered mode the
-  // sum is scaled once at the end, as ranks' sums are.
+  // micro-batches are summed in tree_sum.h's order and scaled once at the end, as DDP's
+  // ranks' sums are.
   const float scale = m > 1 && !ordered ? 1.0f / static_cast<float>(m) : 1.0f;
   lr_ = lr;
   update_seconds_ = 0;
   double loss_sum = 0;
   params_.zero_grads();
-  for (int k = 0; k < m; ++k) {
-    if (ordered) params_.zero_grads();
+  float* grads = params_.grad_memory();
+  for (int p = 0; p < m; ++p) {
+    const int k = ordered ? micro_sum_.order()[static_cast<size_t>(p)] : p;
+    if (ordered && p > 0) params_.zero_grads();
     loss_sum += forward_loss(micro_[k], step, k, scale);
-    update_now_ = fused && k == m - 1;
+    update_now_ = fused && p == m - 1;
     backward();
     update_now_ = false;
-    if (ordered) ordered_add(sum_.data(), params_.grads(), params_.size(), /*first=*/k == 0);
+    if (ordered) micro_sum_.add(p, grads, grads, 0, params_.size());
   }
   watch.lap();
-  if (ordered)
-    scale_into(params_.grads(), sum_.data(), params_.size(), 1.0f / static_cast<float>(m));
+  if (ordered) scale_into(grads, grads, params_.size(), 1.0f / static_cast<float>(m));
   if (fused) {
     optimizer_->finish_step();
     times_.backward -= update_seconds_;

@@ -12,6 +12,7 @@
 
 #include "parallel/micro_batches.h"
 #include "parallel/strategy.h"
+#include "parallel/tree_sum.h"
 
 namespace braid::parallel {
 
@@ -24,7 +25,7 @@ class SingleProcess : public Strategy {
 
  private:
   MicroBatches micro_;
-  std::vector<float> sum_;   // deterministic accumulation
+  TreeSum micro_sum_;        // deterministic accumulation (tree_sum.h)
   bool update_now_ = false;  // the listener updates (the last micro-batch's backward)
   float lr_ = 0;
   double update_seconds_ = 0;
