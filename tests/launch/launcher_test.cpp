@@ -1,11 +1,13 @@
 // `braid launch` with real processes (the braid binary running sh): prefixed output, the
-// environment it gives ranks, a failing or killed rank stopping the others, SIGINT to the
-// launcher stopping everyone, a signal delivered twice (as `timeout` does) forwarded once
-// with the grace period honoured, and commands that cannot run. Ranks announce themselves
-// on stdout, so the tests wait for those lines, never for time.
+// environment it gives ranks, a failing or killed rank stopping the others (a stopped one
+// continued so it can stop; the job's last line repeating the failure in a rank's own
+// words), SIGINT to the launcher stopping everyone, a signal delivered twice (as `timeout`
+// does) forwarded once with the grace period honoured, and commands that cannot run. Ranks
+// announce themselves on stdout, so the tests wait for those lines, never for time.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -228,6 +230,84 @@ TEST(Launch, RankKilledBySignalIsNamed) {
   expect_all_gone(printed_pids(l.out()));
 }
 
+// The job ends with the failure in the ranks' own words: the failed rank's last line on
+// stderr, or, when it died of a signal without a word, the line of the rank that failed
+// after it (a survivor of a dead peer names it).
+TEST(Launch, LastLineRepeatsTheFailedRanksError) {
+  Launcher l({"-n", "2", "--", "sh", "-c",
+              "if [ $BRAID_RANK = 1 ]; then echo 'rank 1: bad input' >&2; echo done >&2; "
+              "echo 'rank 1: gave up' >&2; echo '  ' >&2; exit 4; fi; exec sleep 30"});
+  EXPECT_EQ(l.finish(), 4) << l.both();
+  const std::vector<std::string> err = lines(l.err());
+  ASSERT_FALSE(err.empty()) << l.both();
+  EXPECT_NE(err.back().find("braid launch: rank 1 exited with code 4; stopped the other rank"),
+            std::string::npos)
+      << l.both();
+  EXPECT_TRUE(
+      braid::testing::contains(err.back(), ". Last line rank 1 wrote to stderr: rank 1: gave up"))
+      << l.both();
+}
+
+TEST(Launch, RankKilledBySignalEndsWithTheSurvivorsError) {
+  Launcher l({"-n", "2", "--", "sh", "-c",
+              "if [ $BRAID_RANK = 1 ]; then echo 'about to go' >&2; echo ready pid $$; exec "
+              "sleep 30; fi; trap 'echo \"rank 0: peer rank 1 died\" >&2; exit 2' TERM; "
+              "echo ready pid $$; while :; do sleep 0.1; done"});
+  l.wait_for_lines("ready", 2);
+  int victim = 0;
+  for (const std::string& line : lines(l.out()))
+    std::sscanf(line.c_str(), "[rank 1] ready pid %d", &victim);
+  ASSERT_GT(victim, 0) << l.both();
+  ::kill(victim, SIGKILL);
+  EXPECT_EQ(l.finish(), 128 + SIGKILL) << l.both();
+  const std::vector<std::string> err = lines(l.err());
+  ASSERT_FALSE(err.empty()) << l.both();
+  EXPECT_NE(err.back().find("braid launch: rank 1 was killed by signal 9 (SIGKILL)"),
+            std::string::npos)
+      << l.both();
+  EXPECT_TRUE(braid::testing::contains(err.back(),
+                                       ". Rank 0 then exited with code 2; the last line it "
+                                       "wrote to stderr: rank 0: peer rank 1 died"))
+      << l.both();
+  EXPECT_FALSE(braid::testing::contains(err.back(), "about to go")) << l.both();
+}
+
+// A stopped rank (SIGSTOP) gets SIGCONT after SIGTERM, so it stops now rather than at the
+// end of the grace period: without it the job below lasts the whole 30 s grace period,
+// and its message says the rank got SIGKILL.
+TEST(Launch, StoppedRankIsContinuedSoItStopsWithinTheGracePeriod) {
+  Launcher l({"-n", "2", "--grace", "30", "--", "sh", "-c",
+              "if [ $BRAID_RANK = 1 ]; then echo stopping pid $$; kill -STOP $$; exec sleep 30; "
+              "fi; trap 'exit 3' USR1; echo ready pid $$; while :; do sleep 0.1; done"});
+  l.wait_for_lines("pid", 2);
+  int stopping = 0, ready = 0;
+  for (const std::string& line : lines(l.out())) {
+    std::sscanf(line.c_str(), "[rank 1] stopping pid %d", &stopping);
+    std::sscanf(line.c_str(), "[rank 0] ready pid %d", &ready);
+  }
+  ASSERT_GT(stopping, 0) << l.both();
+  ASSERT_GT(ready, 0) << l.both();
+  // Rank 0 fails only once rank 1 is stopped.
+  const std::string status = "/proc/" + std::to_string(stopping) + "/stat";
+  for (;;) {
+    FILE* f = std::fopen(status.c_str(), "r");
+    ASSERT_NE(f, nullptr) << "rank 1 is gone: " << l.both();
+    char state = 0;
+    const int got = std::fscanf(f, "%*d (%*[^)]) %c", &state);
+    std::fclose(f);
+    if (got == 1 && state == 'T') break;
+    ::sched_yield();
+  }
+  ::kill(ready, SIGUSR1);
+  EXPECT_EQ(l.finish(), 3) << l.both();
+  EXPECT_NE(l.err().find("rank 0 exited with code 3; stopped the other rank (rank 1 stopped by "
+                         "itself within "),
+            std::string::npos)
+      << l.both();
+  EXPECT_EQ(l.err().find("SIGKILL"), std::string::npos) << l.both();
+  expect_all_gone(printed_pids(l.out()));
+}
+
 TEST(Launch, SigintToTheLauncherStopsEveryone) {
   Launcher l({"-n", "3", "--", "sh", "-c", "echo ready pid $$; exec sleep 30"});
   l.wait_for_lines("ready", 3);
@@ -409,6 +489,17 @@ TEST(OutputPrefixer, CompleteLinesInOneSinkCallLongLinesInPieces) {
   EXPECT_EQ(calls[2], "[rank 7] 789\n");
   p.finish();
   EXPECT_EQ(calls.size(), 3u);
+}
+
+TEST(OutputPrefixer, RemembersTheLastLineThatIsNotBlank) {
+  braid::launch::OutputPrefixer p("[rank 0] ", [](std::string_view) {});
+  EXPECT_EQ(p.last_line(), "");
+  p.feed("first\nbraid: error: it failed\n \t\n\nunfinished");
+  EXPECT_EQ(p.last_line(), "braid: error: it failed");
+  p.finish();
+  EXPECT_EQ(p.last_line(), "unfinished");
+  p.feed(std::string(3 * braid::launch::OutputPrefixer::kLastLineBytes, 'x') + "\n");
+  EXPECT_EQ(p.last_line(), std::string(braid::launch::OutputPrefixer::kLastLineBytes, 'x'));
 }
 
 }  // namespace

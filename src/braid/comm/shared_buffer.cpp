@@ -78,16 +78,19 @@ void wait_for_peer(Group& g, int peer, const Deadline& deadline, const std::func
     if (ready()) return;
     const Clock::time_point now = Clock::now();
     if (stall.due(now)) stall.report(now, g.rank(), waiting_for());
-    if (now >= next_check) {
+    const bool timed_out = now >= deadline.at();
+    // At the deadline look once more: a peer that died is named as dead, not as slow.
+    if (now >= next_check || timed_out) {
       next_check = now + 100ms;
       const std::string gone = g.transport().peer_gone(g.global_rank(peer));
-      if (!gone.empty()) BRAID_THROW(PeerError, "rank ", g.rank(), ": ", waiting_for(), ": ", gone);
+      if (!gone.empty())
+        BRAID_THROW(PeerError, "rank ", g.rank(), " was waiting for ", waiting_for(), ": ", gone);
     }
-    if (now >= deadline.at())
+    if (timed_out)
       BRAID_THROW(TimeoutError, "rank ", g.rank(), " timed out after ", deadline.waited_seconds(),
-                  " s waiting for ", waiting_for(),
-                  "; check that every rank makes the same calls, or raise the timeout "
-                  "(BRAID_TIMEOUT_S)");
+                  " s waiting for ", waiting_for(), "; rank ", peer,
+                  " is alive but has not got there (stopped, stuck, or far behind): check that "
+                  "every rank makes the same calls, or raise the timeout (BRAID_TIMEOUT_S)");
     const auto idle = now - start;
     if (idle < spin) {
       for (int i = 0; i < 4; ++i) _mm_pause();

@@ -314,13 +314,16 @@ class Supervisor {
     }
   }
 
-  // Sends `signo` once to every running rank and starts the grace period.
+  // Sends `signo` once to every running rank and starts the grace period. SIGCONT
+  // follows (as systemd does): a stopped rank (SIGSTOP, a job-control stop) would leave
+  // `signo` pending and only die of the SIGKILL at the end of the grace period.
   void begin_stopping(int signo) {
     stop_began_ = Clock::now();
     stop_signal_ = signo;
     for (Rank& r : ranks_) r.running_at_stop = !r.exited;
     stopped_ = running();
     signal_all(signo);
+    signal_all(SIGCONT);
     kill_at_ = *stop_began_ + options_.grace;
   }
 
@@ -475,7 +478,27 @@ class Supervisor {
     }
     res.message += stop_details();
     if (!failure_note_.empty()) res.message += ". " + failure_note_;
+    if (failed_) res.message += error_line(static_cast<size_t>(*failed_));
     return res;
+  }
+
+  // What explains the failure in the ranks' own words, so the job ends with it: the last
+  // line the failed rank wrote to stderr; when it has none (killed by a signal, it said
+  // nothing), that of the first other rank that then failed by itself, such as a
+  // survivor's "allreduce of gradient bucket 0 failed: ... rank 1 (process N) died".
+  std::string error_line(size_t failed) const {
+    const Rank& f = ranks_[failed];
+    if (f.signal == 0 && !f.err->last_line().empty())
+      return ". Last line rank " + std::to_string(failed) +
+             " wrote to stderr: " + f.err->last_line();
+    const Rank* first = nullptr;
+    for (const Rank& r : ranks_)
+      if (&r != &f && r.exited && r.signal == 0 && r.code != 0 && !r.err->last_line().empty() &&
+          (first == nullptr || r.exited_at < first->exited_at))
+        first = &r;
+    if (first == nullptr) return "";
+    return ". Rank " + std::to_string(first - ranks_.data()) + " then " + first->how() +
+           "; the last line it wrote to stderr: " + first->err->last_line();
   }
 
   const LaunchOptions& options_;

@@ -13,9 +13,13 @@
 // echo of it (`timeout` signals the launcher and then its process group) is ignored;
 // ranks still running after the grace period get SIGKILL, and so do all at once when a
 // signal comes again. When a rank exits non-zero or by a signal, the others get SIGTERM
-// and the same grace period. The result says which ranks stopped by themselves, which
-// were killed and after how long, and for a rank killed by SIGKILL whether the kernel's
-// OOM killer did it (launch/oom_watch.h).
+// and the same grace period. Every SIGTERM or SIGINT sent to a rank is followed by SIGCONT,
+// so a stopped rank stops for good rather than at the end of the grace period. The result
+// says which ranks stopped by themselves, which were killed and after how long, for a rank
+// killed by SIGKILL whether the kernel's OOM killer did it (launch/oom_watch.h), and ends
+// with the failure in the ranks' own words: the last line the failed rank wrote to stderr,
+// or, when it died of a signal without a word, that of the first rank that failed after it
+// (a survivor's "allreduce of gradient bucket 0 failed: ... rank 1 (process N) died").
 //
 // Not thread-safe: one launch() per process at a time (it installs signal handlers for
 // SIGINT, SIGTERM, SIGCHLD and ignores SIGPIPE while it runs, then restores them).

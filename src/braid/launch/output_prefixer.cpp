@@ -14,6 +14,8 @@ void OutputPrefixer::emit_line(std::string& batch, std::string_view line) {
   batch += prefix_;
   batch += line;
   batch += '\n';
+  if (line.find_first_not_of(" \t\r") != std::string_view::npos)
+    last_line_.assign(line.substr(0, kLastLineBytes));
 }
 
 void OutputPrefixer::feed(std::string_view data) {

@@ -1,7 +1,9 @@
 // Splits one rank's output stream into whole lines and hands each batch of complete lines,
 // every line prefixed (e.g. "[rank 2] "), to a sink in one call, so the launcher never
 // writes half a line of one rank between lines of another. A line longer than `max_line`
-// bytes is passed on in pieces rather than buffered without bound.
+// bytes is passed on in pieces rather than buffered without bound. It remembers the last
+// line that was not blank, so the launcher can repeat a failed rank's error when it ends
+// the job.
 //
 // Not thread-safe: one prefixer per stream, fed by one thread.
 #pragma once
@@ -23,6 +25,10 @@ class OutputPrefixer {
   // End of stream: passes on an unfinished last line with a newline added.
   void finish();
 
+  // The last line passed on that was not blank, without the prefix, cut to kLastLineBytes.
+  const std::string& last_line() const { return last_line_; }
+  static constexpr size_t kLastLineBytes = 2048;
+
  private:
   void emit_line(std::string& batch, std::string_view line);
 
@@ -30,6 +36,7 @@ class OutputPrefixer {
   Sink sink_;
   size_t max_line_;
   std::string pending_;  // the unfinished line so far
+  std::string last_line_;
 };
 
 // A Sink writing to a file descriptor (all of it, retrying on EINTR). Errors such as

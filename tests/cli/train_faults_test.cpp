@@ -1,0 +1,252 @@
+// Issue 16, point 7: no silent hang, named faults. A 2-rank DDP `braid train` under `braid
+// launch`, as real processes: a rank killed with kill -9 mid-training, a rank that stops
+// (SIGSTOP), two ranks with different models. The other rank fails naming the rank, the
+// collective and the bucket, and the launcher's last line repeats that error.
+//
+// Each rank runs through `sh -c 'echo pid $$; exec braid train ...'`, so the test learns
+// every rank's pid (exec keeps it) from the "[rank i] pid N" lines. A hang guard kills the
+// launcher when a job outlives a generous bound: the tests wait for lines and exits, and
+// the bound only turns a hang into a failure.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fashion_mnist_data.h"
+#include "launch/braid_process.h"
+#include "temp_dir.h"
+
+namespace {
+
+using braid::testing::Process;
+using braid::testing::TempDir;
+
+// Kills `pid` with SIGKILL unless stop() comes within `limit`; fired() says whether it did.
+class HangGuard {
+ public:
+  HangGuard(pid_t pid, std::chrono::seconds limit)
+      : thread_([this, pid, limit] {
+          std::unique_lock lock(mu_);
+          if (!cv_.wait_for(lock, limit, [this] { return stopped_; })) {
+            fired_ = true;
+            ::kill(pid, SIGKILL);
+          }
+        }) {}
+  ~HangGuard() { stop(); }
+  HangGuard(const HangGuard&) = delete;
+  HangGuard& operator=(const HangGuard&) = delete;
+
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopped_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  bool fired() {
+    stop();
+    return fired_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopped_ = false;
+  bool fired_ = false;
+  std::thread thread_;
+};
+
+// `braid launch -n 2 -- sh -c 'echo pid $$; exec braid train ARGS'` with BRAID_TIMEOUT_S.
+// `train_args` is shell text: it may use $BRAID_RANK.
+std::unique_ptr<Process> launch_two_ranks(const std::string& train_args,
+                                          const std::string& timeout_s) {
+  const std::string script =
+      "echo pid $$; exec " + std::string(BRAID_BINARY) + " train " + train_args;
+  return std::make_unique<Process>(
+      std::vector<std::string>{BRAID_BINARY, "launch", "-n", "2", "--", "sh", "-c", script},
+      std::map<std::string, std::string>{{"BRAID_TIMEOUT_S", timeout_s}});
+}
+
+// The pid rank `rank` printed, after waiting for its line; 0 if the output ended first.
+pid_t rank_pid(Process& p, int rank) {
+  const std::string tag = "[rank " + std::to_string(rank) + "] pid ";
+  if (!p.wait_for(tag)) return 0;
+  int pid = 0;
+  const std::string& out = p.output();
+  if (std::sscanf(out.c_str() + out.find(tag) + tag.size(), "%d", &pid) != 1) return 0;
+  return pid;
+}
+
+// User plus system CPU time of `pid` in clock ticks; -1 once it cannot be read.
+long cpu_ticks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return -1;
+  long utime = 0, stime = 0;
+  if (std::sscanf(text.c_str() + close + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld",
+                  &utime, &stime) != 2)
+    return -1;
+  return utime + stime;
+}
+
+// Waits until `pid` has spent `ticks` more of CPU on training: the progress line comes
+// just before rank 0's per-step stop vote, so a fault right after it would land in the
+// vote ("sum over ranks"); some compute later it lands at a point of the step not tied to
+// the vote, almost always while the other rank waits in the gradient allreduce.
+void let_it_compute(pid_t pid, long ticks) {
+  const long start = cpu_ticks(pid);
+  for (long now = start; now >= 0 && now < start + ticks; now = cpu_ticks(pid))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+std::string last_line(const std::string& output) {
+  const size_t end = output.find_last_not_of('\n');
+  if (end == std::string::npos) return "";
+  const size_t begin = output.rfind('\n', end);
+  return output.substr(begin == std::string::npos ? 0 : begin + 1, end - begin);
+}
+
+::testing::AssertionResult contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\n  text:  " << text << "\n  lacks: " << part;
+}
+
+// The CNN at batch 128: a step takes tens of milliseconds of compute against well under a
+// millisecond between a rank's gradient allreduce and its next collective (the per-step
+// stop vote), so a rank killed or stopped after a few steps is, all but surely, one the
+// other waits for in a gradient bucket's allreduce. 225,034 parameters: one bucket.
+std::string cnn_args(const TempDir& tmp) {
+  return "--config " BRAID_SOURCE_DIR
+         "/configs/cnn.json --batch 128 --max-steps 200 "
+         "--log-every 2 --threads 1 --overwrite --out " +
+         tmp.file("out");
+}
+
+// Sends SIGKILL to a rank the test stopped, unless disarmed once the launcher has reaped
+// it: a failing assertion must not leave a stopped process behind.
+struct StoppedRank {
+  pid_t pid = 0;
+  ~StoppedRank() {
+    if (pid > 0) ::kill(pid, SIGKILL);
+  }
+};
+
+constexpr auto kHangLimit = std::chrono::seconds(60);
+
+// kill -9 of rank 1 mid-training: rank 0 fails at once (its deadline is 120 s, so no
+// timeout can be what ends it) naming rank 1 as dead and the collective it waited in; the
+// launcher's last line says rank 1 was killed by SIGKILL and repeats rank 0's error. On a
+// loaded machine the kill sometimes lands in rank 1's per-step stop vote ("sum over ranks",
+// no bucket); that run must be named as well, and the job is run again (up to 5 times)
+// until a kill lands in a gradient allreduce, whose error must name the bucket.
+TEST(TrainFaults, RankKilledMidTrainingIsNamedByTheOtherAndByTheLauncher) {
+  REQUIRE_FASHION_MNIST();
+  bool in_bucket = false;
+  for (int attempt = 0; attempt < 5 && !in_bucket; ++attempt) {
+    const TempDir tmp;
+    auto job = launch_two_ranks(cnn_args(tmp), "120");
+    HangGuard guard(job->pid(), kHangLimit);
+    const pid_t victim = rank_pid(*job, 1);
+    ASSERT_GT(victim, 0) << job->output();
+    ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();  // training is under way
+    let_it_compute(victim, 7);
+    ASSERT_EQ(::kill(victim, SIGKILL), 0);
+    const int code = job->finish();
+    ASSERT_FALSE(guard.fired()) << "the job hung after rank 1 died:\n" << job->output();
+    EXPECT_EQ(code, 128 + SIGKILL) << job->output();
+
+    const std::string dead = "rank 1 (process " + std::to_string(victim) + ") died";
+    const std::string bucket =
+        "braid: I/O error: allreduce of gradient bucket 0 failed: rank 0 was waiting for rank 1";
+    const std::string vote = "braid: I/O error: sum over ranks failed: " + dead;
+    in_bucket = contains(job->output(), "[rank 0] " + bucket);
+    EXPECT_TRUE(in_bucket || contains(job->output(), "[rank 0] " + vote)) << job->output();
+    EXPECT_TRUE(contains(job->output(), dead)) << job->output();
+    const std::string last = last_line(job->output());
+    EXPECT_TRUE(contains(last, "braid launch: rank 1 was killed by signal 9 (SIGKILL)"));
+    EXPECT_TRUE(contains(last,
+                         "Rank 0 then exited with code 2; the last line it wrote to "
+                         "stderr: " +
+                             (in_bucket ? bucket : vote)));
+    EXPECT_TRUE(contains(last, dead));
+  }
+  EXPECT_TRUE(in_bucket) << "no kill landed in a gradient allreduce in 5 runs";
+}
+
+// Rank 1 stopped (SIGSTOP) mid-training: rank 0 gives up at its 3 s deadline naming the
+// bucket, the collective and rank 1 as alive but absent; the launcher ends with that line,
+// and the stopped rank is continued and stopped rather than waited out (25 s grace).
+TEST(TrainFaults, StoppedRankTimesTheOtherOutNamingItAndTheBucket) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  auto job = launch_two_ranks(cnn_args(tmp), "3");
+  HangGuard guard(job->pid(), kHangLimit);
+  StoppedRank stopped;
+  const pid_t staller = rank_pid(*job, 1);
+  ASSERT_GT(staller, 0) << job->output();
+  ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
+  let_it_compute(staller, 7);
+  ASSERT_EQ(::kill(staller, SIGSTOP), 0);
+  stopped.pid = staller;
+  ASSERT_TRUE(job->wait_for("braid launch: ")) << job->output();
+  stopped.pid = 0;  // the launcher continued it and is now reaping it
+  const int code = job->finish();
+  ASSERT_FALSE(guard.fired()) << "the job hung after rank 1 stopped:\n" << job->output();
+  EXPECT_EQ(code, 3) << job->output();  // braid's exit code for a timeout
+
+  const std::string named = "allreduce of gradient bucket 0 failed: rank 0 timed out after 3";
+  const std::string why = "waiting for rank 1 to enter allreduce #";
+  const std::string alive = "rank 1 is alive but has not got there";
+  EXPECT_TRUE(contains(job->output(), "[rank 0] braid: timeout: " + named)) << job->output();
+  const std::string last = last_line(job->output());
+  EXPECT_TRUE(contains(last, "braid launch: rank 0 exited with code 3"));
+  EXPECT_TRUE(contains(last, "Last line rank 0 wrote to stderr: braid: timeout: " + named));
+  EXPECT_TRUE(contains(last, why));
+  EXPECT_TRUE(contains(last, alive));
+  // Continued by the launcher, not left stopped until the grace period's SIGKILL.
+  EXPECT_FALSE(contains(last, "grace period and got SIGKILL"));
+}
+
+// Rank 0 and rank 1 are given different models: the layout check fails on both at once,
+// long before the 120 s deadline, and the launcher ends with the error naming both ranks.
+TEST(TrainFaults, DifferentModelsFailAtOnceNamingBothRanks) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  for (const int width : {32, 16})
+    std::ofstream(tmp.file("mlp" + std::to_string(width == 32 ? 0 : 1) + ".json"))
+        << R"({"input": [28, 28, 1], "layers": [{"type": "flatten"}, )"
+        << R"({"type": "linear", "out_features": )" << width
+        << R"(}, {"type": "relu"}, {"type": "linear", "out_features": 10}]})";
+  auto job = launch_two_ranks("--model " + tmp.path() +
+                                  "/mlp$BRAID_RANK.json --batch 16 --max-steps 20 --threads 1 "
+                                  "--out " +
+                                  tmp.file("out"),
+                              "120");
+  HangGuard guard(job->pid(), kHangLimit);
+  const int code = job->finish();
+  ASSERT_FALSE(guard.fired()) << "the job waited on different models:\n" << job->output();
+  EXPECT_EQ(code, 1) << job->output();
+  const std::string named =
+      "braid: error: ddp: rank 0 and rank 1 hold different models (rank 0: "
+      "25450 parameters";
+  EXPECT_TRUE(contains(job->output(), named)) << job->output();
+  const std::string last = last_line(job->output());
+  EXPECT_TRUE(contains(last, " exited with code 1")) << last;
+  EXPECT_TRUE(contains(last, "wrote to stderr: " + named)) << last;
+  EXPECT_FALSE(contains(job->output(), "timed out")) << job->output();
+}
+
+}  // namespace
