@@ -204,6 +204,17 @@ void Ddp::sum_over_ranks(double* values, size_t count) {
       .wait();
 }
 
+void Ddp::start_sum_over_ranks(double* values, size_t count) {
+  BRAID_CHECK(pending_sum_.done(), "ddp: a sum over ranks is already under way");
+  pending_sum_ = engine_->iallreduce(values, count, DType::f64, ReduceOp::sum,
+                                     comm::OpLabel("sum over ranks"));
+}
+
+void Ddp::finish_sum_over_ranks() {
+  pending_sum_.wait();
+  pending_sum_ = {};
+}
+
 double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
   Stopwatch watch;
   times_ = {};

@@ -60,6 +60,8 @@ class Ddp : public Strategy {
   double step(const data::Batch& batch, float lr, int64_t step) override;
   void sync_parameters() override;
   void sum_over_ranks(double* values, size_t count) override;
+  void start_sum_over_ranks(double* values, size_t count) override;
+  void finish_sum_over_ranks() override;
   int rank() const override;
   int world_size() const override;
 
@@ -92,6 +94,7 @@ class Ddp : public Strategy {
   bool communicate_ = false;        // this backward is the step's last: buckets go out
   std::vector<float> send_, recv_;  // deterministic mode's exchange
   TreeSum micro_sum_;               // deterministic mode's sum over micro-batches
+  comm::Handle pending_sum_;        // start_sum_over_ranks's
   std::unique_ptr<comm::ProgressEngine> engine_;  // last: stopped before the rest goes
 };
 

@@ -67,6 +67,14 @@ class Strategy {
     (void)values;
     (void)count;
   }
+  // sum_over_ranks in two halves, so a step can run between them: start() takes the
+  // values (which must stay alive), finish() waits and leaves the sums there. One at a
+  // time; every rank starts it at the same point.
+  virtual void start_sum_over_ranks(double* values, size_t count) {
+    (void)values;
+    (void)count;
+  }
+  virtual void finish_sum_over_ranks() {}
   virtual int rank() const { return 0; }
   virtual int world_size() const { return 1; }
 

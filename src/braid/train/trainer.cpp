@@ -217,15 +217,34 @@ void Trainer::write_timeline() {
   if (rank_ == 0) merge_rank_traces(path, world_);
 }
 
+// The ranks vote at every step boundary without waiting for each other: the vote cast
+// after step t is counted after step t + 1 (it travels while that step runs), so a stop
+// lands one step later on every rank alike, and no step boundary becomes a barrier.
 int Trainer::agreed_stop() {
-  int requested = stop_requested();
+  const int requested = stop_requested();
   if (world_ == 1) return requested;
-  // Sum of the requests' signal numbers and of the count of requesting ranks: any rank's
-  // request stops all; the signal reported is one that was received.
-  double votes[2] = {static_cast<double>(requested), requested != 0 ? 1.0 : 0.0};
-  strategy_->sum_over_ranks(votes, 2);
-  if (votes[1] == 0) return 0;
-  return requested != 0 ? requested : static_cast<int>(votes[0] / votes[1]);
+  int agreed = 0;
+  if (vote_pending_) {
+    strategy_->finish_sum_over_ranks();
+    vote_pending_ = false;
+    // Sum of the requests' signal numbers and of the count of requesting ranks: any
+    // rank's request stops all; the signal reported is one that was received.
+    if (votes_[1] != 0) agreed = my_vote_ != 0 ? my_vote_ : static_cast<int>(votes_[0] / votes_[1]);
+  }
+  if (agreed != 0) return agreed;
+  my_vote_ = requested;
+  votes_[0] = static_cast<double>(requested);
+  votes_[1] = requested != 0 ? 1.0 : 0.0;
+  strategy_->start_sum_over_ranks(votes_, 2);
+  vote_pending_ = true;
+  return 0;
+}
+
+// A vote still travelling when the run ends is collected, so nothing is left in flight.
+void Trainer::drain_vote() {
+  if (!vote_pending_) return;
+  strategy_->finish_sum_over_ranks();
+  vote_pending_ = false;
 }
 
 RunOutcome Trainer::run(int64_t stop_at_step) {
@@ -372,6 +391,7 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
     if (config_.eval_every == 0) evaluate_and_log("epoch");
     if (config_.checkpoint_every == 0) checkpoint();
   }
+  drain_vote();
   // Whatever checkpoint_every says, the run's last step is saved.
   if (checkpointed_step != step_ && step_ != first_step) checkpoint();
   if (timeline_.enabled()) write_timeline();

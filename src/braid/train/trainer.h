@@ -114,10 +114,18 @@ class Trainer {
   int64_t schedule_steps() const;
   std::unique_ptr<optim::Schedule> make_schedule(int64_t total_steps) const;
   void check_position(const nlohmann::json& train_state, const std::string& dir) const;
+  struct ResumePosition {
+    int64_t position = 0;  // batches of this rank into the epoch
+    int64_t samples = 0;   // samples of the epoch's global order before it
+    bool moved = false;    // the checkpoint's world size or batch differ from this run's
+  };
+  ResumePosition position_here(const nlohmann::json& train_state, const std::string& file) const;
+  int64_t global_batch() const;  // samples of one step over every rank
   void warn_if_horizon_changed(const nlohmann::json& train_state, const std::string& dir) const;
 
   void init(bool load_data);
   int agreed_stop();  // the stop request every rank agrees on (0: none)
+  void drain_vote();
   void write_timeline();
   nn::Module& module();
   optim::Optimizer& optimizer();
@@ -137,6 +145,9 @@ class Trainer {
   bool resume_mid_epoch_ = false;
   bool loader_started_ = false;  // the loader was restored to a position inside epoch_
   StepTimes times_;
+  double votes_[2] = {0, 0};  // agreed_stop's vote in flight
+  int my_vote_ = 0;
+  bool vote_pending_ = false;
   Timeline timeline_;
 };
 

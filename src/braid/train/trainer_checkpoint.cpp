@@ -28,6 +28,36 @@ int64_t read_count(const json& object, const char* key, const std::string& field
 
 }  // namespace
 
+int64_t Trainer::global_batch() const { return config_.batch * world_; }
+
+// Where this rank's loader stands after a checkpoint's samples: the same global sample,
+// counted in batches of this run (world_ ranks x config_.batch). A checkpoint from another
+// world size or batch must end on a whole global batch of this run.
+Trainer::ResumePosition Trainer::position_here(const json& ts, const std::string& file) const {
+  ResumePosition r;
+  const json& l = ts["loader"];
+  r.position = read_count(l, "position", "train_state.loader.position", file);
+  if (!l.contains("samples")) return r;  // written before world sizes were recorded
+  const int64_t world = read_count(l, "world_size", "train_state.loader.world_size", file);
+  const int64_t batch = read_count(l, "batch", "train_state.loader.batch", file);
+  r.samples = read_count(l, "samples", "train_state.loader.samples", file);
+  // The same world and batch: the position stands as recorded (check_position checks it).
+  if (world == world_ && batch == config_.batch) return r;
+  BRAID_CHECK(r.samples == r.position * world * batch, "checkpoint '", file,
+              "': train_state.loader.samples ", r.samples, " is not position ", r.position,
+              " x world_size ", world, " x batch ", batch, " (the file was edited or is corrupt)");
+  r.moved = true;
+  if (r.samples % global_batch() != 0)
+    BRAID_THROW(Error, "checkpoint '", file, "' stopped at sample ", r.samples, " of its epoch (",
+                world, " ranks x batch ", batch, "), which is not a whole ",
+                "number of this run's global batches (", world_, " ranks x batch ", config_.batch,
+                " = ", global_batch(), "); resume with a global batch that divides ", r.samples,
+                ", e.g. the same ", world * batch,
+                " (ranks x batch, with accumulate_steps to fit)");
+  r.position = r.samples / global_batch();
+  return r;
+}
+
 void Trainer::save_checkpoint(const std::string& dir) const {
   BRAID_CHECK(writes_outputs(), "save_checkpoint on rank ", rank_,
               ": only rank 0 writes checkpoints");
@@ -39,8 +69,15 @@ void Trainer::save_checkpoint(const std::string& dir) const {
                 {"schedule_steps", schedule_steps()},
                 {"config", to_json(config_)}};
   if (train_loader_) {
+    // The position in batches of this rank, and in samples of the epoch's global order
+    // (every rank together: rank r's j-th sample is global position r + world j), which
+    // is what another world size or batch resumes from.
     const data::LoaderState ls = train_loader_->state();
-    state["loader"] = {{"epoch", ls.epoch}, {"position", ls.position}};
+    state["loader"] = {{"epoch", ls.epoch},
+                       {"position", ls.position},
+                       {"samples", ls.position * global_batch()},
+                       {"world_size", world_},
+                       {"batch", config_.batch}};
   }
   if (average_) state["ema_updates"] = average_->updates();
   train::save_checkpoint(dir, strategy_->params(), opt_state, state,
@@ -62,6 +99,13 @@ void Trainer::check_position(const json& ts, const std::string& dir) const {
   const int64_t position = read_count(l, "position", "train_state.loader.position", file);
   const int64_t per_epoch = batches_per_epoch();
   if (!train_loader_) return;
+  if (const auto resumed = position_here(ts, file); resumed.moved) {
+    // Another world size or batch: the step counts on, the data from the same sample.
+    BRAID_CHECK(resumed.position <= per_epoch, "checkpoint '", file, "': sample ", resumed.samples,
+                " of the epoch is past the ", per_epoch,
+                " batches of an epoch at this world size and batch");
+    return;
+  }
   const json& saved_batch = ts.contains("config") ? ts["config"].value("batch", json()) : json();
   const std::string hint =
       saved_batch.is_number_integer() && saved_batch.get<int64_t>() != config_.batch
@@ -118,7 +162,13 @@ void Trainer::load_checkpoint(const std::string& path) {
   epoch_ = ck.train_state.at("epoch").get<int64_t>();
   if (train_loader_ && ck.train_state.contains("loader")) {
     const auto& l = ck.train_state["loader"];
-    const data::LoaderState ls{l.at("epoch").get<int64_t>(), l.at("position").get<int64_t>()};
+    const data::LoaderState ls{l.at("epoch").get<int64_t>(),
+                               position_here(ck.train_state, dir + "/state.json").position};
+    if (ls.position != l.at("position").get<int64_t>())
+      log_info("checkpoint '", dir, "' was written by ", l.at("world_size").get<int64_t>(),
+               " ranks x batch ", l.at("batch").get<int64_t>(), "; this run (", world_,
+               " ranks x batch ", config_.batch, ") continues its epoch ", ls.epoch, " at batch ",
+               ls.position, " (sample ", l.at("samples").get<int64_t>(), ")");
     if (ls.epoch == epoch_ && ls.position > 0 && ls.position < train_loader_->batches_per_epoch()) {
       train_loader_->restore(ls);
       resume_mid_epoch_ = true;
