@@ -275,6 +275,8 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
     nlohmann::json rec = {{"event", "eval"},       {"when", when},   {"step", step_},
                           {"epoch", epoch_},       {"loss", r.loss}, {"samples", r.samples},
                           {"seconds", w.elapsed()}};
+    // Since the run started, this evaluation included: the clock of time-to-accuracy.
+    rec["run_seconds"] = run_watch.elapsed();
     std::string line = detail::concat("eval  step ", step_, "  loss ", r.loss);
     if (!is_lm) {
       rec["accuracy"] = r.accuracy;
