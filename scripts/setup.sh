@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs everything braid's build, tests and main job need from Debian's packages.
 # Idempotent: skips apt entirely when every package is already installed.
+#
+#   scripts/setup.sh                   what a newcomer needs (the quickstart runs this)
+#   scripts/setup.sh --test-packages   also what only system tests use: slurm-wlm, for the
+#                                      srun test (scripts/slurm-local.sh); scripts/test.sh
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config libopenmpi-dev openmpi-bin
@@ -8,6 +12,11 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist fortunes iproute2
 )
+case "${1:-}" in
+  "") ;;
+  --test-packages) packages+=(slurm-wlm) ;;
+  *) echo "setup: unknown option '$1' (accepted: --test-packages)" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -24,22 +24,29 @@ host=$(hostname -s)
 
 die() { echo "slurm-local: $*" >&2; exit 2; }
 
-stop_daemon() {
-  local pidfile=$1 pid
-  [ -f "$pidfile" ] || return 0
-  pid=$(cat "$pidfile")
-  # Only a process that is still the daemon we started (a reused pid is left alone).
-  if [[ $pid =~ ^[0-9]+$ ]] && grep -q "$dir" "/proc/$pid/cmdline" 2>/dev/null; then
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
-  rm -f "$pidfile"
+# The pid in `pidfile` if it is still a daemon this script started (a reused pid is not).
+our_pid() {
+  local pid
+  [ -f "$1" ] || return 0
+  pid=$(cat "$1")
+  if [[ $pid =~ ^[0-9]+$ ]] && grep -q "$dir" "/proc/$pid/cmdline" 2>/dev/null; then echo "$pid"; fi
 }
 
 down() {
-  stop_daemon "$dir/slurmd.pid"
-  stop_daemon "$dir/slurmctld.pid"
+  local pids
+  pids=$(our_pid "$dir/slurmd.pid"; our_pid "$dir/slurmctld.pid")
+  if [ -n "$pids" ]; then
+    # shellcheck disable=SC2086
+    kill $pids 2>/dev/null || true
+    for _ in $(seq 100); do
+      local alive=""
+      for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
+      [ -z "$alive" ] && break
+      sleep 0.1
+    done
+    # shellcheck disable=SC2086
+    kill -9 $pids 2>/dev/null || true
+  fi
   rm -rf "$dir"
 }
 

@@ -4,7 +4,8 @@
 # MPI build (Debian's Open MPI) runs the MPI backend's tests under mpirun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+# With the system tests' packages (Slurm for the srun test; ~20 s to install).
+scripts/setup.sh --test-packages
 jobs=$(nproc)
 for flavour in release asan; do
   echo "== $flavour build"
