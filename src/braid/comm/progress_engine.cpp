@@ -9,8 +9,13 @@
 #include "comm/progress_engine.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -99,8 +104,8 @@ struct EngineState {
 
 }  // namespace progress_detail
 
-using progress_detail::OpArgs;
 using progress_detail::EngineState;
+using progress_detail::OpArgs;
 using progress_detail::OpKind;
 using progress_detail::OpStatus;
 using progress_detail::Slot;
@@ -333,6 +338,36 @@ OpTimes Handle::times() const {
 
 // ---- ProgressEngine ----
 
+namespace {
+
+// Asks the scheduler for a short time slice for the calling thread (Linux 6.12+, EEVDF;
+// unprivileged). The progress thread runs in bursts of tens of microseconds beside
+// compute threads that never sleep; with the default slice a woken progress thread waits
+// for the compute thread's slice to run out (up to milliseconds) before it may start a
+// bucket's allreduce, while with a short one it runs at once. Older kernels refuse or
+// ignore the request, which changes nothing else.
+void request_short_slice() {
+#ifdef SYS_sched_setattr
+  struct {
+    uint32_t size, policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime, deadline, period;
+  } attr{};
+  attr.size = sizeof attr;  // SCHED_ATTR_SIZE_VER0
+  errno = 0;
+  const int nice = ::getpriority(PRIO_PROCESS, 0);  // keep this thread's nice value
+  if (errno != 0) return;
+  attr.nice = nice;
+  attr.policy = 0;         // SCHED_OTHER
+  attr.runtime = 100'000;  // the slice: 100 us, the smallest allowed
+  (void)::syscall(SYS_sched_setattr, 0, &attr, 0);
+#endif
+}
+
+}  // namespace
+
 ProgressEngine::ProgressEngine(std::shared_ptr<Group> group, ProgressEngineOptions options)
     : group_(std::move(group)) {
   BRAID_CHECK(group_ != nullptr, "ProgressEngine: null group");
@@ -344,6 +379,7 @@ ProgressEngine::ProgressEngine(std::shared_ptr<Group> group, ProgressEngineOptio
   std::unique_lock lock(st->mu);  // publishes thread_id before the thread looks at anything
   thread_ = std::thread([st, g] {
     pthread_setname_np(pthread_self(), "braid-progress");
+    request_short_slice();
     progress_loop(*st, *g);
   });
   st->thread_id = thread_.get_id();
