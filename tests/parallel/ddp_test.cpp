@@ -103,7 +103,7 @@ std::vector<float> ddp(const json& model, StepOptions o, int n, int64_t B, int s
       const uint64_t h = xxh64(s.params().params(), s.params().size() * sizeof(float));
       double mine[2] = {static_cast<double>(h >> 32), static_cast<double>(h & 0xffffffffu)};
       double sum[2] = {mine[0], mine[1]};
-      s.sum_over_ranks(sum, 2);
+      s.sum_over_ranks(sum, 2, "parameter hash");
       EXPECT_EQ(sum[0], mine[0] * n) << "rank " << group->rank() << " step " << t;
       EXPECT_EQ(sum[1], mine[1] * n) << "rank " << group->rank() << " step " << t;
     }

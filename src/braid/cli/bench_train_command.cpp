@@ -85,7 +85,7 @@ class Ranks {
   int size() const { return world_ ? world_->size() : 1; }
   void sum(std::vector<double>& v) {
     if (trainer_.world_size() > 1)
-      trainer_.strategy().sum_over_ranks(v.data(), v.size());
+      trainer_.strategy().sum_over_ranks(v.data(), v.size(), "benchmark timing");
     else if (world_ != nullptr && world_->size() > 1)
       comm::allreduce(*world_, v.data(), v.size(), DType::f64, ReduceOp::sum);
   }

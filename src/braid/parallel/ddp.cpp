@@ -199,15 +199,13 @@ void Ddp::sync_parameters() {
       .wait();
 }
 
-void Ddp::sum_over_ranks(double* values, size_t count) {
-  engine_->iallreduce(values, count, DType::f64, ReduceOp::sum, comm::OpLabel("sum over ranks"))
-      .wait();
+void Ddp::sum_over_ranks(double* values, size_t count, const char* what) {
+  engine_->iallreduce(values, count, DType::f64, ReduceOp::sum, comm::OpLabel(what)).wait();
 }
 
-void Ddp::start_sum_over_ranks(double* values, size_t count) {
+void Ddp::start_sum_over_ranks(double* values, size_t count, const char* what) {
   BRAID_CHECK(pending_sum_.done(), "ddp: a sum over ranks is already under way");
-  pending_sum_ = engine_->iallreduce(values, count, DType::f64, ReduceOp::sum,
-                                     comm::OpLabel("sum over ranks"));
+  pending_sum_ = engine_->iallreduce(values, count, DType::f64, ReduceOp::sum, comm::OpLabel(what));
 }
 
 void Ddp::finish_sum_over_ranks() {

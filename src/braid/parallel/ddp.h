@@ -59,8 +59,8 @@ class Ddp : public Strategy {
   std::string_view name() const override { return "ddp"; }
   double step(const data::Batch& batch, float lr, int64_t step) override;
   void sync_parameters() override;
-  void sum_over_ranks(double* values, size_t count) override;
-  void start_sum_over_ranks(double* values, size_t count) override;
+  void sum_over_ranks(double* values, size_t count, const char* what) override;
+  void start_sum_over_ranks(double* values, size_t count, const char* what) override;
   void finish_sum_over_ranks() override;
   int rank() const override;
   int world_size() const override;

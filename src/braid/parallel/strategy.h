@@ -63,16 +63,20 @@ class Strategy {
   virtual void sync_parameters() {}
   // values[i] = the sum over ranks of values[i], the same bits on every rank (evaluation
   // tallies, a stop request). Every rank calls it at the same point, between steps.
-  virtual void sum_over_ranks(double* values, size_t count) {
+  // `what` names it in errors ("stop vote", "evaluation tally"); a string literal (kept
+  // by pointer).
+  virtual void sum_over_ranks(double* values, size_t count, const char* what = "sum over ranks") {
     (void)values;
     (void)count;
+    (void)what;
   }
   // sum_over_ranks in two halves, so a step can run between them: start() takes the
   // values (which must stay alive), finish() waits and leaves the sums there. One at a
   // time; every rank starts it at the same point.
-  virtual void start_sum_over_ranks(double* values, size_t count) {
+  virtual void start_sum_over_ranks(double* values, size_t count, const char* what) {
     (void)values;
     (void)count;
+    (void)what;
   }
   virtual void finish_sum_over_ranks() {}
   virtual int rank() const { return 0; }

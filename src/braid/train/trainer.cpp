@@ -165,7 +165,7 @@ EvalResult Trainer::evaluate(int64_t max_batches) {
   // Each rank evaluated its own shard: the sum counts every sample once, on every rank.
   if (world_ > 1) {
     std::array<double, 3> packed = tally.pack();
-    strategy_->sum_over_ranks(packed.data(), packed.size());
+    strategy_->sum_over_ranks(packed.data(), packed.size(), "evaluation tally");
     tally = data::EvalTally::unpack(packed);
   }
   EvalResult out;
@@ -213,7 +213,7 @@ void Trainer::write_timeline() {
   timeline_.write(world_ > 1 ? rank_trace_path(path, rank_) : path, rank_);
   if (world_ == 1) return;
   double written = 1;
-  strategy_->sum_over_ranks(&written, 1);
+  strategy_->sum_over_ranks(&written, 1, "timeline written");
   if (rank_ == 0) merge_rank_traces(path, world_);
 }
 
@@ -235,7 +235,7 @@ int Trainer::agreed_stop() {
   my_vote_ = requested;
   votes_[0] = static_cast<double>(requested);
   votes_[1] = requested != 0 ? 1.0 : 0.0;
-  strategy_->start_sum_over_ranks(votes_, 2);
+  strategy_->start_sum_over_ranks(votes_, 2, "stop vote after the step");
   vote_pending_ = true;
   return 0;
 }
