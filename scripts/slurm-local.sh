@@ -29,7 +29,7 @@ our_pid() {
   local pid
   [ -f "$1" ] || return 0
   pid=$(cat "$1")
-  if [[ $pid =~ ^[0-9]+$ ]] && grep -q "$dir" "/proc/$pid/cmdline" 2>/dev/null; then echo "$pid"; fi
+  if [[ $pid =~ ^[0-9]+$ ]] && grep -qF "$dir" "/proc/$pid/cmdline" 2>/dev/null; then echo "$pid"; fi
 }
 
 down() {
@@ -47,7 +47,11 @@ down() {
     # shellcheck disable=SC2086
     kill -9 $pids 2>/dev/null || true
   fi
-  rm -rf "$dir"
+  # Only what up made, so a BRAID_SLURM_DIR that holds other files keeps them.
+  [ -d "$dir" ] || return 0
+  rm -rf "$dir/state" "$dir/spool"
+  rm -f "$conf" "$dir"/slurmctld.{pid,log} "$dir"/slurmd.{pid,log}
+  rmdir "$dir" 2>/dev/null || true
 }
 
 write_conf() {
