@@ -174,7 +174,7 @@ TEST(Ddp, DeterministicIsBitwiseAcrossWorldSizesAtOneGlobalBatch) {
     single.deterministic = true;
     single.accumulate_steps = 4;
     const auto want = single_process(small_cnn(), single, 16, 3);
-    for (const auto [n, m] : {std::pair{4, 1}, {2, 2}, {1, 4}}) {
+    for (const auto& [n, m] : {std::pair{4, 1}, {2, 2}, {1, 4}}) {
       StepOptions o = single;
       o.accumulate_steps = m;
       DdpOptions d;

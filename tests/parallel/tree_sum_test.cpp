@@ -81,7 +81,7 @@ TEST(TreeSum, OrderIsDepthFirstAndEveryTermOnce) {
 // N ranks with m terms each (rank r holds terms r, r + N, ...): local trees, then the
 // ranks' tree, equal the tree over all N m terms; a left-to-right fold does not.
 TEST(TreeSum, RanksThenAcrossRanksIsTheWholeTree) {
-  for (const auto [n, m] : {std::pair{1, 8}, {2, 4}, {4, 2}, {8, 1}, {2, 3}, {4, 3}}) {
+  for (const auto& [n, m] : {std::pair{1, 8}, {2, 4}, {4, 2}, {8, 1}, {2, 3}, {4, 3}}) {
     const auto t = terms(n * m, 99);
     const std::vector<float> want = reference(t, 0, 1, pow2_at_least(n * m));
     std::vector<float> ranks(static_cast<size_t>(n * kFloats));
