@@ -30,7 +30,10 @@ TEST(BenchArgs, UnderALauncherOneRankSaysIt) {
   Process p(
       {BRAID_BINARY, "launch", "-n", "3", "--", BRAID_BINARY, "bench", "allreduce", "--max", "4Q"});
   EXPECT_NE(p.finish(), 0) << p.output();
-  EXPECT_EQ(count(p.output(), "unknown unit 'Q'"), 1) << p.output();
+  // One rank says it; the launcher's last line then repeats that rank's words.
+  EXPECT_EQ(count(p.output(), "] braid: error: --max '4Q': unknown unit 'Q'"), 1) << p.output();
+  EXPECT_TRUE(contains(p.output(), "Last line rank 0 wrote to stderr: braid: error: --max '4Q'"))
+      << p.output();
 }
 
 TEST(BenchArgs, MoreThanTheHostsAvailableMemoryIsRefusedFirst) {
@@ -56,7 +59,9 @@ TEST(BenchArgs, UnderALauncherTheMemoryCheckCountsEveryLocalRank) {
   Process p({BRAID_BINARY, "launch", "-n", "4", "--", BRAID_BINARY, "bench", "allreduce", "--min",
              size, "--max", size});
   EXPECT_NE(p.finish(), 0) << p.output();
-  EXPECT_EQ(count(p.output(), "x 4 ranks on this host"), 1) << p.output();
+  // One rank says it (the launcher's last line repeats it).
+  EXPECT_EQ(count(p.output(), "] braid: error: bench allreduce: --max "), 1) << p.output();
+  EXPECT_TRUE(contains(p.output(), "x 4 ranks on this host")) << p.output();
 }
 
 }  // namespace
