@@ -258,7 +258,7 @@ TEST(Optimizer, StepInPartsMatchesOneStepBitwise) {
 }
 
 TEST(Optimizer, StepInPartsMustCoverEverySegment) {
-  auto opt = make_optimizer(OptimizerConfig{}, big_segments(), kBig);
+  auto opt = make_optimizer(OptimizerConfig{.name = "sgd", .momentum = 0}, big_segments(), kBig);
   std::vector<float> p = big_values(0);
   const std::vector<float> g = big_values(1);
   opt->step_range(p.data(), g.data(), 0.1f, 0, 64);

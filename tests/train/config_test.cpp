@@ -8,11 +8,15 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <type_traits>
+#include <vector>
 
 #include "core/error.h"
+#include "optim/sgd.h"
 #include "temp_dir.h"
 #include "train/recipes.h"
 #include "train/settings.h"
+#include "train/strategy_setup.h"
 
 namespace braid::train {
 namespace {
@@ -158,6 +162,50 @@ TEST(Config, JsonRoundTrip) {
   c.schedule.warmup_steps = 5;
   const TrainConfig back = config_from_json(to_json(c));
   EXPECT_EQ(to_json(back), to_json(c));
+}
+
+// The parameters after three steps of the optimizer that `step_options(c)` hands the
+// strategy (three: a momentum buffer changes nothing on the first).
+std::vector<float> after_three_steps(const TrainConfig& c) {
+  const std::vector<optim::Segment> segments = {{"w", 0, 4, true}};
+  auto opt = optim::make_optimizer(step_options(c).optimizer, segments, 4);
+  std::vector<float> p = {0.5f, -1.0f, 2.0f, 0.25f};
+  for (int t = 0; t < 3; ++t) {
+    const std::vector<float> g = {0.1f * float(t + 1), -0.3f, 0.2f, -0.05f * float(t)};
+    opt->step(p.data(), g.data(), 0.1f);
+  }
+  return p;
+}
+
+TEST(Config, OneOptimizerStructOneMomentumDefault) {
+  // The config's optimizer is the struct make_optimizer takes, with one momentum default:
+  // 0.9, the value a bare `--optimizer.name sgd` run has always had.
+  static_assert(std::is_same_v<decltype(TrainConfig::optimizer), optim::OptimizerConfig>);
+  EXPECT_EQ(optim::OptimizerConfig{}.momentum, 0.9);
+  EXPECT_EQ(TrainConfig{}.optimizer.momentum, optim::OptimizerConfig{}.momentum);
+  EXPECT_EQ(to_json(TrainConfig{})["optimizer"]["momentum"], 0.9);
+
+  // The default config's SGD steps with momentum 0.9, not as plain SGD.
+  TrainConfig sgd;
+  std::vector<float> expected = {0.5f, -1.0f, 2.0f, 0.25f};
+  optim::Sgd reference({{"w", 0, 4, true}}, 4, {.momentum = 0.9f});
+  for (int t = 0; t < 3; ++t) {
+    const std::vector<float> g = {0.1f * float(t + 1), -0.3f, 0.2f, -0.05f * float(t)};
+    reference.step(expected.data(), g.data(), 0.1f);
+  }
+  EXPECT_EQ(after_three_steps(sgd), expected);
+  TrainConfig plain = sgd;
+  plain.optimizer.momentum = 0;
+  EXPECT_NE(after_three_steps(plain), expected);
+
+  // Adaptive optimizers ignore momentum: their betas are their momentum.
+  for (const char* name : {"adam", "adamw", "adagrad", "lamb"}) {
+    TrainConfig adaptive;  // momentum at its default, 0.9
+    adaptive.optimizer.name = name;
+    TrainConfig without = adaptive;
+    without.optimizer.momentum = 0;
+    EXPECT_EQ(after_three_steps(adaptive), after_three_steps(without)) << name;
+  }
 }
 
 // Flattens {"optimizer": {"lr": 1}} into {"optimizer.lr": 1}.

@@ -136,35 +136,46 @@ const std::vector<std::string_view>& optimizer_names() {
   return names;
 }
 
+namespace {
+
+float f32(double v) { return static_cast<float>(v); }
+
+// The config's eps, or the optimizer's own default where it is 0 (any other value, a
+// negative one too, goes to the optimizer, whose range check names it).
+float eps_or(double eps, float fallback) { return eps != 0 ? f32(eps) : fallback; }
+
+}  // namespace
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, std::vector<Segment> segments,
                                           int64_t buffer_size) {
+  // Only sgd, rmsprop and lars are given c.momentum: the adaptive ones ignore it.
   if (c.name == "sgd") {
     return std::make_unique<Sgd>(std::move(segments), buffer_size,
-                                 SgdOptions{c.momentum, c.nesterov, c.weight_decay});
+                                 SgdOptions{f32(c.momentum), c.nesterov, f32(c.weight_decay)});
   }
   if (c.name == "adam" || c.name == "adamw") {
-    AdamOptions o{c.beta1, c.beta2, AdamOptions{}.eps, c.weight_decay, c.name == "adamw"};
-    o.eps = c.eps.value_or(o.eps);
+    const AdamOptions o{f32(c.beta1), f32(c.beta2), eps_or(c.eps, AdamOptions{}.eps),
+                        f32(c.weight_decay), c.name == "adamw"};
     return std::make_unique<Adam>(std::move(segments), buffer_size, o);
   }
   if (c.name == "rmsprop") {
-    RmsPropOptions o{c.alpha, RmsPropOptions{}.eps, c.momentum, c.weight_decay};
-    o.eps = c.eps.value_or(o.eps);
+    const RmsPropOptions o{f32(c.alpha), eps_or(c.eps, RmsPropOptions{}.eps), f32(c.momentum),
+                           f32(c.weight_decay)};
     return std::make_unique<RmsProp>(std::move(segments), buffer_size, o);
   }
   if (c.name == "adagrad") {
-    AdagradOptions o{AdagradOptions{}.eps, c.lr_decay, c.initial_accumulator_value, c.weight_decay};
-    o.eps = c.eps.value_or(o.eps);
+    const AdagradOptions o{eps_or(c.eps, AdagradOptions{}.eps), f32(c.lr_decay),
+                           f32(c.initial_accumulator_value), f32(c.weight_decay)};
     return std::make_unique<Adagrad>(std::move(segments), buffer_size, o);
   }
   if (c.name == "lars") {
     return std::make_unique<Lars>(
         std::move(segments), buffer_size,
-        LarsOptions{c.momentum, c.nesterov, c.weight_decay, c.trust_coefficient});
+        LarsOptions{f32(c.momentum), c.nesterov, f32(c.weight_decay), f32(c.trust_coefficient)});
   }
   if (c.name == "lamb") {
-    LambOptions o{c.beta1, c.beta2, LambOptions{}.eps, c.weight_decay};
-    o.eps = c.eps.value_or(o.eps);
+    const LambOptions o{f32(c.beta1), f32(c.beta2), eps_or(c.eps, LambOptions{}.eps),
+                        f32(c.weight_decay)};
     return std::make_unique<Lamb>(std::move(segments), buffer_size, o);
   }
   std::string names;

@@ -16,7 +16,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -85,22 +84,32 @@ class Optimizer {
   size_t segments_stepped_ = 0;  // of the step in parts under way
 };
 
-// Every option of every optimizer, for configs and the CLI; each optimizer reads the ones
-// it names and checks their ranges (an error names the optimizer, the key and the value).
+// Every option of every optimizer: the one form an option takes from a config file or a
+// flag (train::TrainConfig::optimizer, settings.cpp's table) to make_optimizer. Each
+// optimizer reads the ones it names and checks their ranges (an error names the optimizer,
+// the key and the value); the rest it ignores. Doubles, as the config holds them (a
+// config round-trips exactly); make_optimizer rounds each to the optimizer's float.
 struct OptimizerConfig {
   std::string name = "sgd";  // sgd, adam, adamw, rmsprop, adagrad, lars, lamb
-  float momentum = 0;        // sgd, rmsprop, lars
-  bool nesterov = false;     // sgd, lars (needs momentum > 0)
-  float weight_decay = 0;    // all; L2 in the gradient, decoupled for adamw and lamb
-  float beta1 = 0.9f;        // adam, adamw, lamb
-  float beta2 = 0.999f;      // adam, adamw, lamb
-  // Unset: PyTorch's default for the optimizer (1e-8; adagrad 1e-10; lamb 1e-6, as the
-  // paper's reference implementation).
-  std::optional<float> eps = std::nullopt;
-  float alpha = 0.99f;                  // rmsprop smoothing constant
-  float lr_decay = 0;                   // adagrad
-  float initial_accumulator_value = 0;  // adagrad
-  float trust_coefficient = 0.001f;     // lars eta
+  // Read by the trainer's learning-rate schedule, not by the optimizer (step() takes the
+  // rate of each step): the peak rate, and > 0: linear scaling lr * batch / base_batch.
+  double lr = 0.01;
+  int64_t base_batch = 0;
+  // sgd, rmsprop, lars; adam, adamw, lamb (whose betas are their momentum) and adagrad
+  // ignore it. 0.9, as every recipe and a bare `--optimizer.name sgd` run; set 0 for
+  // plain SGD.
+  double momentum = 0.9;
+  bool nesterov = false;    // sgd, lars (needs momentum > 0)
+  double weight_decay = 0;  // all; L2 in the gradient, decoupled for adamw and lamb
+  double beta1 = 0.9;       // adam, adamw, lamb
+  double beta2 = 0.999;     // adam, adamw, lamb
+  // 0: PyTorch's default for the optimizer (1e-8; adagrad 1e-10; lamb 1e-6, as the
+  // paper's reference implementation). adam, adamw, rmsprop, adagrad, lamb.
+  double eps = 0;
+  double alpha = 0.99;                   // rmsprop smoothing constant
+  double lr_decay = 0;                   // adagrad (no config key)
+  double initial_accumulator_value = 0;  // adagrad (no config key)
+  double trust_coefficient = 0.001;      // lars eta
 };
 
 // The names make_optimizer accepts, in the order listed in its error message.

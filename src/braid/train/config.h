@@ -12,20 +12,9 @@
 #include <string>
 #include <vector>
 
-namespace braid::train {
+#include "optim/optimizer.h"
 
-struct OptimizerSettings {
-  std::string name = "sgd";  // sgd, adam, adamw, rmsprop, adagrad, lars, lamb
-  double lr = 0.01;
-  double momentum = 0.9;
-  bool nesterov = false;
-  double weight_decay = 0.0;
-  double beta1 = 0.9, beta2 = 0.999;
-  double eps = 0;                    // 0: the optimizer's own default
-  double alpha = 0.99;               // rmsprop smoothing
-  double trust_coefficient = 0.001;  // LARS eta
-  int64_t base_batch = 0;            // > 0: linear LR scaling, lr * batch / base_batch
-};
+namespace braid::train {
 
 struct ScheduleSettings {
   std::string name = "constant";  // constant, step, cosine
@@ -49,7 +38,9 @@ struct TrainConfig {
   uint64_t seed = 0;
   int threads = 1;
 
-  OptimizerSettings optimizer;
+  // The optimizer's settings in the form make_optimizer takes (one struct from the file to
+  // the optimizer; lr and base_batch are read by the schedule).
+  optim::OptimizerConfig optimizer;
   ScheduleSettings schedule;
   double clip_grad_norm = 0.0;
   bool augment_flip = false;

@@ -7,20 +7,8 @@
 namespace braid::train {
 
 parallel::StepOptions step_options(const TrainConfig& config) {
-  const OptimizerSettings& s = config.optimizer;
   parallel::StepOptions o;
-  optim::OptimizerConfig& c = o.optimizer;
-  c.name = s.name;
-  c.momentum = static_cast<float>(s.momentum);
-  c.nesterov = s.nesterov;
-  c.weight_decay = static_cast<float>(s.weight_decay);
-  c.beta1 = static_cast<float>(s.beta1);
-  c.beta2 = static_cast<float>(s.beta2);
-  if (s.eps > 0) c.eps = static_cast<float>(s.eps);
-  c.alpha = static_cast<float>(s.alpha);
-  c.trust_coefficient = static_cast<float>(s.trust_coefficient);
-  // Adaptive methods take momentum from their betas; only these read `momentum`.
-  if (s.name != "sgd" && s.name != "rmsprop" && s.name != "lars") c.momentum = 0;
+  o.optimizer = config.optimizer;
   o.clip_grad_norm = static_cast<float>(config.clip_grad_norm);
   o.label_smoothing = static_cast<float>(config.label_smoothing);
   o.seed = config.seed;
