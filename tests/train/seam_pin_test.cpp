@@ -86,6 +86,11 @@ const std::map<std::string, std::map<std::string, std::string>>& pins() {
 }
 
 TEST(SeamPin, OneProcessTrainingIsBitwiseAsBeforeTheSeam) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The pins are the Release build's bits; a sanitizer build compiles the non-BLAS kernels
+  // at another optimisation level (gpt-tiny's differ there), so it has nothing to compare.
+  GTEST_SKIP() << "skipped: the pins are of the Release build, this is a sanitizer build";
+#endif
   const std::string key =
       std::string(openblas_get_corename()) + "/" + std::string(isa_name(best_isa()));
   const auto found = pins().find(key);
