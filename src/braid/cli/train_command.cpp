@@ -202,7 +202,8 @@ void run_eval(const EvalFlags& f) {
 
 void add_train_command(CLI::App& app) {
   auto flags = std::make_shared<TrainFlags>();
-  CLI::App* cmd = app.add_subcommand("train", "Train a model (data-parallel when a launcher starts several ranks)");
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train a model (data-parallel when a launcher starts several ranks)");
   cmd->add_option("--config", flags->config,
                   "JSON config file (flags override it; with --resume, it overrides the "
                   "checkpoint's config)");
