@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/median.h"
 #include "core/cpu.h"
 #include "core/gemm.h"
 #include "core/memory.h"
@@ -17,13 +18,6 @@
 
 namespace braid::cli {
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 struct GemmShape {
   const char* where;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/median.h"
 #include "cli/relaunch.h"
 #include "comm/collectives.h"
 #include "comm/group.h"
@@ -51,13 +52,6 @@ struct TrainBenchFlags {
   double bucket_mb = 25;
   bool json = false, synthetic = false, deterministic = false;
 };
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 train::TrainConfig bench_config(const TrainBenchFlags& f) {
   train::TrainConfig config;
