@@ -13,23 +13,24 @@ cd "$(dirname "$0")/.."
 rounds=${1:-3}
 out=${OUT:-/tmp/ddp_figures.jsonl}
 : > "$out"
+: > "$out.err"  # every run's stderr, to see why one gave no line
 braid=build/release/braid
 lscpu | grep -E "Model name" >&2
 for ((r = 0; r < rounds; r++)); do
   for model in mlp cnn gpt-tiny; do
     batch=128; [ "$model" = gpt-tiny ] && batch=32
     "$braid" bench train --model "$model" --batch "$batch" --strategy ddp -n 2 --synthetic \
-      --json --steps 20 --repeats 5 2>/dev/null | sed -n 's/^\[rank 0\] //p' | grep '^{' >> "$out"
+      --json --steps 20 --repeats 5 2>>"$out.err" | sed -n 's/^\[rank 0\] //p' | grep '^{' >> "$out"
     /usr/bin/python3 bench/pytorch_ddp_bench.py --ranks 2 --models "$model" --batch "$batch" \
-      2>/dev/null | grep '^{' >> "$out"
+      2>>"$out.err" | grep '^{' >> "$out"
   done
   for model in mlp cnn; do
     "$braid" bench train --model "$model" --batch 128 --synthetic --json --steps 20 \
       --repeats 5 | grep '^{' >> "$out"
     /usr/bin/python3 bench/pytorch_ddp_bench.py --ranks 1 --models "$model" --batch 128 \
-      2>/dev/null | grep '^{' >> "$out"
+      2>>"$out.err" | grep '^{' >> "$out"
     "$braid" bench train --model "$model" --batch 128 --strategy ddp -n 2 --synthetic \
-      --deterministic --json --steps 20 --repeats 5 2>/dev/null |
+      --deterministic --json --steps 20 --repeats 5 2>>"$out.err" |
       sed -n 's/^\[rank 0\] //p' | grep '^{' >> "$out"
   done
   echo "round $((r + 1)) of $rounds done" >&2
