@@ -13,9 +13,9 @@
 
 #include "comm/collectives.h"
 #include "comm/inproc_ranks.h"
-#include "core/checksum.h"
 #include "data/loader.h"
 #include "parallel/single_process.h"
+#include "parallel/strategy_test_data.h"
 #include "train/model_spec.h"
 
 namespace braid::parallel {
@@ -24,63 +24,7 @@ namespace {
 using comm::testing::message;
 using comm::testing::rethrow_first;
 using comm::testing::run_group;
-using nlohmann::json;
-
-// Convolution, batch norm (buffers), dropout (randomness) and two linear layers.
-json small_cnn() {
-  return json::parse(R"({"input": [12, 12, 1], "layers": [
-      {"type": "conv2d", "out_channels": 4, "kernel": 3, "stride": 2}, {"type": "batchnorm"},
-      {"type": "relu"}, {"type": "flatten"}, {"type": "dropout", "p": 0.2},
-      {"type": "linear", "out_features": 16}, {"type": "relu"},
-      {"type": "linear", "out_features": 10}]})");
-}
-
-json small_mlp() {
-  return json::parse(R"({"input": [12, 12, 1], "layers": [{"type": "flatten"},
-      {"type": "linear", "out_features": 24}, {"type": "relu"},
-      {"type": "linear", "out_features": 10}]})");
-}
-
-StepOptions options(const char* optimizer) {
-  StepOptions o;
-  o.optimizer.name = optimizer;
-  o.optimizer.momentum = std::string(optimizer) == "sgd" ? 0.9f : 0.0f;
-  o.optimizer.weight_decay = 0.01f;
-  o.seed = 5;
-  return o;
-}
-
-// The global batch of step `step`: B images of 12x12 and labels, from the seed.
-data::Batch global_batch(int64_t B, int64_t step) {
-  data::Batch b;
-  b.size = B;
-  b.inputs = Tensor::empty(Shape{B, 12, 12, 1});
-  b.targets = Tensor::empty(Shape{B}, DType::i32);
-  Rng rng(1000 + static_cast<uint64_t>(step));
-  for (int64_t i = 0; i < b.inputs.numel(); ++i) b.inputs.f32()[i] = rng.normal();
-  for (int64_t i = 0; i < B; ++i)
-    b.targets.data<int32_t>()[i] = static_cast<int32_t>(rng.below(10));
-  return b;
-}
-
-// Rank r of n's share, as a distributed sampler deals it: rows r, r + n, r + 2n, ...
-data::Batch shard(const data::Batch& g, int r, int n) {
-  const int64_t rows = g.size / n;
-  data::Batch b;
-  b.size = rows;
-  b.inputs = Tensor::empty(Shape{rows, 12, 12, 1});
-  b.targets = Tensor::empty(Shape{rows}, DType::i32);
-  const int64_t row = 144;
-  for (int64_t i = 0; i < rows; ++i) {
-    std::memcpy(b.inputs.f32() + i * row, g.inputs.f32() + (r + i * n) * row, row * sizeof(float));
-    b.targets.data<int32_t>()[i] = g.targets.data<int32_t>()[r + i * n];
-  }
-  return b;
-}
-
-std::vector<float> params_of(const Strategy& s) {
-  return {s.params().params(), s.params().params() + s.params().size()};
-}
+using namespace braid::parallel::testing;  // NOLINT: the shared test data
 
 std::vector<float> single_process(const json& model, StepOptions o, int64_t B, int steps) {
   SingleProcess s(train::build_model(model).module, o);
@@ -99,13 +43,8 @@ std::vector<float> ddp(const json& model, StepOptions o, int n, int64_t B, int s
     Ddp s(train::build_model(model).module, o, group, d);
     for (int t = 0; t < steps; ++t) {
       s.step(shard(global_batch(B, t), group->rank(), n), 0.05f, t);
-      // Every rank's parameters hash alike (checked through the strategy's own sum).
-      const uint64_t h = xxh64(s.params().params(), s.params().size() * sizeof(float));
-      double mine[2] = {static_cast<double>(h >> 32), static_cast<double>(h & 0xffffffffu)};
-      double sum[2] = {mine[0], mine[1]};
-      s.sum_over_ranks(sum, 2, "parameter hash");
-      EXPECT_EQ(sum[0], mine[0] * n) << "rank " << group->rank() << " step " << t;
-      EXPECT_EQ(sum[1], mine[1] * n) << "rank " << group->rank() << " step " << t;
+      EXPECT_TRUE(same_bits_on_every_rank(s, s.params().params(), s.params().size()))
+          << "rank " << group->rank() << " step " << t;
     }
     if (group->rank() == 0) {
       const std::lock_guard lock(mu);
@@ -113,11 +52,6 @@ std::vector<float> ddp(const json& model, StepOptions o, int n, int64_t B, int s
     }
   }));
   return out;
-}
-
-void expect_bitwise(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
 }
 
 TEST(Ddp, OneRankIsBitwiseTheOneProcessStrategy) {

@@ -47,6 +47,10 @@ Ddp::Ddp(std::unique_ptr<nn::Module> module, StepOptions options,
       shared_grads_ = comm::allocate_shared(*group_, bytes);
       return {shared_grads_.as<float>(), nullptr};
     }
+    if (category == MemCategory::parameters && ddp_.shared_parameters) {
+      shared_params_ = comm::allocate_shared(*group_, bytes);
+      return {shared_params_.as<float>(), nullptr};
+    }
     auto buffer = std::make_shared<Buffer>(bytes, category);
     return {static_cast<float*>(buffer->data()), buffer};
   });

@@ -48,6 +48,8 @@ struct DdpOptions {
   std::shared_ptr<GroupStatsReducer> batchnorm_reducer;
   // Gradients in memory every rank on the host maps (off: private memory, for tests).
   bool shared_gradients = true;
+  // Parameters there too (strategies that average parameters: local SGD).
+  bool shared_parameters = false;
 };
 
 class Ddp : public Strategy {
@@ -77,6 +79,12 @@ class Ddp : public Strategy {
   // Returns its seconds.
   double communicate_alone();
 
+ protected:
+  // For strategies built on DDP's group, progress thread and buffers (local SGD).
+  comm::ProgressEngine& engine() { return *engine_; }
+  comm::Group& group() { return *group_; }
+  MicroBatches& micro_batches() { return micro_; }
+
  private:
   void check_same_model();
   void make_buckets();
@@ -88,6 +96,7 @@ class Ddp : public Strategy {
   std::shared_ptr<comm::Group> group_;
   DdpOptions ddp_;
   comm::SharedBuffer shared_grads_;
+  comm::SharedBuffer shared_params_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_param_;  // parameter id -> bucket
   MicroBatches micro_;

@@ -61,6 +61,10 @@ class Strategy {
   // After a checkpoint or weights were loaded into params() on some ranks: make every rank
   // hold them (no-op for one process).
   virtual void sync_parameters() {}
+  // Makes every rank hold the same parameters, buffers and optimizer state, where ranks
+  // drift apart between exchanges (local SGD); a no-op where they never do. The trainer
+  // calls it on every rank before it evaluates or saves, so both see one model.
+  virtual void synchronize() {}
   // values[i] = the sum over ranks of values[i], the same bits on every rank (evaluation
   // tallies, a stop request). Every rank calls it at the same point, between steps.
   // `what` names it in errors ("stop vote", "evaluation tally"); a string literal (kept

@@ -51,8 +51,12 @@ struct TrainConfig {
 
   // Distribution. `batch` is per rank (as PyTorch DDP's DataLoader); the global batch of a
   // step is batch x world size.
-  std::string strategy = "auto";  // auto, single, ddp
+  std::string strategy = "auto";  // auto, single, ddp, local_sgd
   double bucket_mb = 25;
+  struct LocalSgd {
+    int64_t period = 8;        // local steps between parameter averages (H)
+    int64_t warmup_steps = 0;  // synchronous DDP steps first (post-local SGD)
+  } local_sgd;
   int64_t accumulate_steps = 1;
   bool deterministic = false;
   bool sync_batchnorm = false;

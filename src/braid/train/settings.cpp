@@ -122,9 +122,18 @@ std::vector<Setting> make_settings() {
       [](auto& c) -> auto& { return c.threads; }));
 
   t.push_back(text(
-      "strategy", kParallel, {"auto", "single", "ddp"},
-      "how ranks share the work (auto: ddp when the job has more than one rank)",
+      "strategy", kParallel, {"auto", "single", "ddp", "local_sgd"},
+      "how ranks share the work (auto: ddp when the job has more than one rank; local_sgd: "
+      "local steps, parameters averaged every local_sgd.period steps)",
       [](auto& c) -> auto& { return c.strategy; }));
+  t.push_back(integer(
+      "local_sgd.period", kParallel, 1, 1 << 20,
+      "local_sgd: steps each rank takes alone between two averages of the parameters (H)",
+      [](auto& c) -> auto& { return c.local_sgd.period; }));
+  t.push_back(integer(
+      "local_sgd.warmup_steps", kParallel, 0, int64_t{1} << 40,
+      "local_sgd: synchronous (ddp) steps before local steps begin (post-local SGD)",
+      [](auto& c) -> auto& { return c.local_sgd.warmup_steps; }));
   t.push_back(number(
       "bucket_mb", kParallel, kPositive,
       "ddp: MiB of gradients per allreduce bucket (the first bucket is 1 MiB, as PyTorch's)",

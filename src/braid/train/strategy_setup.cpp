@@ -2,6 +2,7 @@
 
 #include "comm/group.h"
 #include "parallel/ddp.h"
+#include "parallel/local_sgd.h"
 #include "parallel/single_process.h"
 
 namespace braid::train {
@@ -35,17 +36,21 @@ std::unique_ptr<parallel::Strategy> make_strategy(
                 " ranks; use strategy 'ddp' (or 'auto'), or run without a launcher");
     return std::make_unique<parallel::SingleProcess>(std::move(module), step_options(config));
   }
-  if (name == "ddp") {
-    BRAID_CHECK(group,
-                "strategy 'ddp' needs a job: run it under braid launch -n N (or torchrun, "
-                "mpirun, srun)");
+  if (name == "ddp" || name == "local_sgd") {
+    BRAID_CHECK(group, "strategy '", name,
+                "' needs a job: run it under braid launch -n N (or torchrun, mpirun, srun)");
     parallel::DdpOptions d;
     d.bucket_bytes = static_cast<size_t>(config.bucket_mb * (1 << 20));
     d.batchnorm_reducer = std::move(batchnorm_reducer);
-    return std::make_unique<parallel::Ddp>(std::move(module), step_options(config),
-                                           std::move(group), d);
+    if (name == "ddp")
+      return std::make_unique<parallel::Ddp>(std::move(module), step_options(config),
+                                             std::move(group), d);
+    const parallel::LocalSgdOptions local{.period = static_cast<int>(config.local_sgd.period),
+                                          .warmup_steps = config.local_sgd.warmup_steps};
+    return std::make_unique<parallel::LocalSgd>(std::move(module), step_options(config),
+                                                std::move(group), local, d);
   }
-  BRAID_THROW(Error, "unknown strategy '", name, "'; choose auto, single or ddp");
+  BRAID_THROW(Error, "unknown strategy '", name, "'; choose auto, single, ddp or local_sgd");
 }
 
 }  // namespace braid::train

@@ -151,6 +151,7 @@ void Trainer::fill_random_batch(data::Batch& batch, uint64_t seed) const {
 
 EvalResult Trainer::evaluate(int64_t max_batches) {
   BRAID_CHECK(eval_loader_, "evaluate: this trainer was built without data");
+  strategy_->synchronize();
   auto cache = module().make_cache();
   const nn::ForwardContext ctx{nn::Mode::eval, Rng(config_.seed, kForwardStream)};
   data::EvalTally tally;
@@ -304,6 +305,10 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
   int64_t checkpointed_step = -1;
   auto checkpoint = [&] {
     namespace fs = std::filesystem;
+    // Every rank, writer or not: synchronize() is collective, and the decision to save
+    // at the end below must be the same on every rank.
+    strategy_->synchronize();
+    checkpointed_step = step_;
     if (!writer) return;
     const std::string& final_dir = checkpoint_dir;
     const std::string partial = final_dir + ".partial", previous = final_dir + ".previous";
@@ -315,7 +320,6 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
     }
     fs::rename(partial, final_dir);
     fs::remove_all(previous);
-    checkpointed_step = step_;
   };
 
   if (!config_.timeline.empty()) {
