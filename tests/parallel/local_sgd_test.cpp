@@ -41,8 +41,8 @@ Trace run_local_sgd(const json& model, StepOptions o, int n, int steps, LocalSgd
       s.step(shard(global_batch(kBatch, t), group->rank(), n), kLr, t);
       // Every rank holds the same bits exactly when the step ended in an average (or was a
       // synchronous warm-up step).
-      const bool averaged = t < local.warmup_steps ||
-                            (t + 1 - local.warmup_steps) % local.period == 0;
+      const bool averaged =
+          t < local.warmup_steps || (t + 1 - local.warmup_steps) % local.period == 0;
       EXPECT_EQ(same_bits_on_every_rank(s, s.params().params(), s.params().size()), averaged)
           << "rank " << group->rank() << " step " << t;
       if (group->rank() == 0) {

@@ -75,11 +75,11 @@ inline std::vector<float> params_of(const Strategy& s) {
   return {s.params().params(), s.params().params() + s.params().size()};
 }
 
-inline void expect_bitwise(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+inline void expect_bitwise(const std::vector<float>& a, const std::vector<float>& b,
+                           const char* what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
 }
-
 
 // Whether `count` floats at `data` hash alike on every rank, asked through the strategy's
 // own sum over ranks (every rank must call it at the same point).

@@ -71,8 +71,8 @@ void LocalSgd::average(bool optimizer_state) {
   const float mean = 1.0f / static_cast<float>(world_size());
   const int64_t t0 = timeline_ ? Timeline::now() : 0;
   engine()
-      .iallreduce(params_.params(), static_cast<size_t>(params_.size()), DType::f32,
-                  ReduceOp::sum, comm::OpLabel("average of parameters"))
+      .iallreduce(params_.params(), static_cast<size_t>(params_.size()), DType::f32, ReduceOp::sum,
+                  comm::OpLabel("average of parameters"))
       .wait();
   scale_into(params_.params(), params_.params(), params_.size(), mean);
   // Buffers and optimizer state are small beside the parameters: one operation for all.

@@ -31,8 +31,8 @@
 namespace braid::parallel {
 
 struct LocalSgdOptions {
-  int period = 8;             // H: local steps between averages (1: every step)
-  int64_t warmup_steps = 0;   // synchronous (DDP) steps first: post-local SGD
+  int period = 8;            // H: local steps between averages (1: every step)
+  int64_t warmup_steps = 0;  // synchronous (DDP) steps first: post-local SGD
 };
 
 class LocalSgd : public Ddp {
