@@ -158,6 +158,30 @@ TEST(TrainCli, UnderLaunchWithTwoRanksRunsDdpAndOnlyRankZeroWrites) {
   EXPECT_FALSE(fs::exists(tmp.file("single")));
 }
 
+// Local SGD as a user runs it: two real ranks, two synchronous warm-up steps, then local
+// steps averaged every 3. The checkpoint holds the model every rank agreed on (the trainer
+// synchronizes before saving), so a run stopped at step 5 and resumed to 10 ends with the
+// bits of a run that went to 10 at once, checkpointing at 5 too.
+TEST(TrainCli, LocalSgdUnderLaunchResumesToTheUninterruptedRunsBits) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string train = "launch -n 2 -- " + std::string(BRAID_BINARY) + " train " +
+                            tiny_mlp(tmp) +
+                            "--strategy local_sgd --local-sgd.period 3 "
+                            "--local-sgd.warmup-steps 2 --checkpoint-every 5 ";
+  Result r = run_braid(train + "--steps 10 --out " + tmp.file("straight"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "strategy local_sgd")) << r.output;
+  EXPECT_TRUE(contains(r.output, "[rank 0] done: 10 steps")) << r.output;
+  r = run_braid(train + "--steps 5 --out " + tmp.file("stopped"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_braid("launch -n 2 -- " + std::string(BRAID_BINARY) + " train --resume " +
+                tmp.file("stopped") + " --steps 10");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "at step 5")) << r.output;
+  EXPECT_TRUE(same_checkpoint(tmp.file("stopped/checkpoint"), tmp.file("straight/checkpoint")));
+}
+
 // Point 4: an --out that holds a run is refused unless --resume or --overwrite; with
 // --overwrite the metrics start afresh instead of appending.
 TEST(TrainCli, ExistingOutIsRefusedUnlessResumeOrOverwrite) {

@@ -106,7 +106,9 @@ void Ddp::make_buckets() {
   bucket_of_param_.assign(n, 0);
   // Reverse layer order: backward finishes the last parameters first.
   int64_t end = params_.size();
-  size_t cap = ddp_.first_bucket_bytes;
+  // The first bucket is small so communication starts early, but never above the cap the
+  // user set: a small model under bucket_mb 0.25 gets more than one bucket to overlap.
+  size_t cap = std::min(ddp_.first_bucket_bytes, ddp_.bucket_bytes);
   int64_t begin = end;
   for (size_t id = n; id-- > 0;) {
     begin = params_.range_begin(id);

@@ -7,7 +7,8 @@
 // - Gradients live in one flat buffer that is itself the communication buffer: in memory
 //   every rank on the host maps (comm::allocate_shared), so the allreduce reads peers'
 //   buffers in place. It is cut into buckets in reverse layer order, the first of 1 MiB,
-//   the rest of bucket_bytes (PyTorch's 1 MiB and 25 MiB). When backward reports the last
+//   the rest of bucket_bytes (PyTorch's 1 MiB and 25 MiB; a bucket_bytes below 1 MiB caps
+//   the first too). When backward reports the last
 //   range of a bucket final, the bucket's allreduce starts on the group's progress thread
 //   while backward goes on with earlier layers.
 // - After backward the compute thread waits for each bucket in order, averages it and,

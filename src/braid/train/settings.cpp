@@ -136,7 +136,7 @@ std::vector<Setting> make_settings() {
       [](auto& c) -> auto& { return c.local_sgd.warmup_steps; }));
   t.push_back(number(
       "bucket_mb", kParallel, kPositive,
-      "ddp: MiB of gradients per allreduce bucket (the first bucket is 1 MiB, as PyTorch's)",
+      "ddp: MiB of gradients per allreduce bucket (the first is 1 MiB, as PyTorch's, or less)",
       [](auto& c) -> auto& { return c.bucket_mb; }));
   t.push_back(integer(
       "accumulate_steps", kParallel, 1, 1 << 20,
