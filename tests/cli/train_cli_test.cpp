@@ -168,7 +168,7 @@ TEST(TrainCli, LocalSgdUnderLaunchResumesToTheUninterruptedRunsBits) {
   const std::string train = "launch -n 2 -- " + std::string(BRAID_BINARY) + " train " +
                             tiny_mlp(tmp) +
                             "--strategy local_sgd --local-sgd.period 3 "
-                            "--local-sgd.warmup-steps 2 --checkpoint-every 5 ";
+                            "--local-sgd.start-step 2 --checkpoint-every 5 ";
   Result r = run_braid(train + "--steps 10 --out " + tmp.file("straight"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "strategy local_sgd")) << r.output;

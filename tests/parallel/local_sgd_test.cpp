@@ -41,8 +41,7 @@ Trace run_local_sgd(const json& model, StepOptions o, int n, int steps, LocalSgd
       s.step(shard(global_batch(kBatch, t), group->rank(), n), kLr, t);
       // Every rank holds the same bits exactly when the step ended in an average (or was a
       // synchronous warm-up step).
-      const bool averaged =
-          t < local.warmup_steps || (t + 1 - local.warmup_steps) % local.period == 0;
+      const bool averaged = t < local.start_step || (t + 1 - local.start_step) % local.period == 0;
       EXPECT_EQ(same_bits_on_every_rank(s, s.params().params(), s.params().size()), averaged)
           << "rank " << group->rank() << " step " << t;
       if (group->rank() == 0) {
@@ -104,7 +103,7 @@ TEST(LocalSgd, EqualsRanksTrainedAloneAndAveragedEveryHSteps) {
 
 TEST(LocalSgd, WarmupStepsAreDdpStepsBitwise) {
   const int n = 2, warmup = 3;
-  const LocalSgdOptions local{.period = 4, .warmup_steps = warmup};
+  const LocalSgdOptions local{.period = 4, .start_step = warmup};
   const Trace got = run_local_sgd(small_cnn(), options("adamw"), n, warmup + 2, local);
   // DDP's own trace over the warm-up.
   std::vector<std::vector<float>> want;

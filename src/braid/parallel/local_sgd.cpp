@@ -21,14 +21,14 @@ LocalSgd::LocalSgd(std::unique_ptr<nn::Module> module, StepOptions options,
     : Ddp(std::move(module), std::move(options), std::move(group), with_shared_parameters(ddp)),
       local_(local) {
   BRAID_CHECK(local_.period >= 1, "local_sgd: period must be >= 1, got ", local_.period);
-  BRAID_CHECK(local_.warmup_steps >= 0, "local_sgd: warmup_steps must be >= 0, got ",
-              local_.warmup_steps);
+  BRAID_CHECK(local_.start_step >= 0, "local_sgd: start_step must be >= 0, got ",
+              local_.start_step);
 }
 
 double LocalSgd::step(const data::Batch& batch, float lr, int64_t step) {
-  if (step < local_.warmup_steps) return Ddp::step(batch, lr, step);
+  if (step < local_.start_step) return Ddp::step(batch, lr, step);
   const double loss = local_step(batch, lr, step);
-  if ((step + 1 - local_.warmup_steps) % local_.period == 0) {
+  if ((step + 1 - local_.start_step) % local_.period == 0) {
     Stopwatch watch;
     average(/*optimizer_state=*/false);
     ++averages_;

@@ -4,7 +4,7 @@
 // Lin et al. 2018, "Don't use large mini-batches, use local SGD"). Communication falls by
 // a factor H against DDP, at the price of ranks drifting apart between averages.
 //
-// - Post-local SGD: the first `warmup_steps` steps are synchronous DDP steps (gradients
+// - Post-local SGD: the first `start_step` steps are synchronous DDP steps (gradients
 //   averaged every step, bucketed and overlapped with backward), then local steps begin.
 //   Lin et al. found this recovers DDP's accuracy where local SGD from the start loses some.
 // - Each rank keeps its own optimizer state (momentum, Adam's moments) between averages,
@@ -12,7 +12,7 @@
 // - The average is an allreduce of the flat parameter buffer, which lives in memory every
 //   rank on the host maps, so it reads peers' parameters in place. Every rank ends it with
 //   the same bits (every allreduce algorithm leaves identical results on all ranks).
-// - Averaging at step t means after the local update of step t when (t + 1 - warmup_steps)
+// - Averaging at step t means after the local update of step t when (t + 1 - start_step)
 //   is a multiple of H: a function of the global step, so a resumed run averages where an
 //   uninterrupted one did.
 // - synchronize() averages parameters, buffers and optimizer state at once: the trainer
@@ -31,8 +31,8 @@
 namespace braid::parallel {
 
 struct LocalSgdOptions {
-  int period = 8;            // H: local steps between averages (1: every step)
-  int64_t warmup_steps = 0;  // synchronous (DDP) steps first: post-local SGD
+  int period = 8;          // H: local steps between averages (1: every step)
+  int64_t start_step = 0;  // the first local step; steps before are DDP steps (post-local SGD)
 };
 
 class LocalSgd : public Ddp {

@@ -54,8 +54,8 @@ struct TrainConfig {
   std::string strategy = "auto";  // auto, single, ddp, local_sgd
   double bucket_mb = 25;
   struct LocalSgd {
-    int64_t period = 8;        // local steps between parameter averages (H)
-    int64_t warmup_steps = 0;  // synchronous DDP steps first (post-local SGD)
+    int64_t period = 8;      // local steps between parameter averages (H)
+    int64_t start_step = 0;  // steps before it are synchronous DDP steps (post-local SGD)
   } local_sgd;
   int64_t accumulate_steps = 1;
   bool deterministic = false;

@@ -131,9 +131,9 @@ std::vector<Setting> make_settings() {
       "local_sgd: steps each rank takes alone between two averages of the parameters (H)",
       [](auto& c) -> auto& { return c.local_sgd.period; }));
   t.push_back(integer(
-      "local_sgd.warmup_steps", kParallel, 0, int64_t{1} << 40,
-      "local_sgd: synchronous (ddp) steps before local steps begin (post-local SGD)",
-      [](auto& c) -> auto& { return c.local_sgd.warmup_steps; }));
+      "local_sgd.start_step", kParallel, 0, int64_t{1} << 40,
+      "local_sgd: the step local steps begin at; the ones before are ddp steps (post-local SGD)",
+      [](auto& c) -> auto& { return c.local_sgd.start_step; }));
   t.push_back(number(
       "bucket_mb", kParallel, kPositive,
       "ddp: MiB of gradients per allreduce bucket (the first is 1 MiB, as PyTorch's, or less)",

@@ -46,7 +46,7 @@ std::unique_ptr<parallel::Strategy> make_strategy(
       return std::make_unique<parallel::Ddp>(std::move(module), step_options(config),
                                              std::move(group), d);
     const parallel::LocalSgdOptions local{.period = static_cast<int>(config.local_sgd.period),
-                                          .warmup_steps = config.local_sgd.warmup_steps};
+                                          .start_step = config.local_sgd.start_step};
     return std::make_unique<parallel::LocalSgd>(std::move(module), step_options(config),
                                                 std::move(group), local, d);
   }
