@@ -291,10 +291,11 @@ TEST(Recipes, BuiltinModelBringsItsRecipe) {
   }
   const TrainConfig cnn = config_from_json(json::object());  // no model named: cnn
   EXPECT_EQ(cnn.model, "cnn");
-  EXPECT_DOUBLE_EQ(cnn.optimizer.lr, 0.05);
-  EXPECT_DOUBLE_EQ(cnn.optimizer.weight_decay, 5e-4);
+  EXPECT_EQ(cnn.optimizer.name, "adam");
+  EXPECT_DOUBLE_EQ(cnn.optimizer.lr, 3e-3);
+  EXPECT_DOUBLE_EQ(cnn.optimizer.weight_decay, 0);
   EXPECT_EQ(cnn.schedule.name, "cosine");
-  EXPECT_EQ(cnn.schedule.warmup_steps, 200);
+  EXPECT_EQ(cnn.schedule.warmup_steps, 0);
   const TrainConfig gpt = config_from_json({{"model", "gpt-tiny"}});
   EXPECT_EQ(gpt.dataset, "text");
   EXPECT_EQ(gpt.optimizer.name, "adamw");

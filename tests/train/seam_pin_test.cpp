@@ -37,6 +37,12 @@ std::vector<Scenario> scenarios() {
     TrainConfig c = config_from_json(json::object({{"model", "cnn"}}));
     c.batch = 8;
     c.clip_grad_norm = 0.5;
+    // The cnn recipe when the pins were recorded (it is Adam since).
+    c.optimizer.name = "sgd";
+    c.optimizer.lr = 0.05;
+    c.optimizer.momentum = 0.9;
+    c.optimizer.weight_decay = 5e-4;
+    c.schedule.warmup_steps = 200;
     out.push_back({"cnn-sgd-clip", c});
   }
   {
