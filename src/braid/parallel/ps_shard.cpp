@@ -1,0 +1,135 @@
+#include "parallel/ps_shard.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+#include "parallel/tree_sum.h"
+
+namespace braid::parallel {
+
+std::string_view ps_mode_name(PsMode m) {
+  switch (m) {
+    case PsMode::sync:
+      return "sync";
+    case PsMode::async:
+      return "async";
+    case PsMode::ssp:
+      return "ssp";
+  }
+  return "?";
+}
+
+PsMode parse_ps_mode(std::string_view text) {
+  for (PsMode m : {PsMode::sync, PsMode::async, PsMode::ssp})
+    if (text == ps_mode_name(m)) return m;
+  BRAID_THROW(Error, "ps_mode is '", text, "'; choose sync, async or ssp");
+}
+
+void validate(const PsRules& r) {
+  BRAID_CHECK(r.workers >= 1, "ps: the job needs at least one worker, got ", r.workers);
+  BRAID_CHECK(r.backup_workers >= 0 && r.backup_workers < r.workers, "ps_backup_workers is ",
+              r.backup_workers, "; it must be in [0, ", r.workers,
+              ") (workers - backup_workers gradients make a step)");
+  BRAID_CHECK(r.mode == PsMode::sync || r.backup_workers == 0, "ps_backup_workers is ",
+              r.backup_workers, " but ps_mode is ", ps_mode_name(r.mode),
+              "; backup workers belong to sync mode");
+  BRAID_CHECK(r.staleness_bound >= 0, "ps_staleness_bound is ", r.staleness_bound,
+              "; it must be >= 0");
+  BRAID_CHECK(!r.staleness_lr || r.mode != PsMode::sync,
+              "ps_staleness_lr applies to async and ssp modes; sync gradients are never stale");
+}
+
+PsShard::PsShard(KeyRange range, std::span<const optim::Segment> segments,
+                 std::span<const float> initial, const optim::OptimizerConfig& optimizer,
+                 PsRules rules)
+    : range_(range),
+      rules_(rules),
+      params_(initial.begin(), initial.end()),
+      clock_(static_cast<size_t>(rules.workers), 0),
+      live_(static_cast<size_t>(rules.workers), true),
+      histogram_(kHistogramBuckets, 0) {
+  validate(rules_);
+  BRAID_CHECK(static_cast<int64_t>(initial.size()) == range.size(), "ps shard: ", initial.size(),
+              " initial values for a range of ", range.size(), " floats");
+  optimizer_ = optim::make_optimizer(optimizer, segments_in(segments, range), range.size());
+  if (rules_.mode == PsMode::sync) sum_.assign(static_cast<size_t>(range.size()), 0.0f);
+}
+
+int PsShard::live_workers() const {
+  return static_cast<int>(std::count(live_.begin(), live_.end(), true));
+}
+
+int PsShard::push(const Push& p, std::span<const float> grads) {
+  BRAID_CHECK(p.worker >= 0 && p.worker < rules_.workers, "ps shard: a push from worker ", p.worker,
+              " of ", rules_.workers);
+  BRAID_CHECK(static_cast<int64_t>(grads.size()) == range_.size(), "ps shard: worker ", p.worker,
+              " pushed ", grads.size(), " floats for a range of ", range_.size());
+  auto& clock = clock_[static_cast<size_t>(p.worker)];
+  clock = std::max(clock, p.step + 1);
+  if (rules_.mode != PsMode::sync) {
+    const int64_t staleness = std::max<int64_t>(0, version_ - p.based_on);
+    const float lr = rules_.staleness_lr ? p.lr / static_cast<float>(1 + staleness) : p.lr;
+    apply(grads, lr, staleness);
+    return 1;
+  }
+  // Sync: the open step is version_; anything older arrived after its step was applied.
+  if (p.step < version_) {
+    ++dropped_;
+    return 0;
+  }
+  BRAID_CHECK(p.step == version_, "ps shard: worker ", p.worker, " pushed a gradient for step ",
+              p.step, " while step ", version_,
+              " is open; a sync worker pulls step t's parameters before pushing for t");
+  for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += grads[i];
+  if (++arrived_ < rules_.workers - rules_.backup_workers) return 0;
+  scale_into(sum_.data(), sum_.data(), range_.size(), 1.0f / static_cast<float>(arrived_));
+  apply(sum_, p.lr, 0);
+  std::fill(sum_.begin(), sum_.end(), 0.0f);
+  arrived_ = 0;
+  return 1;
+}
+
+void PsShard::apply(std::span<const float> grads, float lr, int64_t staleness) {
+  optimizer_->step(params_.data(), grads.data(), lr);
+  ++version_;
+  const auto bucket = std::min<size_t>(static_cast<size_t>(staleness), kHistogramBuckets - 1);
+  ++histogram_[bucket];
+}
+
+int64_t PsShard::slowest_live_clock() const {
+  int64_t slowest = std::numeric_limits<int64_t>::max();
+  for (size_t w = 0; w < clock_.size(); ++w)
+    if (live_[w]) slowest = std::min(slowest, clock_[w]);
+  return slowest;
+}
+
+bool PsShard::may_pull(int64_t step) const {
+  switch (rules_.mode) {
+    case PsMode::sync:
+      return version_ >= step;
+    case PsMode::async:
+      return true;
+    case PsMode::ssp:
+      // Step `step` may start while the slowest live worker has pushed at least
+      // step - bound steps.
+      return step - slowest_live_clock() <= rules_.staleness_bound;
+  }
+  return true;
+}
+
+void PsShard::lose_worker(int worker) {
+  BRAID_CHECK(worker >= 0 && worker < rules_.workers, "ps shard: lose_worker(", worker, ") of ",
+              rules_.workers);
+  live_[static_cast<size_t>(worker)] = false;
+  if (rules_.mode != PsMode::sync) return;
+  // Sync without enough backups left: no step can complete any more.
+  BRAID_CHECK(live_workers() >= rules_.workers - rules_.backup_workers, "ps: worker ", worker,
+              " is gone and sync mode needs ", rules_.workers - rules_.backup_workers,
+              " gradients a step with ", rules_.backup_workers, " backup workers; only ",
+              live_workers(),
+              " workers are left (use ps_backup_workers, or async or ssp mode, "
+              "to go on without it)");
+}
+
+}  // namespace braid::parallel

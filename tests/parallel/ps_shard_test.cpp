@@ -1,0 +1,154 @@
+// A parameter server's shard against hand-computed updates: sync steps are the mean of the
+// first W - b gradients (late ones dropped), async updates apply on arrival with their
+// staleness recorded (and the rate divided by 1 + staleness when asked), SSP holds back a
+// worker too far ahead of the slowest, and the optimizer over a range equals the same
+// optimizer over the whole buffer, sliced.
+#include "parallel/ps_shard.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.h"
+
+namespace braid::parallel {
+namespace {
+
+// Two tensors, [0, 4) and [4, 10), the shard holding both.
+std::vector<optim::Segment> two_tensors() { return {{"a", 0, 4, true}, {"b", 4, 6, false}}; }
+constexpr KeyRange kAll{0, 10};
+
+optim::OptimizerConfig plain_sgd() {
+  optim::OptimizerConfig c;
+  c.name = "sgd";
+  c.momentum = 0;
+  return c;
+}
+
+std::vector<float> filled(float v, size_t n = 10) { return std::vector<float>(n, v); }
+
+PsShard shard(PsRules rules, const optim::OptimizerConfig& opt = plain_sgd()) {
+  const auto segs = two_tensors();
+  const auto init = filled(1.0f);
+  return PsShard(kAll, segs, init, opt, rules);
+}
+
+TEST(PsShard, SyncAppliesTheMeanOnceEveryWorkerPushed) {
+  PsShard s = shard({.mode = PsMode::sync, .workers = 3});
+  EXPECT_FALSE(s.may_pull(1));
+  EXPECT_EQ(s.push({.worker = 0, .step = 0, .lr = 0.5f}, filled(1.0f)), 0);
+  EXPECT_EQ(s.push({.worker = 2, .step = 0, .lr = 0.5f}, filled(2.0f)), 0);
+  EXPECT_EQ(s.params()[0], 1.0f) << "applied before every worker pushed";
+  EXPECT_EQ(s.push({.worker = 1, .step = 0, .lr = 0.5f}, filled(6.0f)), 1);
+  // 1 - 0.5 * (1 + 2 + 6) / 3
+  for (float p : s.params()) EXPECT_FLOAT_EQ(p, -0.5f);
+  EXPECT_EQ(s.version(), 1);
+  EXPECT_TRUE(s.may_pull(1));
+  EXPECT_EQ(s.staleness_histogram()[0], 1);
+}
+
+TEST(PsShard, SyncWithABackupWorkerDropsTheLateGradient) {
+  PsShard s = shard({.mode = PsMode::sync, .workers = 3, .backup_workers = 1});
+  s.push({.worker = 1, .step = 0, .lr = 1.0f}, filled(2.0f));
+  EXPECT_EQ(s.push({.worker = 0, .step = 0, .lr = 1.0f}, filled(4.0f)), 1);
+  for (float p : s.params()) EXPECT_FLOAT_EQ(p, 1.0f - 3.0f);
+  EXPECT_EQ(s.push({.worker = 2, .step = 0, .lr = 1.0f}, filled(100.0f)), 0);
+  EXPECT_EQ(s.dropped(), 1);
+  for (float p : s.params()) EXPECT_FLOAT_EQ(p, -2.0f) << "a late gradient was applied";
+  EXPECT_EQ(s.version(), 1);
+}
+
+TEST(PsShard, AsyncAppliesOnArrivalAndRecordsStaleness) {
+  PsShard s = shard({.mode = PsMode::async, .workers = 2});
+  s.push({.worker = 0, .step = 0, .based_on = 0, .lr = 0.1f}, filled(1.0f));  // staleness 0
+  s.push({.worker = 1, .step = 0, .based_on = 0, .lr = 0.1f}, filled(1.0f));  // 1
+  s.push({.worker = 0, .step = 1, .based_on = 1, .lr = 0.1f}, filled(1.0f));  // 1
+  EXPECT_EQ(s.version(), 3);
+  for (float p : s.params()) EXPECT_FLOAT_EQ(p, 1.0f - 0.3f);
+  EXPECT_EQ(s.staleness_histogram()[0], 1);
+  EXPECT_EQ(s.staleness_histogram()[1], 2);
+  EXPECT_TRUE(s.may_pull(100));
+}
+
+TEST(PsShard, StalenessAwareRateDividesByOnePlusStaleness) {
+  PsShard s = shard({.mode = PsMode::async, .workers = 2, .staleness_lr = true});
+  s.push({.worker = 0, .step = 0, .based_on = 0, .lr = 0.4f}, filled(1.0f));  // 0.4
+  s.push({.worker = 1, .step = 0, .based_on = 0, .lr = 0.4f}, filled(1.0f));  // 0.2
+  for (float p : s.params()) EXPECT_FLOAT_EQ(p, 1.0f - 0.6f);
+}
+
+TEST(PsShard, SspHoldsBackAWorkerTooFarAheadOfTheSlowest) {
+  PsShard s = shard({.mode = PsMode::ssp, .workers = 2, .staleness_bound = 1});
+  EXPECT_TRUE(s.may_pull(0));
+  EXPECT_TRUE(s.may_pull(1));  // one ahead of a worker that pushed nothing
+  s.push({.worker = 0, .step = 0, .lr = 0.1f}, filled(1.0f));
+  s.push({.worker = 0, .step = 1, .lr = 0.1f}, filled(1.0f));
+  EXPECT_FALSE(s.may_pull(2)) << "worker 0 would be 2 steps ahead of worker 1";
+  s.push({.worker = 1, .step = 0, .lr = 0.1f}, filled(1.0f));
+  EXPECT_TRUE(s.may_pull(2));
+  EXPECT_FALSE(s.may_pull(3));
+  s.lose_worker(1);  // the slowest is gone: worker 0 alone sets the pace
+  EXPECT_TRUE(s.may_pull(3));
+}
+
+TEST(PsShard, SyncWithoutBackupsCannotLoseAWorker) {
+  PsShard s = shard({.mode = PsMode::sync, .workers = 2});
+  try {
+    s.lose_worker(1);
+    FAIL() << "sync mode went on without a worker and without backups";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("worker 1 is gone"), std::string::npos) << e.what();
+  }
+  PsShard b = shard({.mode = PsMode::sync, .workers = 2, .backup_workers = 1});
+  b.lose_worker(1);
+  EXPECT_EQ(b.push({.worker = 0, .step = 0, .lr = 1.0f}, filled(1.0f)), 1);
+}
+
+// The shard's optimizer over its range (tensors rebased) is the whole buffer's optimizer,
+// sliced: Adam over [4, 10) of a 10-float buffer gives the bits of Adam over all 10.
+TEST(PsShard, TheRangesOptimizerIsTheWholeBuffersSliced) {
+  optim::OptimizerConfig adam;
+  adam.name = "adam";
+  adam.weight_decay = 0.01;
+  const auto segs = two_tensors();
+  std::vector<float> whole(10);
+  for (size_t i = 0; i < whole.size(); ++i) whole[i] = 0.1f * static_cast<float>(i);
+  auto reference = optim::make_optimizer(adam, segs, 10);
+  const KeyRange second{4, 10};
+  PsShard s(second, segs, std::span<const float>(whole).subspan(4), adam,
+            {.mode = PsMode::async, .workers = 1});
+  for (int t = 0; t < 3; ++t) {
+    std::vector<float> g(10);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i + t) - 4.5f;
+    reference->step(whole.data(), g.data(), 0.01f);
+    s.push({.worker = 0, .step = t, .based_on = t, .lr = 0.01f},
+           std::span<const float>(g).subspan(4));
+  }
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(s.params()[i], whole[4 + i]) << i;
+}
+
+TEST(PsShard, BadRulesAreRefusedNamingTheKey) {
+  const auto message = [](PsRules r) {
+    try {
+      validate(r);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message({.workers = 2, .backup_workers = 2}).find("ps_backup_workers is 2"),
+            std::string::npos);
+  EXPECT_NE(message({.mode = PsMode::async, .workers = 2, .backup_workers = 1})
+                .find("backup workers belong to sync mode"),
+            std::string::npos);
+  EXPECT_NE(message({.mode = PsMode::ssp, .workers = 2, .staleness_bound = -1})
+                .find("ps_staleness_bound is -1"),
+            std::string::npos);
+  EXPECT_NE(message({.workers = 2, .staleness_lr = true}).find("ps_staleness_lr"),
+            std::string::npos);
+  EXPECT_THROW(parse_ps_mode("bsp"), Error);
+  EXPECT_EQ(parse_ps_mode("ssp"), PsMode::ssp);
+}
+
+}  // namespace
+}  // namespace braid::parallel
