@@ -3,7 +3,6 @@
 #include "comm/collectives.h"
 #include "comm/group.h"
 #include "core/timer.h"
-#include "optim/clip.h"
 #include "parallel/tree_sum.h"
 
 namespace braid::parallel {
@@ -57,9 +56,7 @@ double LocalSgd::local_step(const data::Batch& batch, float lr, int64_t step) {
   }
   watch.lap();
   const TimelineSpan span(timeline_, TimelineLane::kCompute, "optimizer");
-  if (options_.clip_grad_norm > 0)
-    optim::clip_grad_norm(params_.grads(), optimizer_->segments(), options_.clip_grad_norm);
-  optimizer_->step(params_.params(), params_.grads(), lr);
+  clip_and_step(lr);
   times_.optimizer = watch.lap();
   times_.total = watch.elapsed();
   return loss_sum / m;

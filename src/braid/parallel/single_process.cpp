@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/timer.h"
-#include "optim/clip.h"
 #include "parallel/tree_sum.h"
 
 namespace braid::parallel {
@@ -53,9 +52,7 @@ double SingleProcess::step(const data::Batch& batch, float lr, int64_t step) {
     times_.backward -= update_seconds_;
     times_.optimizer = update_seconds_;
   } else {
-    if (options_.clip_grad_norm > 0)
-      optim::clip_grad_norm(params_.grads(), optimizer_->segments(), options_.clip_grad_norm);
-    optimizer_->step(params_.params(), params_.grads(), lr);
+    clip_and_step(lr);
     times_.optimizer = watch.lap();
   }
   times_.total = watch.elapsed();

@@ -3,6 +3,7 @@
 #include "core/timer.h"
 #include "data/loader.h"
 #include "nn/loss.h"
+#include "optim/clip.h"
 
 namespace braid::parallel {
 namespace {
@@ -76,6 +77,12 @@ void Strategy::backward() {
   module_->backward(dlogits_, *cache_, /*need_dx=*/false);
   params_.finish_backward();
   times_.backward += watch.elapsed();
+}
+
+void Strategy::clip_and_step(float lr) {
+  if (options_.clip_grad_norm > 0)
+    optim::clip_grad_norm(params_.grads(), optimizer_->segments(), options_.clip_grad_norm);
+  optimizer_->step(params_.params(), params_.grads(), lr);
 }
 
 }  // namespace braid::parallel

@@ -112,6 +112,9 @@ class Strategy {
   // Backward from forward_loss's gradient; every range is reported final to the listeners
   // as backward finishes it (the timeline records each as a backward span).
   void backward();
+  // Clips the gradients by global norm when the options ask, then steps the optimizer over
+  // the whole buffer: the update after backward when it cannot be fused into it.
+  void clip_and_step(float lr);
 
   std::unique_ptr<nn::Module> module_;
   StepOptions options_;
