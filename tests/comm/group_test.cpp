@@ -7,6 +7,7 @@
 
 #include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "comm/collectives.h"
@@ -52,6 +53,40 @@ TEST(Group, PointToPointWithTags) {
     allreduce(g, &s, 1, DType::f32, ReduceOp::sum);
     EXPECT_EQ(s, 3.0f);
     EXPECT_THROW(g.isend(3, 0, &a, 4), Error);
+  });
+  rethrow_first(errors);
+}
+
+// irecv_any reports its sender as a group rank: in the world group (group ranks are
+// transport ranks) and in sub-groups ordered so that they are not.
+TEST(Group, IrecvAnyReportsTheSenderAsAGroupRank) {
+  auto errors = run_group(5, [](Group& g) {
+    auto sub = g.split(g.rank() % 2, -g.rank());  // descending parent rank
+    ASSERT_TRUE(sub);
+    for (Group* group : {&g, sub.get()}) {
+      const int n = group->size();
+      if (group->rank() != 0) {
+        const int32_t value = group->rank();
+        group->send(0, 3, &value, 4);
+        continue;
+      }
+      std::vector<int32_t> got(static_cast<size_t>(n), -1);
+      std::vector<int> sources(static_cast<size_t>(n), -7);
+      std::vector<RequestId> ids;
+      for (int k = 1; k < n; ++k) ids.push_back(group->irecv_any(3, &got[k], 4, &sources[k]));
+      // Half by wait(), one by test() where there is more than one.
+      if (ids.size() > 1) {
+        while (!group->test(ids.back())) std::this_thread::yield();
+        ids.pop_back();
+      }
+      group->wait(ids);
+      std::set<int> senders;
+      for (int k = 1; k < n; ++k) {
+        EXPECT_EQ(sources[k], got[k]) << "group of " << n;
+        senders.insert(sources[k]);
+      }
+      EXPECT_EQ(senders.size(), static_cast<size_t>(n - 1));
+    }
   });
   rethrow_first(errors);
 }

@@ -64,6 +64,27 @@ TEST_P(StallWarning, AStuckPeerIsNamedWithTheCallLongBeforeTheDeadline) {
   EXPECT_LE(warnings.size(), 16u) << log.text();
 }
 
+TEST_P(StallWarning, AnAnyRankReceiveIsNamedAsFromAnyRank) {
+  World world = make_world(GetParam());
+  GroupOptions options;
+  options.timeout = 600ms;
+  options.stall_warning = 100ms;
+  auto group = Group::world(world[0], options);
+  int32_t x = 0;
+  int source = -1;
+  LogCapture log;
+  std::string error;
+  try {
+    group->wait(group->irecv_any(5, &x, 4, &source));
+    ADD_FAILURE() << "a receive that nobody sent to completed";
+  } catch (const TimeoutError& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("from any rank"), std::string::npos) << error;
+  const auto warnings = log.matching({"W ", "rank 0 is still waiting", "from any rank"});
+  EXPECT_FALSE(warnings.empty()) << "no stall warning before: " << error << "\n" << log.text();
+}
+
 TEST_P(StallWarning, NoWarningWhenTheIntervalIsZero) {
   World world = make_world(GetParam());
   GroupOptions options;

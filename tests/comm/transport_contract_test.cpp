@@ -2,83 +2,12 @@
 // in-process (when built), shared memory (default rings, and 64 KiB rings so messages
 // wrap and outgrow the ring), and TCP. Ranks are threads; the per-transport test files
 // add real processes and real faults.
-#include <gtest/gtest.h>
-
-#include <algorithm>
-#include <cstring>
-#include <numeric>
-#include <thread>
-
-#include "comm/shm_transport.h"
-#include "comm/tcp_transport.h"
-#include "comm/transport_factory.h"
-#include "core/reduce.h"
-#include "transport_test_util.h"
-
-#if __has_include("comm/inproc_transport.h")
-#include "comm/inproc_transport.h"
-#define BRAID_HAVE_INPROC 1
-#endif
+#include "transport_contract.h"
 
 namespace braid::comm {
 namespace {
 
-using namespace testing;
-
-constexpr size_t kSmallRing = size_t{64} << 10;
-
-struct Kind {
-  std::string name;
-  bool streams;  // shm/tcp: real byte streams (options apply, peers can close)
-};
-
-World make_world(const std::string& kind, int n, TransportOptions options = {}) {
-#ifdef BRAID_HAVE_INPROC
-  if (kind == "inproc") {
-    World world;
-    for (auto& t : make_inproc_transports(n))
-      world.push_back(std::shared_ptr<Transport>(std::move(t)));
-    return world;
-  }
-#endif
-  if (kind == "shm-small-ring") options.shm_ring_bytes = kSmallRing;
-  if (kind == "shm" || kind == "shm-small-ring")
-    return connect_world(
-        [&](Store& s, int r, int size) {
-          return connect_shm_transport(s, r, size, soon(), options);
-        },
-        n);
-  return connect_world(
-      [&](Store& s, int r, int size) {
-        return connect_tcp_transport(s, r, size, test_secret(), soon(), options);
-      },
-      n);
-}
-
-CallSignature p2p_sig(uint64_t bytes) {
-  CallSignature sig;
-  sig.call = CallKind::p2p;
-  sig.dtype = DType::f32;
-  sig.count = bytes;
-  return sig;
-}
-
-CallSignature allreduce_sig(uint64_t count, DType dtype = DType::f32, ReduceOp op = ReduceOp::sum) {
-  CallSignature sig;
-  sig.call = CallKind::allreduce;
-  sig.dtype = dtype;
-  sig.op = op;
-  sig.count = count;
-  sig.algorithm = 1;
-  return sig;
-}
-
-Tag tag(uint32_t step, uint32_t seq = 0, uint32_t channel = 1) { return Tag{channel, seq, step}; }
-
-class TransportContract : public ::testing::TestWithParam<std::string> {
- protected:
-  bool streams() const { return GetParam() != "inproc"; }
-};
+using namespace contract_testing;  // NOLINT: the contract fixture
 
 TEST_P(TransportContract, ReportsRankSizeAndName) {
   World w = make_world(GetParam(), 3);
@@ -499,23 +428,9 @@ TEST_P(TransportContract, APeerThatClosesFailsLaterWaitsButItsMessagesArrive) {
   }
 }
 
-std::vector<std::string> kinds() {
-  std::vector<std::string> k;
-#ifdef BRAID_HAVE_INPROC
-  k.push_back("inproc");
-#endif
-  k.push_back("shm");
-  k.push_back("shm-small-ring");
-  k.push_back("tcp");
-  return k;
-}
+// --- Receives from any rank (kAnyRank).
 
-INSTANTIATE_TEST_SUITE_P(All, TransportContract, ::testing::ValuesIn(kinds()),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           std::replace(s.begin(), s.end(), '-', '_');
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(All, TransportContract, ::testing::ValuesIn(kinds()), kind_test_name);
 
 }  // namespace
 }  // namespace braid::comm

@@ -264,13 +264,80 @@ TEST(MpiTransport, DeadlineNamesPeerCallAndSeconds) {
   EXPECT_EQ(in, 42u);
 }
 
+// A receive from any rank (kAnyRank) takes each rank's message once and names its sender:
+// rank 0 receives one message from every rank, itself included.
+TEST(MpiTransport, AnyRankReceivesNameTheirSenders) {
+  MpiTransport t(MPI_COMM_WORLD);
+  const int n = t.size(), me = t.rank();
+  const int32_t value = me;
+  std::vector<int32_t> got(static_cast<size_t>(n), -1);
+  std::vector<int> sources(static_cast<size_t>(n), -7);
+  std::vector<RequestId> ids = {t.isend(0, Tag{9, 1, 0}, p2p_sig(4), &value, 4)};
+  if (me == 0)
+    for (int k = 0; k < n; ++k)
+      ids.push_back(
+          t.irecv(kAnyRank, Tag{9, 1, 0}, p2p_sig(4), &got[k], 4, std::nullopt, &sources[k]));
+  EXPECT_NO_THROW(t.wait(ids, soon()));
+  if (me != 0) return;
+  std::vector<bool> seen(static_cast<size_t>(n), false);
+  for (int k = 0; k < n; ++k) {
+    EXPECT_EQ(sources[k], got[k]);
+    ASSERT_TRUE(sources[k] >= 0 && sources[k] < n) << sources[k];
+    EXPECT_FALSE(seen[static_cast<size_t>(sources[k])]) << "rank " << sources[k] << " twice";
+    seen[static_cast<size_t>(sources[k])] = true;
+  }
+}
+
+// Any-rank receives take messages in arrival order, reduce, and fail on a size
+// disagreement (CollectiveMismatch naming both calls) or at their deadline (TimeoutError
+// saying "from any rank").
+TEST(MpiTransport, AnyRankReceiveOrderReductionAndErrors) {
+  MpiTransport t(MPI_COMM_WORLD);
+  const int me = t.rank();
+  const float first[2] = {1.0f, 2.0f}, second[2] = {10.0f, 20.0f};
+  float got[2][2] = {{0.5f, 0.5f}, {0.0f, 0.0f}};
+  int sources[2] = {-7, -7};
+  const RequestId ids[] = {
+      t.isend(me, Tag{10, 1, 0}, p2p_sig(8), first, 8),
+      t.isend(me, Tag{10, 1, 0}, p2p_sig(8), second, 8),
+      t.irecv(kAnyRank, Tag{10, 1, 0}, p2p_sig(8), got[0], 8, Reduction{DType::f32, ReduceOp::sum},
+              &sources[0]),
+      t.irecv(kAnyRank, Tag{10, 1, 0}, p2p_sig(8), got[1], 8, std::nullopt, &sources[1])};
+  EXPECT_NO_THROW(t.wait(ids, soon()));
+  EXPECT_EQ(sources[0], me);
+  EXPECT_EQ(sources[1], me);
+  EXPECT_EQ(got[0][0], 1.5f);
+  EXPECT_EQ(got[0][1], 2.5f);
+  EXPECT_EQ(got[1][0], 10.0f);
+  EXPECT_EQ(got[1][1], 20.0f);
+
+  uint64_t out = 5;
+  uint8_t in[12] = {};
+  t.isend(me, Tag{10, 2, 0}, p2p_sig(8), &out, 8);
+  try {
+    t.recv(kAnyRank, Tag{10, 2, 0}, p2p_sig(12), in, 12, soon());
+    ADD_FAILURE() << "an 8-byte message matched a 12-byte receive";
+  } catch (const CollectiveMismatch& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("any rank"), std::string::npos) << what;
+    EXPECT_NE(what.find("8 bytes"), std::string::npos) << what;
+    EXPECT_NE(what.find("12 bytes"), std::string::npos) << what;
+  }
+  try {
+    t.recv(kAnyRank, Tag{10, 3, 0}, p2p_sig(4), in, 4, Deadline::after(50ms));
+    ADD_FAILURE() << "a receive that nobody sends to completed";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("from any rank"), std::string::npos) << e.what();
+  }
+}
+
 // Misuse is a braid::Error, not a crash or a hang.
 TEST(MpiTransport, UnknownRequestIsAnError) {
   MpiTransport t(MPI_COMM_WORLD);
   const RequestId bogus = 123456;
   EXPECT_THROW(t.wait(bogus, soon()), Error);
   EXPECT_THROW(t.isend(t.size(), Tag{}, p2p_sig(0), nullptr, 0), Error);
-  EXPECT_THROW(t.irecv(-1, Tag{}, p2p_sig(0), nullptr, 0), Error);
+  EXPECT_THROW(t.irecv(-2, Tag{}, p2p_sig(0), nullptr, 0), Error);  // -1 is kAnyRank
 }
 
 }  // namespace

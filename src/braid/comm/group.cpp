@@ -87,8 +87,61 @@ RequestId Group::irecv(int from, uint32_t tag, void* data, size_t bytes) {
   return transport_->irecv(global_rank(from), Tag{channel_, 0, tag}, sig, data, bytes);
 }
 
+RequestId Group::irecv_any(uint32_t tag, void* data, size_t bytes, int* source) {
+  CallSignature sig;
+  sig.count = bytes;
+  // Members are distinct transport ranks: all of them, in order, is the identity.
+  if (source == nullptr || (members_.size() == static_cast<size_t>(transport_->size()) &&
+                            std::is_sorted(members_.begin(), members_.end())))
+    return transport_->irecv(kAnyRank, Tag{channel_, 0, tag}, sig, data, bytes, std::nullopt,
+                             source);
+  const RequestId id =
+      transport_->irecv(kAnyRank, Tag{channel_, 0, tag}, sig, data, bytes, std::nullopt, source);
+  any_sources_.push_back(AnySource{id, source});
+  return id;
+}
+
 void Group::wait(std::span<const RequestId> requests) {
-  if (!requests.empty()) transport_->wait(requests, deadline());
+  if (requests.empty()) return;
+  if (any_sources_.empty()) return transport_->wait(requests, deadline());
+  try {
+    transport_->wait(requests, deadline());
+  } catch (...) {
+    settle_sources(requests, false);
+    throw;
+  }
+  settle_sources(requests, true);
+}
+
+bool Group::test(RequestId request) {
+  if (any_sources_.empty()) return transport_->test(request);
+  bool done = false;
+  try {
+    done = transport_->test(request);
+  } catch (...) {
+    settle_sources(std::span<const RequestId>(&request, 1), false);
+    throw;
+  }
+  if (done) settle_sources(std::span<const RequestId>(&request, 1), true);
+  return done;
+}
+
+void Group::settle_sources(std::span<const RequestId> requests, bool completed) {
+  int stranger = -1;
+  std::erase_if(any_sources_, [&](const AnySource& a) {
+    if (std::find(requests.begin(), requests.end(), a.id) == requests.end()) return false;
+    if (completed) {
+      const auto it = std::find(members_.begin(), members_.end(), *a.source);
+      if (it == members_.end())
+        stranger = *a.source;
+      else
+        *a.source = static_cast<int>(it - members_.begin());
+    }
+    return true;
+  });
+  // Only members send on this group's channel; anything else is a broken promise.
+  BRAID_CHECK(stranger < 0, "Group::irecv_any: a message on group channel ", channel_,
+              " came from transport rank ", stranger, ", which is not a member");
 }
 
 std::shared_ptr<Group> Group::split(int colour, int key) {

@@ -64,9 +64,15 @@ class Group {
   // wait(); waits use the group's timeout.
   RequestId isend(int to, uint32_t tag, const void* data, size_t bytes);
   RequestId irecv(int from, uint32_t tag, void* data, size_t bytes);
+  // Receives the earliest arriving message with `tag` from whichever member sends it
+  // (comm/transport.h's kAnyRank rules: a rank that dies fails it only once every other
+  // rank of the transport has). Its sender's group rank is in *source (unless null) once
+  // this group's wait() or test() has reported the request complete; complete it through
+  // them, not through the transport, and keep `source` valid until then.
+  RequestId irecv_any(uint32_t tag, void* data, size_t bytes, int* source);
   void wait(std::span<const RequestId> requests);
   void wait(RequestId request) { wait(std::span<const RequestId>(&request, 1)); }
-  bool test(RequestId request) { return transport_->test(request); }
+  bool test(RequestId request);
   void send(int to, uint32_t tag, const void* data, size_t bytes) {
     wait(isend(to, tag, data, bytes));
   }
@@ -92,8 +98,18 @@ class Group {
         GroupOptions options);
 
  private:
+  // An irecv_any whose *source still holds a transport rank, to become a group rank when
+  // the request completes.
+  struct AnySource {
+    RequestId id;
+    int* source;
+  };
+  // Turns the completed requests' sources into group ranks (and forgets them all).
+  void settle_sources(std::span<const RequestId> requests, bool completed);
+
   std::shared_ptr<Transport> transport_;
-  std::vector<int> members_;  // transport ranks, in group order
+  std::vector<int> members_;            // transport ranks, in group order
+  std::vector<AnySource> any_sources_;  // irecv_any requests not yet completed
   int rank_ = -1;
   uint32_t channel_ = 0;
   uint32_t seq_ = 0;

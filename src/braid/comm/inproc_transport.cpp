@@ -42,10 +42,11 @@ struct Message {
   std::unique_ptr<uint8_t[]> copy;
   std::string error;
   Clock::time_point posted_at;
+  uint64_t arrival = 0;  // the hub's send number: any-rank receives take the lowest
 };
 
 struct Receive {
-  int src = 0, dst = 0;
+  int src = 0, dst = 0;  // src: kAnyRank while an any-rank receive is unmatched
   Tag tag;
   CallSignature sig;
   uint8_t* data = nullptr;
@@ -54,6 +55,8 @@ struct Receive {
   enum class State { posted, matched, done, failed } state = State::posted;
   std::shared_ptr<Message> msg;
   std::string error;
+  int* source = nullptr;  // where the sender is written when an any-rank receive matches
+  uint64_t order = 0;     // the hub's receive number: a send takes the lowest that wants it
 };
 
 }  // namespace inproc_detail
@@ -85,6 +88,10 @@ std::string describe(const CallSignature& sig, const Tag& tag) {
 
 bool same_call(const Tag& a, const Tag& b) { return a.channel == b.channel && a.seq == b.seq; }
 
+std::string from_text(int src) {
+  return src == kAnyRank ? std::string("any rank") : detail::concat("rank ", src);
+}
+
 }  // namespace
 
 class InprocHub {
@@ -93,6 +100,7 @@ class InprocHub {
     std::condition_variable cv;  // the rank's thread waits here; notified on any change
     std::vector<std::deque<std::shared_ptr<Message>>> incoming;  // [src], unmatched, in order
     std::vector<std::deque<std::shared_ptr<Receive>>> posted;    // [src], unmatched, in order
+    std::deque<std::shared_ptr<Receive>> posted_any;             // from any rank, in order
     std::vector<std::shared_ptr<Receive>> matched;               // matched receives not yet copied
     std::vector<std::shared_ptr<Receive>> work;                  // reused scratch of the copy phase
     std::vector<size_t> buffered_from;                           // [src], bytes held in the hub
@@ -134,8 +142,8 @@ class InprocHub {
     if (r.tag == m.tag && r.bytes != m.bytes)
       return detail::concat(
           "ranks disagree about the call they are in: ", call_text(r.dst, r.sig, r.tag),
-          " and expects ", r.bytes, " bytes (step ", r.tag.step, ") from rank ", r.src, ", but ",
-          call_text(m.src, m.sig, m.tag), " and sent ", m.bytes, " bytes", advice());
+          " and expects ", r.bytes, " bytes (step ", r.tag.step, ") from ", from_text(r.src),
+          ", but ", call_text(m.src, m.sig, m.tag), " and sent ", m.bytes, " bytes", advice());
     return detail::concat(
         "ranks disagree about the call they are in: ", call_text(r.dst, r.sig, r.tag), ", ",
         call_text(m.src, m.sig, m.tag), advice());
@@ -175,6 +183,10 @@ class InprocHub {
   }
 
   void match(const std::shared_ptr<Receive>& r, const std::shared_ptr<Message>& m) {
+    if (r->src == kAnyRank) {
+      r->src = m->src;
+      if (r->source != nullptr) *r->source = m->src;
+    }
     m->claimed = true;
     m->receiver = r;
     r->msg = m;
@@ -185,6 +197,7 @@ class InprocHub {
   }
 
   void post_send(const std::shared_ptr<Message>& m) {
+    m->arrival = ++sends_made;
     auto& dst = ranks[static_cast<size_t>(m->dst)];
     if (dst.dead) {
       m->state = MsgState::failed;
@@ -192,21 +205,30 @@ class InprocHub {
       return;
     }
     if (!check_peer(m->src, m->dst, m->tag, m->sig)) return;
-    auto& posted = dst.posted[static_cast<size_t>(m->src)];
-    for (auto it = posted.begin(); it != posted.end(); ++it) {
-      if (conflicts(**it, *m) || ((*it)->tag == m->tag && (*it)->bytes != m->bytes))
-        return record_mismatch(m->src, m->dst, mismatch_text(**it, *m));
-      if ((*it)->tag == m->tag) {
-        auto r = *it;
-        posted.erase(it);
-        return match(r, m);
+    // The destination's receives from the sender and from any rank, together in post order.
+    auto& own = dst.posted[static_cast<size_t>(m->src)];
+    auto& any = dst.posted_any;
+    auto i = own.begin(), j = any.begin();
+    while (i != own.end() || j != any.end()) {
+      const bool from_any = i == own.end() || (j != any.end() && (*j)->order < (*i)->order);
+      auto& it = from_any ? j : i;
+      const Receive& r = **it;
+      if (conflicts(r, *m) || (r.tag == m->tag && r.bytes != m->bytes))
+        return record_mismatch(m->src, m->dst, mismatch_text(r, *m));
+      if (r.tag == m->tag) {
+        auto taken = *it;
+        (from_any ? any : own).erase(it);
+        return match(taken, m);
       }
+      ++it;
     }
     dst.incoming[static_cast<size_t>(m->src)].push_back(m);
   }
 
   void post_recv(const std::shared_ptr<Receive>& r) {
+    r->order = ++receives_made;
     auto& me = ranks[static_cast<size_t>(r->dst)];
+    if (r->src == kAnyRank) return post_any_recv(r);
     if (!check_peer(r->dst, r->src, r->tag, r->sig)) return;
     auto& incoming = me.incoming[static_cast<size_t>(r->src)];
     for (auto it = incoming.begin(); it != incoming.end(); ++it) {
@@ -219,6 +241,30 @@ class InprocHub {
       }
     }
     me.posted[static_cast<size_t>(r->src)].push_back(r);
+  }
+
+  // An any-rank receive takes, of every sender's first unmatched message that wants it (its
+  // tag, or a conflicting signature), the one sent first.
+  void post_any_recv(const std::shared_ptr<Receive>& r) {
+    auto& me = ranks[static_cast<size_t>(r->dst)];
+    std::deque<std::shared_ptr<Message>>* queue = nullptr;
+    std::deque<std::shared_ptr<Message>>::iterator found;
+    for (auto& incoming : me.incoming)
+      for (auto it = incoming.begin(); it != incoming.end(); ++it) {
+        if (!conflicts(*r, **it) && !((*it)->tag == r->tag)) continue;
+        if (!queue || (*it)->arrival < (*found)->arrival) {
+          queue = &incoming;
+          found = it;
+        }
+        break;
+      }
+    if (!queue) return me.posted_any.push_back(r);
+    const Message& m = **found;
+    if (conflicts(*r, m) || m.bytes != r->bytes)
+      return record_mismatch(m.src, r->dst, mismatch_text(*r, m));
+    auto taken = *found;
+    queue->erase(found);
+    match(r, taken);
   }
 
   // Marks a matched pair as being copied by the calling thread and queues it in `work`.
@@ -318,6 +364,7 @@ class InprocHub {
       }
       for (auto& q : me.incoming) q.clear();
       for (auto& q : me.posted) q.clear();
+      me.posted_any.clear();
       for (const auto& r : me.matched) r->msg->receiver.reset();
       me.matched.clear();
       std::fill(me.buffered_from.begin(), me.buffered_from.end(), 0);
@@ -328,6 +375,8 @@ class InprocHub {
   std::mutex mutex;
   std::vector<Rank> ranks;
   const size_t max_buffered;
+  uint64_t sends_made = 0;     // numbers sends (Message::arrival)
+  uint64_t receives_made = 0;  // numbers receives (Receive::order)
 };
 
 InprocTransport::InprocTransport(std::shared_ptr<InprocHub> hub, int rank)
@@ -374,9 +423,9 @@ RequestId InprocTransport::isend(int peer, const Tag& tag, const CallSignature& 
 }
 
 RequestId InprocTransport::irecv(int peer, const Tag& tag, const CallSignature& sig, void* data,
-                                 size_t bytes, std::optional<Reduction> reduce) {
-  BRAID_CHECK(peer >= 0 && peer < size(), "inproc irecv: peer ", peer, " is not a rank of ",
-              size());
+                                 size_t bytes, std::optional<Reduction> reduce, int* source) {
+  BRAID_CHECK(peer == kAnyRank || (peer >= 0 && peer < size()), "inproc irecv: peer ", peer,
+              " is not a rank of ", size(), " (nor kAnyRank)");
   BRAID_CHECK(data != nullptr || bytes == 0, "inproc irecv: null buffer for ", bytes, " bytes");
   BRAID_CHECK(!reduce || bytes % dtype_size(reduce->dtype) == 0, "inproc irecv: ", bytes,
               " bytes is not a whole number of ", dtype_name(reduce->dtype), " elements");
@@ -388,6 +437,10 @@ RequestId InprocTransport::irecv(int peer, const Tag& tag, const CallSignature& 
   r->data = static_cast<uint8_t*>(data);
   r->bytes = bytes;
   r->reduce = reduce;
+  if (peer == kAnyRank)
+    r->source = source;
+  else if (source != nullptr)
+    *source = peer;
   {
     std::lock_guard lock(hub_->mutex);
     hub_->post_recv(r);
@@ -410,9 +463,12 @@ std::string describe_request(const InprocTransport::Request& q) {
   if (q.send)
     return detail::concat("sending ", q.send->bytes, " bytes (step ", q.send->tag.step,
                           ") to rank ", q.send->dst, " in ", describe(q.send->sig, q.send->tag));
-  return detail::concat("receiving ", q.recv->bytes, " bytes (step ", q.recv->tag.step,
-                        ") from rank ", q.recv->src, " in ", describe(q.recv->sig, q.recv->tag));
+  return detail::concat("receiving ", q.recv->bytes, " bytes (step ", q.recv->tag.step, ") from ",
+                        from_text(q.recv->src), " in ", describe(q.recv->sig, q.recv->tag));
 }
+
+// An unmatched any-rank receive: one no single peer is to blame for.
+bool waits_for_any(const InprocTransport::Request& q) { return q.recv && q.recv->src == kAnyRank; }
 
 }  // namespace
 
@@ -452,6 +508,11 @@ class InprocTransport::Steps final : public WaitSteps {
   std::string pending() override { return describe_request(first_pending()); }
   [[noreturn]] void timeout() override {
     const Request& q = first_pending();
+    if (waits_for_any(q))
+      BRAID_THROW(TimeoutError, "rank ", t_.rank_, ": timed out: no message with tag (channel ",
+                  q.recv->tag.channel, ", seq ", q.recv->tag.seq, ", step ", q.recv->tag.step,
+                  ") from any rank within ", deadline_.waited_seconds(), " s while ",
+                  describe_request(q), "; check that a live rank sends it, or raise the timeout");
     BRAID_THROW(TimeoutError, "rank ", t_.rank_, ": timed out after ", deadline_.waited_seconds(),
                 " s ", describe_request(q), "; rank ", peer_of(q),
                 " is stuck, slower, or not making this call (raise the timeout if it is "
@@ -506,6 +567,12 @@ class InprocTransport::Steps final : public WaitSteps {
       if (q.recv && q.recv->state == RecvState::failed)
         BRAID_THROW(PeerError, "rank ", t_.rank_, ": ", q.recv->error, " while ",
                     describe_request(q));
+      if (waits_for_any(q)) {  // any live peer may still send it
+        if (const std::string gone = every_other_gone(); !gone.empty())
+          BRAID_THROW(PeerError, "rank ", t_.rank_, ": every other rank is gone (", gone,
+                      ") while ", describe_request(q));
+        continue;
+      }
       const auto& other = hub_.ranks[static_cast<size_t>(peer)];
       // A dead peer's buffered messages stay deliverable; nothing else involving it can
       // complete.
@@ -547,6 +614,18 @@ class InprocTransport::Steps final : public WaitSteps {
     m.data = m.copy.get();
     m.state = MsgState::buffered;
     if (m.claimed) dst.cv.notify_all();
+  }
+
+  // "rank 1: <why>; rank 2: <why>" when every rank but this one is dead, else "".
+  std::string every_other_gone() const {
+    std::string gone;
+    for (int p = 0; p < hub_.size(); ++p) {
+      if (p == t_.rank_) continue;
+      const auto& other = hub_.ranks[static_cast<size_t>(p)];
+      if (!other.dead) return {};
+      gone += detail::concat(gone.empty() ? "" : "; ", "rank ", p, ": ", other.death);
+    }
+    return gone.empty() ? std::string("this is the only rank") : gone;
   }
 
   const Request& first_pending() const {

@@ -4,14 +4,18 @@
 // How it moves data: isend and irecv match at once under the hub's lock (so, unlike the
 // other transports, matching happens between calls); a matched pair is copied, or
 // reduced, straight from the sender's buffer into the receiver's by whichever of the two
-// ranks is first in wait() or test(). A send whose receive is not posted within a short
+// ranks is first in wait() or test(). A receive from any rank (kAnyRank) takes, when
+// posted, the unmatched message with its tag that was sent first (the hub numbers sends
+// as they are made); a send goes to the first posted of its destination's receives from
+// it and from any rank. A send whose receive is not posted within a short
 // grace period while its sender waits (at once for a send to oneself) is copied into the
 // hub, bounded by max_buffered_bytes per ordered pair of ranks, and completes. Everything
 // else is the contract of comm/transport.h.
 //
 // Failure: close() (or destroying the transport) marks the rank dead, as a crashed
 // process would be; peers' waits involving it throw PeerError naming it and, after its
-// own failure, the reason. A wait that throws closes its own rank too, so errors spread
+// own failure, the reason (an unmatched any-rank receive fails only once every other
+// rank is dead). A wait that throws closes its own rank too, so errors spread
 // to the ranks waiting on it instead of leaving them to time out. A CollectiveMismatch is
 // reported to both ranks of the pair that disagree, at their next wait on anything.
 //
@@ -44,7 +48,7 @@ class InprocTransport : public Transport {
   RequestId isend(int peer, const Tag& tag, const CallSignature& sig, const void* data,
                   size_t bytes) override;
   RequestId irecv(int peer, const Tag& tag, const CallSignature& sig, void* data, size_t bytes,
-                  std::optional<Reduction> reduce = std::nullopt) override;
+                  std::optional<Reduction> reduce = std::nullopt, int* source = nullptr) override;
   using Transport::wait;
   void wait(std::span<const RequestId> requests, Deadline deadline) override;
   bool test(RequestId request) override;

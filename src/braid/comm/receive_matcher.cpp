@@ -1,5 +1,6 @@
-// ReceiveMatcher: matching by (peer, whole Tag) in post and stream order, early messages in
-// recycled blocks, and the error messages that name both sides of a disagreement.
+// ReceiveMatcher: matching by (peer, whole Tag) in post and stream order, receives from
+// any rank by arrival order, early messages in recycled blocks, and the error messages
+// that name both sides of a disagreement.
 #include "comm/receive_matcher.h"
 
 #include <algorithm>
@@ -27,6 +28,7 @@ std::unique_ptr<uint8_t[]> allocate(size_t bytes) {
 ReceiveMatcher::ReceiveMatcher(int rank, int size, uint64_t max_buffered_bytes)
     : rank_(rank), size_(size), max_buffered_(max_buffered_bytes), peers_(size) {
   slots_.reserve(64);
+  any_posted_.reserve(16);
 }
 
 uint32_t ReceiveMatcher::new_slot() {
@@ -92,9 +94,9 @@ RequestId ReceiveMatcher::add_send(int peer, const Tag& tag, const CallSignature
 }
 
 RequestId ReceiveMatcher::add_recv(int peer, const Tag& tag, const CallSignature& sig, void* data,
-                                   size_t bytes, std::optional<Reduction> reduce) {
-  BRAID_CHECK(peer >= 0 && peer < size_, "receive from rank ", peer, " of a job of ", size_,
-              " ranks");
+                                   size_t bytes, std::optional<Reduction> reduce, int* source) {
+  BRAID_CHECK(peer == kAnyRank || (peer >= 0 && peer < size_), "receive from rank ", peer,
+              " of a job of ", size_, " ranks (kAnyRank, ", kAnyRank, ", receives from any)");
   BRAID_CHECK(data != nullptr || bytes == 0, "receive of ", bytes, " bytes into a null buffer");
   if (reduce) {
     const size_t esize = dtype_size(reduce->dtype);
@@ -109,32 +111,60 @@ RequestId ReceiveMatcher::add_recv(int peer, const Tag& tag, const CallSignature
   r.data = static_cast<uint8_t*>(data);
   r.bytes = bytes;
   r.reduce = reduce;
+  r.source = source;
+  r.order = ++posts_;
+  if (peer != kAnyRank && source != nullptr) *source = peer;
 
-  Peer& p = peers_[peer];
-  for (auto it = p.early.begin(); it != p.early.end(); ++it) {
-    const bool conflict = signatures_conflict(r, it->tag, it->sig);
-    if (!conflict && !(it->tag == tag)) continue;
-    if (conflict || it->bytes != bytes) {
-      fail(r, mismatch(r, it->tag, it->sig, it->bytes, "sent"));
-      if (!(it->tag == tag)) return id_of(s);
-    } else {
-      apply_early(r, *it);
+  // The buffered message it takes: the first of its peer's with its tag (or a conflicting
+  // signature); from any rank, the one of those that arrived first.
+  int from = -1;
+  std::deque<Early>::iterator found;
+  const int first = peer == kAnyRank ? 0 : peer;
+  const int last = peer == kAnyRank ? size_ - 1 : peer;
+  for (int q = first; q <= last; ++q) {
+    std::deque<Early>& early = peers_[q].early;
+    for (auto it = early.begin(); it != early.end(); ++it) {
+      if (!signatures_conflict(r, it->tag, it->sig) && !(it->tag == tag)) continue;
+      if (from < 0 || it->arrival < found->arrival) {
+        from = q;
+        found = it;
+      }
+      break;
     }
-    // The message is this receive's: drop it, and point the stream at the receive when
-    // the rest is still to come.
-    const bool incomplete = it->received < it->bytes;
-    if (incomplete) {
-      p.sink = r.complete ? Sink::discard : Sink::request;
-      p.target = s;
-    }
-    p.early_bytes -= it->bytes;
-    give_block(std::move(it->block));
-    p.early.erase(it);
-    if (!incomplete && !r.complete) complete(r);
-    return id_of(s);
   }
-  p.posted.push_back(s);
+  if (from >= 0)
+    take_early(s, from, found);
+  else
+    (peer == kAnyRank ? any_posted_ : peers_[peer].posted).push_back(s);
   return id_of(s);
+}
+
+void ReceiveMatcher::take_early(uint32_t s, int peer, std::deque<Early>::iterator it) {
+  Request& r = slots_[s];
+  Peer& p = peers_[peer];
+  if (signatures_conflict(r, it->tag, it->sig) || it->bytes != r.bytes) {
+    fail(r, mismatch(r, peer, it->tag, it->sig, it->bytes, "sent"));
+    if (!(it->tag == r.tag)) return;  // the message stays for the receive it belongs to
+  } else {
+    bind(r, peer);
+    apply_early(r, *it);
+  }
+  // The message is this receive's: drop it, and point the stream at the receive when the
+  // rest is still to come.
+  const bool incomplete = it->received < it->bytes;
+  if (incomplete) {
+    p.sink = r.complete ? Sink::discard : Sink::request;
+    p.target = s;
+  }
+  p.early_bytes -= it->bytes;
+  give_block(std::move(it->block));
+  p.early.erase(it);
+  if (!incomplete && !r.complete) complete(r);
+}
+
+void ReceiveMatcher::bind(Request& r, int peer) {
+  r.peer = peer;
+  if (r.source != nullptr) *r.source = peer;
 }
 
 void ReceiveMatcher::apply_early(Request& r, Early& e) {
@@ -152,7 +182,9 @@ void ReceiveMatcher::apply_early(Request& r, Early& e) {
 void ReceiveMatcher::release(RequestId id) {
   const uint32_t s = slot_of(id);
   Request& r = slots_[s];
-  if (!r.is_send && !r.complete) {
+  if (!r.is_send && !r.complete && r.peer == kAnyRank) {
+    std::erase(any_posted_, s);
+  } else if (!r.is_send && !r.complete) {
     Peer& p = peers_[r.peer];
     std::erase(p.posted, s);
     if (p.in_message && p.sink == Sink::request && p.target == s) p.sink = Sink::discard;
@@ -170,6 +202,12 @@ bool ReceiveMatcher::finished(std::span<const RequestId> ids, const Deadline& de
       continue;
     }
     all = false;
+    if (r.peer == kAnyRank) {  // any peer may still send, until none is left
+      if (failed_peers_ >= size_ - 1)
+        BRAID_THROW(PeerError, "every other rank is gone (", failures(), "); rank ", rank_,
+                    " was waiting for ", describe(r), " for ", deadline.waited_seconds(), " s");
+      continue;
+    }
     if (peer_failed(r.peer))
       BRAID_THROW(PeerError, peers_[r.peer].failure, "; rank ", rank_, " was waiting for ",
                   describe(r), " (", r.done, " of ", r.bytes, " bytes done) for ",
@@ -192,6 +230,13 @@ void ReceiveMatcher::throw_timeout(std::span<const RequestId> ids, const Deadlin
   for (const RequestId id : ids) {
     const Request& r = get(id);
     if (r.complete) continue;
+    if (r.peer == kAnyRank)
+      BRAID_THROW(TimeoutError, "rank ", rank_, " timed out: no message with tag (channel ",
+                  r.tag.channel, ", seq ", r.tag.seq, ", step ", r.tag.step,
+                  ") from any rank within ", deadline.waited_seconds(), " s, for ", describe(r),
+                  "; ", size_ - 1 - failed_peers_,
+                  " other ranks are still connected; check that one of them sends it, or "
+                  "raise the timeout (BRAID_TIMEOUT_S)");
     BRAID_THROW(TimeoutError, "rank ", rank_, " timed out after ", deadline.waited_seconds(),
                 " s waiting for ", describe(r), " (", r.done, " of ", r.bytes, " bytes done)",
                 hint.empty() ? "" : "; ", hint,
@@ -208,20 +253,30 @@ uint64_t ReceiveMatcher::remaining(int peer) const {
 
 bool ReceiveMatcher::begin_matched(int peer, const FrameHeader& h) {
   Peer& p = peers_[peer];
-  for (size_t i = 0; i < p.posted.size();) {
-    const uint32_t s = p.posted[i];
+  // The candidates are the peer's own posted receives and the any-rank ones, taken
+  // together in post order: the first posted that wants the message gets it.
+  size_t i = 0, j = 0;
+  for (;;) {
+    const bool own = i < p.posted.size();
+    const bool any = j < any_posted_.size();
+    if (!own && !any) return false;
+    const bool from_any = !own || (any && slots_[any_posted_[j]].order < slots_[p.posted[i]].order);
+    std::vector<uint32_t>& list = from_any ? any_posted_ : p.posted;
+    size_t& at = from_any ? j : i;
+    const uint32_t s = list[at];
     Request& r = slots_[s];
     const bool conflict = signatures_conflict(r, h.tag, h.sig);
     if (!conflict && !(r.tag == h.tag)) {
-      ++i;
+      ++at;
       continue;
     }
-    p.posted.erase(p.posted.begin() + static_cast<ptrdiff_t>(i));
+    list.erase(list.begin() + static_cast<ptrdiff_t>(at));
     if (conflict || r.bytes != h.bytes) {
-      fail(r, mismatch(r, h.tag, h.sig, h.bytes, "sent"));
+      fail(r, mismatch(r, peer, h.tag, h.sig, h.bytes, "sent"));
       if (!(r.tag == h.tag)) continue;  // the message is someone else's
       p.sink = Sink::discard;
     } else {
+      bind(r, peer);
       p.sink = Sink::request;
       p.target = s;
     }
@@ -232,7 +287,6 @@ bool ReceiveMatcher::begin_matched(int peer, const FrameHeader& h) {
     if (h.bytes == 0) end_message(p);
     return true;
   }
-  return false;
 }
 
 void ReceiveMatcher::begin_early(int peer, const FrameHeader& h) {
@@ -253,6 +307,7 @@ void ReceiveMatcher::begin_early(int peer, const FrameHeader& h) {
   e.tag = h.tag;
   e.sig = h.sig;
   e.bytes = h.bytes;
+  e.arrival = ++arrivals_;
   e.block = take_block(h.bytes);
   p.early_bytes += h.bytes;
   p.early.push_back(std::move(e));
@@ -367,7 +422,23 @@ void ReceiveMatcher::end_message(Peer& p) {
 
 void ReceiveMatcher::fail_peer(int peer, const std::string& reason) {
   Peer& p = peers_[peer];
-  if (p.failure.empty()) p.failure = reason;
+  if (!p.failure.empty()) return;
+  p.failure = reason;
+  if (peer != rank_) ++failed_peers_;
+}
+
+std::string ReceiveMatcher::failures() const {
+  if (failed_peers_ == 0) return detail::concat("rank ", rank_, " is the only rank of the job");
+  constexpr int kNamed = 3;  // a large job's list would drown the message
+  std::string s;
+  int named = 0;
+  for (int q = 0; q < size_ && named < kNamed; ++q) {
+    if (q == rank_ || peers_[q].failure.empty()) continue;
+    s += detail::concat(named > 0 ? "; " : "", peers_[q].failure);
+    ++named;
+  }
+  if (failed_peers_ > named) s += detail::concat("; and ", failed_peers_ - named, " more");
+  return s;
 }
 
 void ReceiveMatcher::complete(Request& r) { r.complete = true; }
@@ -383,23 +454,25 @@ bool ReceiveMatcher::signatures_conflict(const Request& r, const Tag& tag,
   return r.tag.channel == tag.channel && r.tag.seq == tag.seq && !(r.sig == sig);
 }
 
-std::exception_ptr ReceiveMatcher::mismatch(const Request& r, const Tag& tag,
+std::exception_ptr ReceiveMatcher::mismatch(const Request& r, int from, const Tag& tag,
                                             const CallSignature& sig, uint64_t bytes,
                                             const char* what) const {
   const std::string message = detail::concat(
-      "ranks ", rank_, " and ", r.peer, " disagree about the call they are in: rank ", rank_,
-      " posted a ", r.bytes, "-byte receive for ", describe_call(r.sig, r.tag.seq), " step ",
-      r.tag.step, " but rank ", r.peer, " ", what, " ", bytes, " bytes for ",
-      describe_call(sig, tag.seq), " step ", tag.step,
+      "ranks ", rank_, " and ", from, " disagree about the call they are in: rank ", rank_,
+      " posted a ", r.bytes, "-byte receive ", r.peer == kAnyRank ? "from any rank " : "", "for ",
+      describe_call(r.sig, r.tag.seq), " step ", r.tag.step, " but rank ", from, " ", what, " ",
+      bytes, " bytes for ", describe_call(sig, tag.seq), " step ", tag.step,
       "; every rank must make the same collective calls in the same order with the same "
       "arguments");
   return std::make_exception_ptr(CollectiveMismatch(message));
 }
 
 std::string ReceiveMatcher::describe(const Request& r) const {
+  const std::string whom =
+      r.peer == kAnyRank ? std::string("any rank") : detail::concat("rank ", r.peer);
   return detail::concat(r.is_send ? "a send of " : "a receive of ", r.bytes, " bytes ",
-                        r.is_send ? "to" : "from", " rank ", r.peer, " for ",
-                        describe_call(r.sig, r.tag.seq), " step ", r.tag.step);
+                        r.is_send ? "to " : "from ", whom, " for ", describe_call(r.sig, r.tag.seq),
+                        " step ", r.tag.step);
 }
 
 ReceiveMatcher::Block ReceiveMatcher::take_block(uint64_t bytes) {

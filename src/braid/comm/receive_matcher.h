@@ -1,10 +1,13 @@
 // The bookkeeping the byte-stream transports (shm, tcp) share: the request table, each
 // peer's posted receives and early messages, and the sink of the message each peer's
 // stream is delivering. It is the Transport contract's matching rules in one place: a
-// message matches the earliest posted receive from its peer with an equal Tag; a message
-// that arrives first is buffered (bounded per peer) until its receive is posted; a length
+// message matches the earliest posted receive with an equal Tag among those from its peer
+// and those from any rank (kAnyRank), in post order; a message that arrives first is
+// buffered (bounded per peer) until its receive is posted, and an any-rank receive takes
+// the buffered message that arrived first, whichever peer sent it; a length
 // or (for collectives) signature disagreement fails the receive with CollectiveMismatch
-// naming both calls; a broken peer fails every request still waiting on it.
+// naming both calls; a broken peer fails every request still waiting on it, except an
+// unmatched any-rank receive, which fails only once every other peer is broken.
 //
 // A transport feeds it the frames of each peer's stream in order: begin_matched() or
 // begin_early() for a validated header, then the payload through direct()/advance()
@@ -36,7 +39,7 @@ inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 40;
 struct Request {
   bool is_send = false;
   bool complete = false;
-  int peer = 0;
+  int peer = 0;  // kAnyRank while an any-rank receive is unmatched, then its sender
   Tag tag;
   CallSignature sig;
   uint8_t* data = nullptr;  // send: the source (never written); recv: the destination
@@ -44,6 +47,8 @@ struct Request {
   uint64_t done = 0;  // bytes sent, or received and applied to `data`
   std::optional<Reduction> reduce;
   std::exception_ptr error;  // set with complete: the request failed
+  int* source = nullptr;     // recv: where the sender's rank is written when it matches
+  uint64_t order = 0;        // recv: post order, which decides between candidates
   uint32_t serial = 0;       // 0: the slot is free
 };
 
@@ -58,9 +63,11 @@ class ReceiveMatcher {
   // A send to this rank itself is delivered (or buffered) at once and returned complete.
   RequestId add_send(int peer, const Tag& tag, const CallSignature& sig, const void* data,
                      size_t bytes);
-  // Matches the earliest buffered message first; otherwise the receive is posted.
+  // Matches the earliest buffered message first (from any peer for kAnyRank: the one that
+  // arrived first); otherwise the receive is posted. Writes the sender to *source (when
+  // not null) as it matches.
   RequestId add_recv(int peer, const Tag& tag, const CallSignature& sig, void* data, size_t bytes,
-                     std::optional<Reduction> reduce);
+                     std::optional<Reduction> reduce, int* source = nullptr);
   uint32_t slot_of(RequestId id) const;  // braid::Error for an unknown or released id
   bool valid(RequestId id) const;
   Request& slot(uint32_t s) { return slots_[s]; }
@@ -70,8 +77,9 @@ class ReceiveMatcher {
   void release(RequestId id);
 
   // True when every request is complete and none failed. A failed one, or one still
-  // waiting on a broken peer, makes it throw (the caller releases `ids`): the request's
-  // own error, or PeerError naming the peer, the call and the seconds waited.
+  // waiting on a broken peer (for an unmatched any-rank receive: with every other peer
+  // broken), makes it throw (the caller releases `ids`): the request's own error, or
+  // PeerError naming the peer (or every peer), the call and the seconds waited.
   bool finished(std::span<const RequestId> ids, const Deadline& deadline);
   // The first incomplete request of `ids` with its progress, for stall warnings
   // ("a receive of 8 bytes from rank 1 for allreduce #7 ... (0 of 8 bytes done)").
@@ -81,7 +89,9 @@ class ReceiveMatcher {
                                   const std::string& hint);
 
   // --- one peer's inbound stream.
-  bool has_posted(int peer) const { return !peers_[peer].posted.empty(); }
+  // True when a receive that a message from `peer` could match is posted: one from that
+  // peer, or one from any rank (then every live peer's stream must keep moving).
+  bool has_posted(int peer) const { return !peers_[peer].posted.empty() || !any_posted_.empty(); }
   bool in_message(int peer) const { return peers_[peer].in_message; }
   // Bytes of the current message's payload not yet delivered.
   uint64_t remaining(int peer) const;
@@ -104,7 +114,8 @@ class ReceiveMatcher {
   bool peer_failed(int peer) const { return !peers_[peer].failure.empty(); }
   const std::string& peer_failure(int peer) const { return peers_[peer].failure; }
 
-  // Describes a request for errors: "recv from rank 1 of allreduce #7 (f32 sum, ...)".
+  // Describes a request for errors: "a receive of 8 bytes from rank 1 for allreduce #7
+  // (f32 sum, ...) step 0", or "... from any rank ..." while an any-rank one is unmatched.
   std::string describe(const Request& r) const;
 
  private:
@@ -118,6 +129,7 @@ class ReceiveMatcher {
     CallSignature sig;
     uint64_t bytes = 0;
     uint64_t received = 0;
+    uint64_t arrival = 0;  // order among every peer's early messages
     Block block;
   };
   enum class Sink : uint8_t { request, early, discard };
@@ -139,9 +151,15 @@ class ReceiveMatcher {
   RequestId id_of(uint32_t s) const { return (uint64_t{slots_[s].serial} << 32) | s; }
   void complete(Request& r);
   void fail(Request& r, std::exception_ptr e);
-  // CollectiveMismatch for receive `r` meeting a message of (tag, sig, bytes) from its peer.
-  std::exception_ptr mismatch(const Request& r, const Tag& tag, const CallSignature& sig,
+  // Receive `r` takes a message from `peer`: its sender is known.
+  void bind(Request& r, int peer);
+  // Receive slot `s` takes early message `it` of `peer` (or fails on it).
+  void take_early(uint32_t s, int peer, std::deque<Early>::iterator it);
+  // CollectiveMismatch for receive `r` meeting a message of (tag, sig, bytes) from `from`.
+  std::exception_ptr mismatch(const Request& r, int from, const Tag& tag, const CallSignature& sig,
                               uint64_t bytes, const char* what) const;
+  // "rank 1 closed ...; rank 2 died" for an any-rank receive that no peer can satisfy.
+  std::string failures() const;
   bool signatures_conflict(const Request& r, const Tag& tag, const CallSignature& sig) const;
   // Applies n bytes at stream offset `at` of the current message to receive `r`.
   void apply(Peer& p, Request& r, const uint8_t* src, size_t n);
@@ -158,6 +176,10 @@ class ReceiveMatcher {
   std::vector<uint32_t> free_slots_;
   uint32_t next_serial_ = 1;
   std::vector<Peer> peers_;
+  std::vector<uint32_t> any_posted_;  // any-rank receive slots in post order, unmatched
+  uint64_t posts_ = 0;                // receives posted so far (Request::order)
+  uint64_t arrivals_ = 0;             // early messages begun so far (Early::arrival)
+  int failed_peers_ = 0;              // peers other than this rank that are broken
   std::vector<Block> spare_blocks_;
   uint64_t spare_bytes_ = 0;
 };

@@ -151,7 +151,7 @@ class ShmTransport final : public Transport {
   RequestId isend(int peer, const Tag& tag, const CallSignature& sig, const void* data,
                   size_t bytes) override;
   RequestId irecv(int peer, const Tag& tag, const CallSignature& sig, void* data, size_t bytes,
-                  std::optional<Reduction> reduce) override;
+                  std::optional<Reduction> reduce, int* source) override;
   void wait(std::span<const RequestId> requests, Deadline deadline) override;
   bool test(RequestId request) override;
   bool shares_memory() const override { return true; }
@@ -189,6 +189,7 @@ class ShmTransport final : public Transport {
   bool pull(int p, bool absorb, size_t budget = SIZE_MAX);
   bool absorb_stalled();
   bool check_liveness(std::span<const RequestId> ids);
+  bool check_peer(int p);
   std::string gone_reason(int p);
   std::string timeout_hint(std::span<const RequestId> ids);
   void release_all(std::span<const RequestId> ids);
@@ -344,8 +345,8 @@ RequestId ShmTransport::isend(int peer, const Tag& tag, const CallSignature& sig
 }
 
 RequestId ShmTransport::irecv(int peer, const Tag& tag, const CallSignature& sig, void* data,
-                              size_t bytes, std::optional<Reduction> reduce) {
-  return matcher_.add_recv(peer, tag, sig, data, bytes, reduce);
+                              size_t bytes, std::optional<Reduction> reduce, int* source) {
+  return matcher_.add_recv(peer, tag, sig, data, bytes, reduce, source);
 }
 
 bool ShmTransport::push(int p, size_t budget) {
@@ -436,6 +437,8 @@ bool ShmTransport::pull(int p, bool absorb, size_t budget) {
   return moved;
 }
 
+// Reads from a peer only while a receive it could satisfy is posted (its own or an
+// any-rank one) or its message is under way; otherwise its messages wait in the ring.
 bool ShmTransport::progress() {
   bool moved = false;
   for (int p = 0; p < size_; ++p) {
@@ -475,25 +478,36 @@ bool ShmTransport::check_liveness(std::span<const RequestId> ids) {
   bool found = false;
   for (const RequestId id : ids) {
     const Request& r = matcher_.get(id);
-    if (r.complete || r.peer == rank_ || matcher_.peer_failed(r.peer)) continue;
-    Peer& q = peers_[r.peer];
-    if (q.checked == liveness_round_) continue;
-    q.checked = liveness_round_;
-    const std::string reason = gone_reason(r.peer);
-    if (reason.empty()) continue;
-    // What it wrote before it went is still in the ring: deliver that first.
-    while (pull(r.peer, true)) {
+    if (r.complete) continue;
+    if (r.peer != kAnyRank) {
+      found |= check_peer(r.peer);
+      continue;
     }
-    matcher_.fail_peer(r.peer, reason);
-    found = true;
+    for (int p = 0; p < size_; ++p) found |= check_peer(p);  // any of them may send it
   }
   return found;
+}
+
+// Once per liveness round: true when peer `p` is newly found gone (and failed).
+bool ShmTransport::check_peer(int p) {
+  if (p == rank_ || matcher_.peer_failed(p)) return false;
+  Peer& q = peers_[p];
+  if (q.checked == liveness_round_) return false;
+  q.checked = liveness_round_;
+  const std::string reason = gone_reason(p);
+  if (reason.empty()) return false;
+  // What it wrote before it went is still in the ring: deliver that first.
+  while (pull(p, true)) {
+  }
+  matcher_.fail_peer(p, reason);
+  return true;
 }
 
 std::string ShmTransport::timeout_hint(std::span<const RequestId> ids) {
   for (const RequestId id : ids) {
     const Request& r = matcher_.get(id);
     if (r.complete || r.peer == rank_) continue;
+    if (r.peer == kAnyRank) return {};  // no one peer to blame
     const Peer& q = peers_[r.peer];
     if (r.is_send)
       return detail::concat("rank ", r.peer, " (process ", q.pid,

@@ -14,16 +14,18 @@
 // well under a microsecond each way). The receiver validates each header, then copies or reduces
 // straight from the ring into the posted destination. A message whose receive is not yet
 // posted stays parked in the ring (costing nothing) unless the stream must move past it:
-// a later receive from that peer is posted, or the ring is full while this rank has nothing
-// else to do (the sender may be stalled on it); then it is buffered (ReceiveMatcher).
+// a later receive from that peer or from any rank is posted (an any-rank receive keeps
+// every live peer's stream moving), or the ring is full while this rank has nothing else
+// to do (the sender may be stalled on it); then it is buffered (ReceiveMatcher).
 //
 // Waiting: isend copies the first piece at once; wait() moves every pending send and
 // receive a piece at a time, interleaved, so a ring step's send and receive progress
 // together and each piece is reduced while it is still in the writer's cache. When nothing moves it
 // spins briefly, then yields the core, then sleeps on its futex doorbell, which peers ring after
 // writing to it or freeing space it waits for; with more ranks than cores it spins less. While it
-// waits it watches the peers it waits on (pidfd), so a peer killed with SIGKILL fails the
-// wait with PeerError within about 0.1 s.
+// waits it watches the peers it waits on (pidfd; all of them for a receive from any rank),
+// so a peer killed with SIGKILL fails the wait with PeerError within about 0.1 s (an
+// any-rank receive: once every other peer is gone).
 //
 // Tuning (for benchmarks): TransportOptions::shm_spin and shm_yield (launch/ reads them
 // from BRAID_SHM_SPIN_US and BRAID_SHM_YIELD_US) override how long an idle wait spins, and

@@ -105,7 +105,7 @@ class TcpTransport final : public Transport {
   RequestId isend(int peer, const Tag& tag, const CallSignature& sig, const void* data,
                   size_t bytes) override;
   RequestId irecv(int peer, const Tag& tag, const CallSignature& sig, void* data, size_t bytes,
-                  std::optional<Reduction> reduce) override;
+                  std::optional<Reduction> reduce, int* source) override;
   void wait(std::span<const RequestId> requests, Deadline deadline) override;
   bool test(RequestId request) override;
 
@@ -254,8 +254,8 @@ RequestId TcpTransport::isend(int peer, const Tag& tag, const CallSignature& sig
 }
 
 RequestId TcpTransport::irecv(int peer, const Tag& tag, const CallSignature& sig, void* data,
-                              size_t bytes, std::optional<Reduction> reduce) {
-  return matcher_.add_recv(peer, tag, sig, data, bytes, reduce);
+                              size_t bytes, std::optional<Reduction> reduce, int* source) {
+  return matcher_.add_recv(peer, tag, sig, data, bytes, reduce, source);
 }
 
 void TcpTransport::lose(int p, const std::string& reason) {
@@ -400,6 +400,9 @@ bool TcpTransport::pull(int p) {
   return moved;
 }
 
+// Polls and reads every open peer on every pass, whatever is posted: a message is taken
+// in (matched or buffered) as soon as it arrives, so arrival order is read order and an
+// any-rank receive sees every peer.
 bool TcpTransport::progress(int timeout_ms) {
   pollfds_.clear();
   poll_peers_.clear();

@@ -12,6 +12,17 @@
 // - A receive with a Reduction combines incoming bytes into its buffer
 //   (dst = op(dst, incoming)) as they arrive, without a staging copy where the transport
 //   can avoid one.
+// - Receive from any rank: a receive posted with kAnyRank as its peer matches the earliest
+//   arriving unmatched message with an equal Tag from any rank, the caller's own included
+//   (MPI_ANY_SOURCE). "Earliest" is the order in which this rank takes messages in (a
+//   stream transport reads their headers, inproc posts them): among messages already
+//   buffered when it is posted, the one that arrived first. Everything else is as for a
+//   named receive (sizes agree, reductions, zero bytes). A message that both a named
+//   receive (from its sender) and an any-rank receive could take goes to whichever of the
+//   two was posted first. A peer that dies or closes does not fail a posted any-rank
+//   receive (another may still send); it fails with PeerError once every other rank is
+//   gone, or with TimeoutError at its deadline. Once matched it depends on its sender
+//   alone, like a named receive.
 // - Sends to and receives from the caller's own rank are allowed and are plain copies.
 // - Zero-byte messages are real messages: they match and complete.
 // - wait() drives all progress; nothing moves between calls unless an implementation
@@ -51,6 +62,9 @@ class CollectiveMismatch : public Error {
 
 using RequestId = uint64_t;
 
+// The peer of a receive that takes a message from whichever rank sends first.
+inline constexpr int kAnyRank = -1;
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -63,10 +77,16 @@ class Transport {
   // unchanged until the request completes.
   virtual RequestId isend(int peer, const Tag& tag, const CallSignature& sig, const void* data,
                           size_t bytes) = 0;
-  // Starts receiving exactly `bytes` from `peer` into `data`, combining with `reduce`
-  // when given (bytes must then be a multiple of the dtype's size).
+  // Starts receiving exactly `bytes` from `peer` (a global rank, or kAnyRank) into
+  // `data`, combining with `reduce` when given (bytes must then be a multiple of the
+  // dtype's size). When `source` is not null the transport writes the sender's global rank
+  // there: at once for a named receive, when the message matches for an any-rank one. It
+  // is written before the request completes and never after, so it is the sender once
+  // wait() or test() has reported the request complete (releasing it); like `data` it must
+  // stay valid until then. A request that fails leaves it unspecified.
   virtual RequestId irecv(int peer, const Tag& tag, const CallSignature& sig, void* data,
-                          size_t bytes, std::optional<Reduction> reduce = std::nullopt) = 0;
+                          size_t bytes, std::optional<Reduction> reduce = std::nullopt,
+                          int* source = nullptr) = 0;
   // Drives progress until every request in `requests` has completed, then releases them.
   // On error the requests are released too and the transport may be unusable.
   virtual void wait(std::span<const RequestId> requests, Deadline deadline) = 0;
@@ -95,8 +115,9 @@ class Transport {
     wait(isend(peer, tag, sig, data, bytes), deadline);
   }
   void recv(int peer, const Tag& tag, const CallSignature& sig, void* data, size_t bytes,
-            Deadline deadline, std::optional<Reduction> reduce = std::nullopt) {
-    wait(irecv(peer, tag, sig, data, bytes, reduce), deadline);
+            Deadline deadline, std::optional<Reduction> reduce = std::nullopt,
+            int* source = nullptr) {
+    wait(irecv(peer, tag, sig, data, bytes, reduce, source), deadline);
   }
 };
 

@@ -26,18 +26,24 @@ std::string describe(const Tag& tag, const CallSignature& sig) {
                         "]");
 }
 
+std::string rank_text(int peer) {
+  return peer == kAnyRank ? std::string("any rank") : detail::concat("rank ", peer);
+}
+
 }  // namespace
 
 struct MpiTransport::Request {
   bool send = false;
-  int peer = 0;
+  int peer = 0;  // kAnyRank while an any-rank receive waits for its header
   Tag tag;
   CallSignature sig;
   void* data = nullptr;
   size_t bytes = 0;
   std::optional<Reduction> reduce;
-  FrameHeader header;    // send: the bytes of its header message, alive until it is sent
-  bool matched = false;  // receive: its header has arrived and its payload is posted
+  int* source = nullptr;  // receive: where the sender is written when its header arrives
+  uint64_t order = 0;     // receive: post order, which decides between candidates
+  FrameHeader header;     // send: the bytes of its header message, alive until it is sent
+  bool matched = false;   // receive: its header has arrived and its payload is posted
   bool done = false;
   std::vector<MPI_Request> mpi;  // payload pieces (and a send's header) in flight
   std::unique_ptr<uint8_t[]> staging;
@@ -125,9 +131,9 @@ RequestId MpiTransport::isend(int peer, const Tag& tag, const CallSignature& sig
 }
 
 RequestId MpiTransport::irecv(int peer, const Tag& tag, const CallSignature& sig, void* data,
-                              size_t bytes, std::optional<Reduction> reduce) {
-  BRAID_CHECK(peer >= 0 && peer < size_, "irecv from rank ", peer, " of a job of ", size_,
-              " ranks");
+                              size_t bytes, std::optional<Reduction> reduce, int* source) {
+  BRAID_CHECK(peer == kAnyRank || (peer >= 0 && peer < size_), "irecv from rank ", peer,
+              " of a job of ", size_, " ranks (kAnyRank, ", kAnyRank, ", receives from any)");
   BRAID_CHECK(bytes == 0 || data != nullptr, "irecv of ", bytes, " bytes into a null buffer");
   if (reduce)
     BRAID_CHECK(bytes % dtype_size(reduce->dtype) == 0, "a reducing receive of ", bytes,
@@ -139,34 +145,45 @@ RequestId MpiTransport::irecv(int peer, const Tag& tag, const CallSignature& sig
   r->data = data;
   r->bytes = bytes;
   r->reduce = reduce;
+  r->source = source;
+  r->order = ++posts_;
+  if (peer != kAnyRank && source != nullptr) *source = peer;
   Request& req = *r;
   const RequestId id = next_id_++;
   requests_.emplace(id, std::move(r));
 
-  auto& early = early_[static_cast<size_t>(peer)];
-  for (auto it = early.begin(); it != early.end(); ++it) {
-    if (it->header.tag == tag) {
-      const Early e = *it;
-      early.erase(it);
-      early_bytes_[static_cast<size_t>(peer)] -= e.header.bytes;
-      try {
-        match(req, e.header, e.payload_tag);
-      } catch (...) {
-        requests_.erase(id);
-        throw;
+  try {
+    // The early header it takes: the first of its peer's with its tag; from any rank, the
+    // one of those that arrived first.
+    const int first = peer == kAnyRank ? 0 : peer;
+    const int last = peer == kAnyRank ? size_ - 1 : peer;
+    int from = -1;
+    std::deque<Early>::iterator found;
+    for (int q = first; q <= last; ++q) {
+      auto& early = early_[static_cast<size_t>(q)];
+      for (auto it = early.begin(); it != early.end(); ++it) {
+        if (!(it->header.tag == tag)) continue;
+        if (from < 0 || it->arrival < found->arrival) {
+          from = q;
+          found = it;
+        }
+        break;
       }
+    }
+    if (from >= 0) {
+      const Early e = *found;
+      early_[static_cast<size_t>(from)].erase(found);
+      early_bytes_[static_cast<size_t>(from)] -= e.header.bytes;
+      match(req, from, e.header, e.payload_tag);
       return id;
     }
+    for (int q = first; q <= last; ++q)
+      for (const Early& e : early_[static_cast<size_t>(q)]) check_same_call(req, q, e.header);
+  } catch (...) {
+    requests_.erase(id);
+    throw;
   }
-  for (const Early& e : early) {
-    try {
-      check_same_call(req, e.header);
-    } catch (...) {
-      requests_.erase(id);
-      throw;
-    }
-  }
-  posted_[static_cast<size_t>(peer)].push_back(id);
+  (peer == kAnyRank ? any_posted_ : posted_[static_cast<size_t>(peer)]).push_back(id);
   return id;
 }
 
@@ -186,23 +203,25 @@ void MpiTransport::post_payload(void* data, size_t bytes, int peer, int payload_
 
 // A header with the receive's (channel, seq) but another signature means the ranks are in
 // different collectives; p2p messages are matched by tag alone.
-void MpiTransport::check_same_call(const Request& r, const FrameHeader& header) const {
+void MpiTransport::check_same_call(const Request& r, int from, const FrameHeader& header) const {
   if (r.sig.call == CallKind::p2p || header.sig.call == CallKind::p2p) return;
   if (header.tag.channel != r.tag.channel || header.tag.seq != r.tag.seq) return;
   if (header.sig == r.sig) return;
   BRAID_THROW(CollectiveMismatch, "rank ", rank_, " is in ", describe(r.tag, r.sig), " but rank ",
-              r.peer, " sent a message for ", describe(header.tag, header.sig),
+              from, " sent a message for ", describe(header.tag, header.sig),
               "; every rank must make the same collective calls, in the same order, with the "
               "same dtype, op, count and root");
 }
 
-void MpiTransport::match(Request& r, const FrameHeader& header, int payload_tag) {
+void MpiTransport::match(Request& r, int from, const FrameHeader& header, int payload_tag) {
   if (header.sig != r.sig || header.bytes != r.bytes)
     BRAID_THROW(CollectiveMismatch, "rank ", rank_, " posted ", describe(r.tag, r.sig), " for ",
-                r.bytes, " bytes from rank ", r.peer, " but that rank sent ",
+                r.bytes, " bytes from ", rank_text(r.peer), " but rank ", from, " sent ",
                 describe(header.tag, header.sig), " of ", header.bytes,
                 " bytes; every rank must make the same calls, in the same order, with the same "
                 "dtype, op, count and root");
+  r.peer = from;
+  if (r.source != nullptr) *r.source = from;
   r.matched = true;
   void* target = r.data;
   if (r.reduce && r.bytes > 0) {
@@ -227,16 +246,23 @@ void MpiTransport::match(Request& r, const FrameHeader& header, int payload_tag)
 
 void MpiTransport::on_header(int peer, const FrameHeader& header) {
   const int payload_tag = next_payload_tag(received_, peer);
-  auto& posted = posted_[static_cast<size_t>(peer)];
-  for (auto it = posted.begin(); it != posted.end(); ++it) {
+  // The sender's posted receives and the any-rank ones, together in post order.
+  auto& own = posted_[static_cast<size_t>(peer)];
+  auto i = own.begin(), j = any_posted_.begin();
+  while (i != own.end() || j != any_posted_.end()) {
+    const bool from_any = i == own.end() || (j != any_posted_.end() &&
+                                             requests_.at(*j)->order < requests_.at(*i)->order);
+    auto& it = from_any ? j : i;
     Request& r = *requests_.at(*it);
     if (r.tag == header.tag) {
-      posted.erase(it);
-      match(r, header, payload_tag);
+      (from_any ? any_posted_ : own).erase(it);
+      match(r, peer, header, payload_tag);
       return;
     }
+    ++it;
   }
-  for (RequestId id : posted) check_same_call(*requests_.at(id), header);
+  for (RequestId id : own) check_same_call(*requests_.at(id), peer, header);
+  for (RequestId id : any_posted_) check_same_call(*requests_.at(id), peer, header);
   size_t& buffered = early_bytes_[static_cast<size_t>(peer)];
   if (header.bytes > options_.max_buffered_bytes - std::min(buffered, options_.max_buffered_bytes))
     BRAID_THROW(PeerError, "rank ", peer, " sent rank ", rank_, " more than ",
@@ -244,7 +270,7 @@ void MpiTransport::on_header(int peer, const FrameHeader& header) {
                 describe(header.tag, header.sig),
                 "); the ranks disagree about the calls they make, or one runs far ahead");
   buffered += header.bytes;
-  early_[static_cast<size_t>(peer)].push_back(Early{header, payload_tag});
+  early_[static_cast<size_t>(peer)].push_back(Early{header, payload_tag, ++arrivals_});
 }
 
 void MpiTransport::progress() {
@@ -315,7 +341,7 @@ void MpiTransport::abandon(RequestId id) {
   if (it == requests_.end()) return;
   Request& r = *it->second;
   if (!r.send && !r.matched) {
-    auto& posted = posted_[static_cast<size_t>(r.peer)];
+    auto& posted = r.peer == kAnyRank ? any_posted_ : posted_[static_cast<size_t>(r.peer)];
     posted.erase(std::remove(posted.begin(), posted.end(), id), posted.end());
   }
   bool keep = false;
@@ -357,9 +383,16 @@ class MpiTransport::Steps final : public WaitSteps {
   std::string pending() override {
     return detail::concat(
         pending_->send ? "sending " : "receiving ", describe(pending_->tag, pending_->sig),
-        pending_->send ? " to rank " : " from rank ", pending_->peer, " over MPI");
+        pending_->send ? " to " : " from ", rank_text(pending_->peer), " over MPI");
   }
   [[noreturn]] void timeout() override {
+    if (pending_->peer == kAnyRank)
+      BRAID_THROW(TimeoutError, "rank ", t_.rank_, " timed out: no message with tag (channel ",
+                  pending_->tag.channel, ", seq ", pending_->tag.seq, ", step ", pending_->tag.step,
+                  ") from any rank within ", deadline_.waited_seconds(), " s, for a receive of ",
+                  describe(pending_->tag, pending_->sig),
+                  " over MPI; check that some rank sends it (raise the group's timeout or "
+                  "BRAID_TIMEOUT_S if it is only slow)");
     BRAID_THROW(TimeoutError, "rank ", t_.rank_, " timed out after ", deadline_.waited_seconds(),
                 " s waiting to ", pending_->send ? "send " : "receive ",
                 describe(pending_->tag, pending_->sig),

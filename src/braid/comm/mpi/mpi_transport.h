@@ -14,8 +14,15 @@
 // straight into the caller's buffer, or into a reused staging buffer that is then
 // combined with braid::reduce_into for a receive with a Reduction.
 //
+// Receives from any rank (kAnyRank) are braid's, not MPI_ANY_SOURCE's: headers are already
+// probed from every source in the order MPI delivers them, so an any-rank receive takes
+// the first header with its tag to arrive (among early ones, the first that arrived), a
+// header goes to the first posted of its sender's receives and the any-rank ones, and the
+// payload is then received from the sender it came from on its own payload tag.
+//
 // A peer that dies is for MPI to report: mpirun ends the whole job by default, so no wait
-// outlives it; a peer that is stuck is a TimeoutError like on every transport.
+// outlives it (an any-rank receive included); a peer that is stuck is a TimeoutError like
+// on every transport.
 //
 // Thread safety: one thread drives it at a time (MPI needs at least FUNNELED, SERIALIZED
 // if that thread is not the main one). Lifetime: MPI must be initialised before it is
@@ -63,7 +70,7 @@ class MpiTransport final : public Transport {
   RequestId isend(int peer, const Tag& tag, const CallSignature& sig, const void* data,
                   size_t bytes) override;
   RequestId irecv(int peer, const Tag& tag, const CallSignature& sig, void* data, size_t bytes,
-                  std::optional<Reduction> reduce = std::nullopt) override;
+                  std::optional<Reduction> reduce = std::nullopt, int* source = nullptr) override;
   void wait(std::span<const RequestId> requests, Deadline deadline) override;
   bool test(RequestId request) override;
   using Transport::wait;
@@ -75,6 +82,7 @@ class MpiTransport final : public Transport {
   struct Early {
     FrameHeader header;
     int payload_tag = 0;
+    uint64_t arrival = 0;  // order among every peer's early headers
   };
   struct Staging {
     std::unique_ptr<uint8_t[]> data;
@@ -84,8 +92,8 @@ class MpiTransport final : public Transport {
   void check(int rc, const char* what) const;
   void progress();
   void on_header(int peer, const FrameHeader& header);
-  void match(Request& r, const FrameHeader& header, int payload_tag);
-  void check_same_call(const Request& r, const FrameHeader& header) const;
+  void match(Request& r, int from, const FrameHeader& header, int payload_tag);
+  void check_same_call(const Request& r, int from, const FrameHeader& header) const;
   void post_payload(void* data, size_t bytes, int peer, int payload_tag, bool send,
                     std::vector<MPI_Request>& out);
   bool try_complete(Request& r);
@@ -102,6 +110,9 @@ class MpiTransport final : public Transport {
   RequestId next_id_ = 1;
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::vector<std::deque<RequestId>> posted_;        // per peer: receives waiting for a header
+  std::deque<RequestId> any_posted_;                 // any-rank receives waiting for a header
+  uint64_t posts_ = 0;                               // receives posted (Request::order)
+  uint64_t arrivals_ = 0;                            // early headers kept (Early::arrival)
   std::vector<std::deque<Early>> early_;             // per peer: headers waiting for a receive
   std::vector<size_t> early_bytes_;                  // per peer: payload bytes behind early_
   std::vector<uint64_t> sent_;                       // per peer: messages sent (payload tags)
