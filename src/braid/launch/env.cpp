@@ -11,6 +11,7 @@
 
 #include "comm/deadline.h"
 #include "core/error.h"
+#include "launch/env_vars.h"
 #include "launch/job_id.h"
 
 namespace braid::launch {
@@ -52,41 +53,8 @@ const std::vector<Convention>& conventions() {
   return all;
 }
 
-// A variable's value; empty counts as unset (`export RANK=` in a script).
-struct Var {
-  const char* name = nullptr;
-  std::string value;
-};
-
-std::optional<Var> first_set(const GetEnv& getenv, const std::vector<const char*>& names) {
-  for (const char* n : names) {
-    const char* v = getenv(n);
-    if (v != nullptr && *v != '\0') return Var{n, v};
-  }
-  return std::nullopt;
-}
-
-std::optional<int64_t> parse_int(const std::string& s) {
-  if (s.empty() || s.size() > 10) return std::nullopt;
-  int64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
-  }
-  if (v > INT32_MAX) return std::nullopt;
-  return v;
-}
-
-int int_var(const Var& var, int min, const char* what) {
-  const std::optional<int64_t> v = parse_int(var.value);
-  if (!v || *v < min)
-    BRAID_THROW(Error, var.name, "='", var.value, "' is not valid: expected ", what,
-                " (an integer >= ", min, ")");
-  return static_cast<int>(*v);
-}
-
 uint16_t parse_port(const std::string& variable, const std::string& text) {
-  const std::optional<int64_t> v = parse_int(text);
+  const std::optional<int64_t> v = parse_decimal(text);
   if (!v || *v < 1 || *v > 65535)
     BRAID_THROW(Error, variable, ": port '", text,
                 "' is not valid: expected an integer in [1, 65535]");
@@ -96,8 +64,8 @@ uint16_t parse_port(const std::string& variable, const std::string& text) {
 // Slurm's tasks-per-node lists read "2(x3),1": 2 tasks on each of 3 nodes, then 1. The
 // entry of this node (SLURM_NODEID) is its local size.
 std::optional<int> slurm_local_size(const GetEnv& getenv) {
-  const std::optional<Var> node = first_set(getenv, {"SLURM_STEP_NODEID", "SLURM_NODEID"});
-  if (const std::optional<Var> list =
+  const std::optional<EnvVar> node = first_set(getenv, {"SLURM_STEP_NODEID", "SLURM_NODEID"});
+  if (const std::optional<EnvVar> list =
           first_set(getenv, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"});
       list && node) {
     const int node_id = int_var(*node, 0, "this node's index in the job");
@@ -119,7 +87,7 @@ std::optional<int> slurm_local_size(const GetEnv& getenv) {
         count = item.substr(0, paren);
         repeat = item.substr(paren + 2, item.size() - paren - 3);
       }
-      const std::optional<int64_t> c = parse_int(count), r = parse_int(repeat);
+      const std::optional<int64_t> c = parse_decimal(count), r = parse_decimal(repeat);
       if (!c || !r || *c < 1 || *r < 1) malformed();
       seen += *r;
       if (node_id < seen) return static_cast<int>(*c);
@@ -127,15 +95,15 @@ std::optional<int> slurm_local_size(const GetEnv& getenv) {
     BRAID_THROW(Error, node->name, "=", node_id, " but ", list->name, "='", s, "' lists only ",
                 seen, " nodes");
   }
-  if (const std::optional<Var> per_node = first_set(getenv, {"SLURM_NTASKS_PER_NODE"}))
+  if (const std::optional<EnvVar> per_node = first_set(getenv, {"SLURM_NTASKS_PER_NODE"}))
     return int_var(*per_node, 1, "the number of tasks on each node");
   return std::nullopt;
 }
 
 void read_store_address(const GetEnv& getenv, RankEnv& env) {
-  const std::optional<Var> addr = first_set(getenv, {"BRAID_STORE_ADDR"});
-  const std::optional<Var> master_addr = first_set(getenv, {"MASTER_ADDR"});
-  const std::optional<Var> master_port = first_set(getenv, {"MASTER_PORT"});
+  const std::optional<EnvVar> addr = first_set(getenv, {"BRAID_STORE_ADDR"});
+  const std::optional<EnvVar> master_addr = first_set(getenv, {"MASTER_ADDR"});
+  const std::optional<EnvVar> master_port = first_set(getenv, {"MASTER_PORT"});
   if (addr) {
     parse_store_address(addr->name, addr->value, env.store_host, env.store_port);
   } else if (env.source != "braid" && env.source != "none" && (master_addr || master_port)) {
@@ -174,7 +142,7 @@ void parse_store_address(const std::string& variable, const std::string& value, 
     h = value.substr(0, colon);
     p = value.substr(colon + 1);
   }
-  const std::optional<int64_t> number = parse_int(p);
+  const std::optional<int64_t> number = parse_decimal(p);
   if (h.empty() || !number || *number < 1 || *number > 65535) bad();
   host = h;
   port = static_cast<uint16_t>(*number);
@@ -183,11 +151,11 @@ void parse_store_address(const std::string& variable, const std::string& value, 
 RankEnv read_rank_env(const GetEnv& getenv) {
   RankEnv env;
   for (const Convention& c : conventions()) {
-    const std::optional<Var> rank = first_set(getenv, c.rank);
-    const std::optional<Var> size = first_set(getenv, c.size);
+    const std::optional<EnvVar> rank = first_set(getenv, c.rank);
+    const std::optional<EnvVar> size = first_set(getenv, c.size);
     if (!rank && !size) continue;
     if (!rank || !size) {
-      const Var& have = rank ? *rank : *size;
+      const EnvVar& have = rank ? *rank : *size;
       BRAID_THROW(Error, have.name, " is set but ", rank ? c.size.front() : c.rank.front(),
                   " is not: ", c.name, "'s convention needs both the rank and the world size");
     }
@@ -198,8 +166,8 @@ RankEnv read_rank_env(const GetEnv& getenv) {
       BRAID_THROW(Error, rank->name, "=", env.rank, " but ", size->name, "=", env.world_size,
                   ": a rank must be in [0, ", env.world_size, ")");
     // A launcher that does not say how ranks share hosts is taken to run them on one.
-    const std::optional<Var> local_rank = first_set(getenv, c.local_rank);
-    const std::optional<Var> local_size = first_set(getenv, c.local_size);
+    const std::optional<EnvVar> local_rank = first_set(getenv, c.local_rank);
+    const std::optional<EnvVar> local_size = first_set(getenv, c.local_size);
     env.local_rank =
         local_rank ? int_var(*local_rank, 0, "this process's rank on its host") : env.rank;
     if (local_size)
@@ -220,7 +188,7 @@ RankEnv read_rank_env(const GetEnv& getenv) {
     break;
   }
   read_store_address(getenv, env);
-  if (const std::optional<Var> hosted = first_set(getenv, {"BRAID_STORE_HOSTED"})) {
+  if (const std::optional<EnvVar> hosted = first_set(getenv, {"BRAID_STORE_HOSTED"})) {
     if (hosted->value != "0" && hosted->value != "1")
       BRAID_THROW(Error, "BRAID_STORE_HOSTED='", hosted->value,
                   "' is not valid: expected 1 (the launcher hosts the store) or 0 (rank 0 does)");
@@ -234,7 +202,7 @@ RankEnv read_rank_env(const GetEnv& getenv) {
 }
 
 std::chrono::milliseconds read_timeout(const GetEnv& getenv) {
-  const std::optional<Var> var = first_set(getenv, {"BRAID_TIMEOUT_S"});
+  const std::optional<EnvVar> var = first_set(getenv, {"BRAID_TIMEOUT_S"});
   if (!var) return comm::kDefaultTimeout;
   char* end = nullptr;
   const double seconds = std::strtod(var->value.c_str(), &end);
