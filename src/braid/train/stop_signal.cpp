@@ -58,19 +58,30 @@ extern "C" void on_stop_signal(int sig) {
 struct sigaction g_previous[2];
 constexpr int kSignals[2] = {SIGINT, SIGTERM};
 
+// The handler's own frame is small, but the kernel saves the whole register state on the
+// stack too (with AVX-512 about 3 KiB; MINSIGSTKSZ is not a constant on glibc 2.34+).
+constexpr size_t kAltStackBytes = 64 << 10;
+stack_t g_previous_alt_stack{};
+
 }  // namespace
 
 int stop_requested() { return g_stop_signal.load(); }
 void request_stop(int signal) { g_stop_signal.store(signal); }
 void clear_stop_request() { g_stop_signal.store(0); }
 
-StopOnSignal::StopOnSignal() {
+StopOnSignal::StopOnSignal() : alt_stack_(new char[kAltStackBytes]) {
   clear_stop_request();
+  stack_t alt{};
+  alt.ss_sp = alt_stack_.get();
+  alt.ss_size = kAltStackBytes;
+  if (::sigaltstack(&alt, &g_previous_alt_stack) != 0)
+    BRAID_THROW(Error, "cannot install an alternate signal stack: ", std::strerror(errno));
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
-  // Restart interrupted system calls: the run goes on to the step boundary.
-  action.sa_flags = SA_RESTART;
+  // Restart interrupted system calls: the run goes on to the step boundary. On the
+  // alternate stack: never at an rsp that a JIT kernel pointed elsewhere (header).
+  action.sa_flags = SA_RESTART | SA_ONSTACK;
   for (int i = 0; i < 2; ++i)
     if (::sigaction(kSignals[i], &action, &g_previous[i]) != 0)
       BRAID_THROW(Error, "cannot install a handler for ", signal_name(kSignals[i]), ": ",
@@ -79,6 +90,7 @@ StopOnSignal::StopOnSignal() {
 
 StopOnSignal::~StopOnSignal() {
   for (int i = 0; i < 2; ++i) ::sigaction(kSignals[i], &g_previous[i], nullptr);
+  ::sigaltstack(&g_previous_alt_stack, nullptr);
 }
 
 const char* signal_name(int signal) {

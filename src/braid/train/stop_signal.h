@@ -12,7 +12,15 @@
 //
 // The request is process-wide state because signal dispositions are: one StopOnSignal at a
 // time. request_stop() does what the first signal does, for tests and embedders.
+//
+// The handlers run on an alternate signal stack (SA_ONSTACK), installed for the thread that
+// makes the StopOnSignal (the compute thread). Debian 12's oneDNN (2.6) JIT sgemm kernels
+// point rsp into the heap while they run (oneDNN issue #4845, fixed in 3.11): a signal frame
+// pushed at rsp then overwrites heap memory, and glibc aborts later ("corrupted size vs.
+// prev_size"). On the alternate stack the kernel writes the frame there instead.
 #pragma once
+
+#include <memory>
 
 namespace braid::train {
 
@@ -27,6 +35,9 @@ class StopOnSignal {
   ~StopOnSignal();
   StopOnSignal(const StopOnSignal&) = delete;
   StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+ private:
+  std::unique_ptr<char[]> alt_stack_;  // the handlers' stack on this thread
 };
 
 // "SIGTERM", "SIGINT", else "signal N".
