@@ -258,6 +258,9 @@ TEST(ClusterSpec, TfConfigClusterErrors) {
                   {"TF_CONFIG: cluster.ps[1]='nohost'", "host:port", "[1, 65535]"});
   expect_tf_error(R"({"cluster": {"worker": ["w0:70000"], "ps": ["p:1"]}})",
                   {"cluster.worker[0]='w0:70000'"});
+  expect_tf_error(R"({"cluster": {"worker": ["h:1", "h:2"], "ps": ["h:2"]}})",
+                  {"TF_CONFIG: cluster.worker[1]=\"h:2\"", "repeats the address of cluster.ps[0]",
+                   "its own host:port"});
   expect_tf_error(R"({"cluster": {"chief": ["a:1", "b:1"], "ps": ["p:1"]}})",
                   {"TF_CONFIG", R"(cluster.chief=["a:1","b:1"])", "lists 2 tasks", "at most one"});
   expect_tf_error(R"({"cluster": {"worker": ["w:1"], "ps": ["p:1"], "evaluator": ["a:1", "b:1"]}})",

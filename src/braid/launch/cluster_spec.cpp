@@ -218,6 +218,7 @@ ClusterSpec parse_tf_config(const std::string& json_text, const std::string& whe
                 " is not valid: expected an object of task lists, ", kTfConfigShape);
   std::map<std::string, std::vector<std::string>> tasks;
   for (const char* type : {"chief", "worker", "ps", "evaluator"}) tasks[type];
+  std::map<std::string, std::string> owner;  // address -> the entry that listed it first
   for (auto it = cluster->begin(); it != cluster->end(); ++it) {
     const std::string key = "cluster." + it.key();
     if (!tasks.contains(it.key()))
@@ -235,6 +236,12 @@ ClusterSpec parse_tf_config(const std::string& json_text, const std::string& whe
       std::string host;
       uint16_t port = 0;
       parse_store_address(item, a.get<std::string>(), host, port);
+      // Two tasks cannot listen on one host:port.
+      const auto [first, fresh] =
+          owner.emplace(a.get<std::string>(), key + "[" + std::to_string(i) + "]");
+      if (!fresh)
+        BRAID_THROW(Error, item, "=", shown(a), " repeats the address of ", first->second,
+                    ": every task needs its own host:port");
       addrs.push_back(a.get<std::string>());
     }
   }
