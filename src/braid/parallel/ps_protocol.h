@@ -1,0 +1,50 @@
+// What parameter-server workers and servers say to each other, over the job's world group
+// (ranks: workers 0..W-1, then servers W..W+S-1; launch/cluster_spec.h's layout).
+//
+// Every exchange starts with a fixed-size PsRequest from a worker on kRequestTag; the
+// server takes requests from whichever worker sends first (Group::irecv_any). What follows
+// depends on the kind:
+//   init  worker 0 sends the initial parameters of the server's range (kInitTag), once,
+//         before anything else reaches that server;
+//   push  the worker sends its gradient of the range (kPushTag) right after the request;
+//   pull  the server answers, when its consistency rule allows (ps_shard.h), with its
+//         version (kVersionTag, an int64) and then the range's parameters (kParamsTag); the
+//         worker posts both receives before it sends the request;
+//   done  the worker trains no more; a server stops once every worker is done.
+// Messages from one peer with one tag arrive in send order, so a push's gradient is the
+// next kPushTag message from that worker.
+#pragma once
+
+#include <cstdint>
+
+#include "parallel/key_ranges.h"
+
+namespace braid::parallel {
+
+enum class PsRequestKind : uint32_t { init = 1, push = 2, pull = 3, done = 4 };
+
+struct PsRequest {
+  PsRequestKind kind = PsRequestKind::pull;
+  int32_t worker = 0;
+  int64_t step = 0;      // push: the step the gradient is for; pull: the step about to run
+  int64_t based_on = 0;  // push: the server version the worker's parameters came from
+  float lr = 0;          // push: the learning rate of the worker's step
+  uint32_t reserved = 0;
+};
+static_assert(sizeof(PsRequest) == 32);
+
+inline constexpr uint32_t kRequestTag = 0x5053'0001;
+inline constexpr uint32_t kInitTag = 0x5053'0002;
+inline constexpr uint32_t kPushTag = 0x5053'0003;
+inline constexpr uint32_t kVersionTag = 0x5053'0004;
+inline constexpr uint32_t kParamsTag = 0x5053'0005;
+
+// Who is who in a job of `workers` workers and `servers` servers.
+struct PsLayout {
+  int workers = 1;
+  int servers = 1;
+  int server_rank(int server) const { return workers + server; }
+  bool is_worker(int rank) const { return rank < workers; }
+};
+
+}  // namespace braid::parallel

@@ -1,0 +1,125 @@
+#include "parallel/ps_worker.h"
+
+#include "comm/collectives.h"
+#include "core/log.h"
+#include "core/timer.h"
+
+namespace braid::parallel {
+
+PsWorker::PsWorker(std::unique_ptr<nn::Module> module, StepOptions options,
+                   std::shared_ptr<comm::Group> world, PsLayout layout)
+    : Strategy(std::move(module), std::move(options)), world_(std::move(world)), layout_(layout) {
+  BRAID_CHECK(world_, "ps worker: needs the job's world group");
+  BRAID_CHECK(world_->size() == layout_.workers + layout_.servers, "ps worker: a job of ",
+              layout_.workers, " workers and ", layout_.servers, " servers has ",
+              layout_.workers + layout_.servers, " ranks, but the group has ", world_->size());
+  BRAID_CHECK(layout_.is_worker(world_->rank()), "ps worker: rank ", world_->rank(),
+              " is a server in this layout (workers are ranks 0..", layout_.workers - 1, ")");
+  build();
+  // Collective over the world: the servers split off too (colour 1) and ignore theirs.
+  workers_ = world_->split(0, world_->rank());
+  ranges_ = split_key_ranges(optimizer_->segments(), params_.size(), layout_.servers);
+  versions_.assign(ranges_.size(), 0);
+  if (world_->rank() != 0) return;
+  // Worker 0 seeds the servers.
+  for (int s = 0; s < layout_.servers; ++s) {
+    const KeyRange& r = ranges_[static_cast<size_t>(s)];
+    request(s, {.kind = PsRequestKind::init, .worker = 0});
+    world_->send(layout_.server_rank(s), kInitTag, params_.params() + r.begin,
+                 static_cast<size_t>(r.size()) * sizeof(float));
+  }
+}
+
+PsWorker::~PsWorker() {
+  try {
+    finish();
+  } catch (const std::exception& e) {
+    log_warn("ps worker ", world_->rank(), ": could not tell the servers it is done: ", e.what());
+  }
+}
+
+void PsWorker::request(int server, const PsRequest& r) {
+  world_->send(layout_.server_rank(server), kRequestTag, &r, sizeof r);
+}
+
+void PsWorker::pull(int64_t step) {
+  // Both receives of every server are posted before any request goes out.
+  std::vector<comm::RequestId> ids;
+  ids.reserve(ranges_.size() * 2);
+  for (int s = 0; s < layout_.servers; ++s) {
+    const KeyRange& r = ranges_[static_cast<size_t>(s)];
+    const int rank = layout_.server_rank(s);
+    ids.push_back(
+        world_->irecv(rank, kVersionTag, &versions_[static_cast<size_t>(s)], sizeof(int64_t)));
+    ids.push_back(world_->irecv(rank, kParamsTag, params_.params() + r.begin,
+                                static_cast<size_t>(r.size()) * sizeof(float)));
+  }
+  for (int s = 0; s < layout_.servers; ++s)
+    request(s, {.kind = PsRequestKind::pull, .worker = world_->rank(), .step = step});
+  world_->wait(ids);
+}
+
+void PsWorker::push(float lr, int64_t step) {
+  const float* grads = params_.grads();
+  for (int s = 0; s < layout_.servers; ++s) {
+    const KeyRange& r = ranges_[static_cast<size_t>(s)];
+    request(s, {.kind = PsRequestKind::push,
+                .worker = world_->rank(),
+                .step = step,
+                .based_on = versions_[static_cast<size_t>(s)],
+                .lr = lr});
+    world_->send(layout_.server_rank(s), kPushTag, grads + r.begin,
+                 static_cast<size_t>(r.size()) * sizeof(float));
+  }
+}
+
+double PsWorker::step(const data::Batch& batch, float lr, int64_t step) {
+  Stopwatch watch;
+  times_ = {};
+  pull(step);
+  times_.communication_exposed += watch.lap();
+  const int m = options_.accumulate_steps;
+  const int n = layout_.workers;
+  micro_.split(batch, m);
+  params_.zero_grads();
+  const float scale = m > 1 ? 1.0f / static_cast<float>(m) : 1.0f;
+  double loss_sum = 0;
+  for (int k = 0; k < m; ++k) {
+    // The dropout stream of a rank's micro-batch, as under DDP: global index r + n k.
+    loss_sum += forward_loss(micro_[k], step, world_->rank() + int64_t{n} * k, scale);
+    backward();
+  }
+  watch.lap();
+  push(lr, step);
+  times_.communication_exposed += watch.lap();
+  times_.total = watch.elapsed();
+  return loss_sum / m;
+}
+
+void PsWorker::finish() {
+  if (finished_) return;
+  finished_ = true;
+  for (int s = 0; s < layout_.servers; ++s)
+    request(s, {.kind = PsRequestKind::done, .worker = world_->rank()});
+}
+
+void PsWorker::sum_over_ranks(double* values, size_t count, const char* what) {
+  (void)what;
+  comm::allreduce(*workers_, values, count, DType::f64, ReduceOp::sum);
+}
+
+void PsWorker::start_sum_over_ranks(double* values, size_t count, const char* what) {
+  BRAID_CHECK(pending_values_ == nullptr, "ps worker: a sum over ranks is already under way");
+  pending_values_ = values;
+  pending_count_ = count;
+  pending_what_ = what;
+}
+
+void PsWorker::finish_sum_over_ranks() {
+  if (pending_values_ == nullptr) return;
+  double* values = pending_values_;
+  pending_values_ = nullptr;
+  sum_over_ranks(values, pending_count_, pending_what_);
+}
+
+}  // namespace braid::parallel

@@ -1,0 +1,153 @@
+// Parameter-server workers and servers as threads over the in-process transport: sync mode
+// with W workers equals one process on the W-times batch (SGD with momentum, Adam: the
+// servers' optimizer), async applies every push exactly once, SSP never applies a gradient
+// staler than its bound, and a sync step with a backup worker goes on without the last.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <mutex>
+
+#include "comm/inproc_ranks.h"
+#include "parallel/ps_server.h"
+#include "parallel/ps_worker.h"
+#include "parallel/single_process.h"
+#include "parallel/strategy_test_data.h"
+
+namespace braid::parallel {
+namespace {
+
+using comm::testing::rethrow_first;
+using comm::testing::run_group;
+using namespace braid::parallel::testing;  // NOLINT: the shared test data
+
+constexpr float kLr = 0.05f;
+constexpr int64_t kBatch = 16;
+
+struct Outcome {
+  std::vector<float> params;      // worker 0's after a final pull
+  std::vector<int64_t> versions;  // per server
+  std::vector<std::vector<int64_t>> histograms;
+  std::vector<int64_t> dropped;
+};
+
+std::vector<optim::Segment> segments_of(const json& model, const StepOptions& o) {
+  SingleProcess s(train::build_model(model).module, o);
+  return s.optimizer().segments();
+}
+
+int64_t buffer_size_of(const json& model, const StepOptions& o) {
+  SingleProcess s(train::build_model(model).module, o);
+  return s.params().size();
+}
+
+// W workers and S servers; worker w trains on shard w of each step's global batch.
+Outcome run_ps(const json& model, const StepOptions& o, int workers, int servers, int steps,
+               PsRules rules) {
+  rules.workers = workers;
+  const PsLayout layout{workers, servers};
+  const auto segments = segments_of(model, o);
+  const int64_t size = buffer_size_of(model, o);
+  Outcome out;
+  out.versions.assign(static_cast<size_t>(servers), 0);
+  out.histograms.resize(static_cast<size_t>(servers));
+  out.dropped.assign(static_cast<size_t>(servers), 0);
+  std::mutex mu;
+  const auto results = run_group(workers + servers, [&](comm::Group& g) {
+    auto world = g.split(0, g.rank());
+    if (layout.is_worker(world->rank())) {
+      PsWorker w(train::build_model(model).module, o, world, layout);
+      for (int t = 0; t < steps; ++t)
+        w.step(shard(global_batch(kBatch, t), world->rank(), workers), kLr, t);
+      if (world->rank() == 0) {
+        w.pull(steps);
+        const std::lock_guard lock(mu);
+        out.params = params_of(w);
+      }
+      w.finish();
+      return;
+    }
+    const int index = world->rank() - workers;
+    PsServer server(world, {.layout = layout,
+                            .server = index,
+                            .segments = segments,
+                            .buffer_size = size,
+                            .optimizer = o.optimizer,
+                            .rules = rules});
+    server.run();
+    const std::lock_guard lock(mu);
+    out.versions[static_cast<size_t>(index)] = server.shard().version();
+    out.histograms[static_cast<size_t>(index)] = server.shard().staleness_histogram();
+    out.dropped[static_cast<size_t>(index)] = server.shard().dropped();
+  });
+  for (size_t r = 0; r < results.size(); ++r)
+    if (results[r]) ADD_FAILURE() << "rank " << r << ": " << comm::testing::message(results[r]);
+  rethrow_first(results);
+  return out;
+}
+
+float largest(const std::vector<float>& v) {
+  float m = 0;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// Sync PS computes the global batch's mean gradient as the mean of W shards' means (summed
+// on the server in arrival order), then the same optimizer update: one process on the
+// global batch up to rounding, as DDP (ddp_test.cpp's tolerance and its reasoning).
+TEST(Ps, SyncEqualsOneProcessOnTheGlobalBatch) {
+  for (const char* opt : {"sgd", "adam"}) {
+    for (const auto& [workers, servers] : {std::pair{2, 1}, {2, 2}, {4, 3}}) {
+      StepOptions o = options(opt);
+      SingleProcess one(train::build_model(small_mlp()).module, o);
+      for (int t = 0; t < 4; ++t) one.step(global_batch(kBatch, t), kLr, t);
+      const auto want = params_of(one);
+      const Outcome got = run_ps(small_mlp(), o, workers, servers, 4, {.mode = PsMode::sync});
+      ASSERT_EQ(got.params.size(), want.size());
+      const float tol = 1e-5f * largest(want);
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got.params[i], want[i], tol)
+            << opt << ", " << workers << " workers, " << servers << " servers, float " << i;
+      for (int64_t v : got.versions) EXPECT_EQ(v, 4);
+    }
+  }
+}
+
+TEST(Ps, AsyncAppliesEveryPushExactlyOnce) {
+  const int workers = 2, servers = 2, steps = 5;
+  const Outcome got =
+      run_ps(small_mlp(), options("sgd"), workers, servers, steps, {.mode = PsMode::async});
+  for (size_t s = 0; s < got.versions.size(); ++s) {
+    EXPECT_EQ(got.versions[s], workers * steps) << "server " << s;
+    int64_t applied = 0;
+    for (int64_t c : got.histograms[s]) applied += c;
+    EXPECT_EQ(applied, workers * steps) << "server " << s;
+  }
+}
+
+TEST(Ps, SspNeverAppliesAGradientStalerThanItsBoundAllows) {
+  // Worker w pulls step t only while the slowest has pushed t - s steps, so between its
+  // pull and its push each other worker pushes at most steps t - s .. t + s: a gradient is
+  // at most (W - 1)(2s + 1) updates stale.
+  const int workers = 3, servers = 1, steps = 6, bound = 1;
+  const Outcome got = run_ps(small_mlp(), options("sgd"), workers, servers, steps,
+                             {.mode = PsMode::ssp, .staleness_bound = bound});
+  const auto& h = got.histograms[0];
+  const int64_t limit = (workers - 1) * (2 * bound + 1);
+  for (size_t k = static_cast<size_t>(limit) + 1; k < h.size(); ++k)
+    EXPECT_EQ(h[k], 0) << "a gradient " << k << " updates stale was applied";
+  EXPECT_EQ(got.versions[0], workers * steps);
+}
+
+TEST(Ps, SyncWithABackupWorkerStepsOnTheFirstWMinusOne) {
+  const int workers = 3, steps = 4;
+  const Outcome got = run_ps(small_mlp(), options("sgd"), workers, 1, steps,
+                             {.mode = PsMode::sync, .backup_workers = 1});
+  EXPECT_EQ(got.versions[0], steps);
+  // Each step's third gradient arrived after the step was applied: dropped, never applied.
+  EXPECT_EQ(got.dropped[0], steps);
+}
+
+}  // namespace
+}  // namespace braid::parallel
