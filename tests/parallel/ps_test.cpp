@@ -60,8 +60,8 @@ Outcome run_ps(const json& model, const StepOptions& o, int workers, int servers
       PsWorker w(train::build_model(model).module, o, world, layout);
       for (int t = 0; t < steps; ++t)
         w.step(shard(global_batch(kBatch, t), world->rank(), workers), kLr, t);
+      w.synchronize();  // every worker, as the trainer calls it
       if (world->rank() == 0) {
-        w.pull(steps);
         const std::lock_guard lock(mu);
         out.params = params_of(w);
       }

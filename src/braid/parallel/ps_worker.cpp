@@ -91,6 +91,7 @@ double PsWorker::step(const data::Batch& batch, float lr, int64_t step) {
   }
   watch.lap();
   push(lr, step);
+  next_step_ = step + 1;
   times_.communication_exposed += watch.lap();
   times_.total = watch.elapsed();
   return loss_sum / m;

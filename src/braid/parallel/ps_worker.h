@@ -35,6 +35,10 @@ class PsWorker : public Strategy {
   double step(const data::Batch& batch, float lr, int64_t step) override;
   // Pulls the servers' current parameters (sync mode: after `step` updates).
   void pull(int64_t step);
+  // Pulls the parameters after the last step this worker took (sync mode: once every
+  // worker's gradient of that step is applied), so evaluation and checkpoints see the
+  // servers' model, not the one this worker computed its last step on.
+  void synchronize() override { pull(next_step_); }
   void sum_over_ranks(double* values, size_t count, const char* what) override;
   void start_sum_over_ranks(double* values, size_t count, const char* what) override;
   void finish_sum_over_ranks() override;
@@ -62,6 +66,7 @@ class PsWorker : public Strategy {
   size_t pending_count_ = 0;
   const char* pending_what_ = nullptr;
   bool finished_ = false;
+  int64_t next_step_ = 0;  // the step after the last one taken
 };
 
 }  // namespace braid::parallel
