@@ -42,24 +42,15 @@ double LocalSgd::step(const data::Batch& batch, float lr, int64_t step) {
 double LocalSgd::local_step(const data::Batch& batch, float lr, int64_t step) {
   Stopwatch watch;
   times_ = {};
-  const int n = world_size();
-  const int m = options_.accumulate_steps;
   MicroBatches& micro = micro_batches();
-  micro.split(batch, m);
-  params_.zero_grads();
-  const float scale = m > 1 ? 1.0f / static_cast<float>(m) : 1.0f;
-  double loss_sum = 0;
-  for (int k = 0; k < m; ++k) {
-    // The dropout stream of a rank's micro-batch, as under DDP: global index r + n k.
-    loss_sum += forward_loss(micro[k], step, rank() + int64_t{n} * k, scale);
-    backward();
-  }
+  micro.split(batch, options_.accumulate_steps);
+  const double loss = accumulate_micro_batches(micro, step, rank(), world_size());
   watch.lap();
   const TimelineSpan span(timeline_, TimelineLane::kCompute, "optimizer");
   clip_and_step(lr);
   times_.optimizer = watch.lap();
   times_.total = watch.elapsed();
-  return loss_sum / m;
+  return loss;
 }
 
 void LocalSgd::synchronize() { average(/*optimizer_state=*/true); }

@@ -78,23 +78,14 @@ double PsWorker::step(const data::Batch& batch, float lr, int64_t step) {
   times_ = {};
   pull(step);
   times_.communication_exposed += watch.lap();
-  const int m = options_.accumulate_steps;
-  const int n = layout_.workers;
-  micro_.split(batch, m);
-  params_.zero_grads();
-  const float scale = m > 1 ? 1.0f / static_cast<float>(m) : 1.0f;
-  double loss_sum = 0;
-  for (int k = 0; k < m; ++k) {
-    // The dropout stream of a rank's micro-batch, as under DDP: global index r + n k.
-    loss_sum += forward_loss(micro_[k], step, world_->rank() + int64_t{n} * k, scale);
-    backward();
-  }
+  micro_.split(batch, options_.accumulate_steps);
+  const double loss = accumulate_micro_batches(micro_, step, world_->rank(), layout_.workers);
   watch.lap();
   push(lr, step);
   next_step_ = step + 1;
   times_.communication_exposed += watch.lap();
   times_.total = watch.elapsed();
-  return loss_sum / m;
+  return loss;
 }
 
 void PsWorker::finish() {

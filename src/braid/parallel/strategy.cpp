@@ -79,6 +79,19 @@ void Strategy::backward() {
   times_.backward += watch.elapsed();
 }
 
+double Strategy::accumulate_micro_batches(const MicroBatches& micro, int64_t step, int rank,
+                                          int ranks) {
+  const int m = micro.size();
+  const float scale = m > 1 ? 1.0f / static_cast<float>(m) : 1.0f;
+  params_.zero_grads();
+  double loss_sum = 0;
+  for (int k = 0; k < m; ++k) {
+    loss_sum += forward_loss(micro[k], step, rank + int64_t{ranks} * k, scale);
+    backward();
+  }
+  return loss_sum / m;
+}
+
 void Strategy::clip_and_step(float lr) {
   if (options_.clip_grad_norm > 0)
     optim::clip_grad_norm(params_.grads(), optimizer_->segments(), options_.clip_grad_norm);

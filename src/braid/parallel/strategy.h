@@ -21,6 +21,7 @@
 #include "nn/module.h"
 #include "nn/params.h"
 #include "optim/optimizer.h"
+#include "parallel/micro_batches.h"
 
 namespace braid::data {
 struct Batch;
@@ -112,6 +113,11 @@ class Strategy {
   // Backward from forward_loss's gradient; every range is reported final to the listeners
   // as backward finishes it (the timeline records each as a backward span).
   void backward();
+  // Zeroes the gradients, then forward and backward of `micro`'s micro-batches with their
+  // gradients added in place, each mean loss counting 1/m. Micro-batch k of rank `rank` of
+  // `ranks` is global micro-batch rank + ranks k (its dropout stream, as under DDP).
+  // Returns the mean loss.
+  double accumulate_micro_batches(const MicroBatches& micro, int64_t step, int rank, int ranks);
   // Clips the gradients by global norm when the options ask, then steps the optimizer over
   // the whole buffer: the update after backward when it cannot be fused into it.
   void clip_and_step(float lr);
