@@ -74,8 +74,7 @@ TEST(Ddp, TwoAndFourRanksEqualOneProcessOnTheGlobalBatch) {
     d.first_bucket_bytes = 1024;
     const auto got = ddp(small_mlp(), options("sgd"), n, 16, 3, d);
     ASSERT_EQ(got.size(), want.size());
-    float scale = 0;
-    for (float w : want) scale = std::max(scale, std::fabs(w));
+    const float scale = largest(want);
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << n << " ranks, parameter float " << i;
   }
@@ -127,8 +126,7 @@ TEST(Accumulation, MicroBatchesEqualOneLargeBatch) {
   StepOptions o = options("sgd");
   o.accumulate_steps = 4;
   const auto got = single_process(small_mlp(), o, 16, 3);
-  float scale = 0;
-  for (float w : want) scale = std::max(scale, std::fabs(w));
+  const float scale = largest(want);
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << i;
   EXPECT_NE(got, single_process(small_mlp(), options("sgd"), 4, 3)) << "accumulation did nothing";
 }

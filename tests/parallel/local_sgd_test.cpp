@@ -76,12 +76,6 @@ std::vector<std::vector<float>> by_hand(const json& model, StepOptions o, int n,
   return out;
 }
 
-float largest(const std::vector<float>& v) {
-  float m = 0;
-  for (float x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-
 // Rank 0's parameters after every step, local steps and averages alike, against the
 // hand-made reference. Only the averages' summation order differs (an allreduce against
 // a rank-order loop): ~1e-7 relative per average, so 1e-5 of the largest parameter after

@@ -87,12 +87,6 @@ Outcome run_ps(const json& model, const StepOptions& o, int workers, int servers
   return out;
 }
 
-float largest(const std::vector<float>& v) {
-  float m = 0;
-  for (float x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-
 // Sync PS computes the global batch's mean gradient as the mean of W shards' means (summed
 // on the server in arrival order), then the same optimizer update: one process on the
 // global batch up to rounding, as DDP (ddp_test.cpp's tolerance and its reasoning).

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -79,6 +81,13 @@ inline void expect_bitwise(const std::vector<float>& a, const std::vector<float>
                            const char* what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
+}
+
+// The largest |x|: the scale a toleranced comparison of parameters is relative to.
+inline float largest(const std::vector<float>& v) {
+  float m = 0;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
 }
 
 // Whether `count` floats at `data` hash alike on every rank, asked through the strategy's
