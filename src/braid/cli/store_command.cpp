@@ -3,6 +3,7 @@
 // number of jobs one after another or at once: each job keeps its keys under its own id
 // (BRAID_JOB_ID or the scheduler's, launch/job_id.h), and its ranks set
 // BRAID_STORE_HOSTED=1 so rank 0 does not host a store of its own.
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -34,11 +35,12 @@ extern "C" void on_stop(int sig) {
   errno = saved_errno;
 }
 
-// Waits for SIGINT or SIGTERM; returns which.
+// Waits for SIGINT or SIGTERM; returns which. The pipe wakes it at once; the timeout is for
+// ThreadSanitizer, which defers a handler until the thread leaves its blocking call: a read
+// restarted by SA_RESTART never returned, and the store outlived its SIGTERM.
 int wait_for_stop_signal() {
-  char byte = 0;
-  while (::read(g_wake[0], &byte, 1) < 0 && errno == EINTR) {
-  }
+  pollfd wake{g_wake[0], POLLIN, 0};
+  while (g_signal == 0) ::poll(&wake, 1, 200);
   return g_signal;
 }
 
