@@ -21,6 +21,14 @@ constexpr const char* kTfConfigShape =
     R"({"cluster": {"chief": ["host:port"], "worker": [...], "ps": [...]}, )"
     R"("task": {"type": "worker", "index": 0}})";
 
+// `name`, which the variable `set_by` (a role variable) needs beside it; an error saying
+// why (`hint`) when it is unset.
+EnvVar required(const GetEnv& getenv, const char* name, const char* set_by, const char* hint) {
+  const std::optional<EnvVar> v = first_set(getenv, {name});
+  if (!v) BRAID_THROW(Error, set_by, " is set but ", name, " is not: ", hint);
+  return *v;
+}
+
 int role_count(const ClusterSpec& s) {
   switch (s.role) {
     case Role::worker:
@@ -62,12 +70,9 @@ ClusterSpec read_braid(const GetEnv& getenv, const EnvVar& role) {
     BRAID_THROW(Error, "BRAID_ROLE='", role.value,
                 "' is not valid: expected worker, ps or evaluator");
   auto need = [&](const char* name) {
-    const std::optional<EnvVar> v = first_set(getenv, {name});
-    if (!v)
-      BRAID_THROW(Error, "BRAID_ROLE is set but ", name,
-                  " is not: braid's role variables come together (`braid launch --servers S "
-                  "--workers W` sets them all)");
-    return *v;
+    return required(getenv, name, role.name,
+                    "braid's role variables come together (`braid launch --servers S "
+                    "--workers W` sets them all)");
   };
   const EnvVar workers = need("BRAID_NUM_WORKERS");
   const EnvVar servers = need("BRAID_NUM_SERVERS");
@@ -109,11 +114,8 @@ ClusterSpec read_dmlc(const GetEnv& getenv, const EnvVar& role) {
     BRAID_THROW(Error, "DMLC_ROLE='", role.value,
                 "' is not valid: expected worker or server (braid needs no scheduler)");
   auto need = [&](const char* name) {
-    const std::optional<EnvVar> v = first_set(getenv, {name});
-    if (!v)
-      BRAID_THROW(Error, "DMLC_ROLE is set but ", name,
-                  " is not: ps-lite's convention needs DMLC_NUM_WORKER and DMLC_NUM_SERVER");
-    return *v;
+    return required(getenv, name, role.name,
+                    "ps-lite's convention needs DMLC_NUM_WORKER and DMLC_NUM_SERVER");
   };
   const EnvVar workers = need("DMLC_NUM_WORKER");
   const EnvVar servers = need("DMLC_NUM_SERVER");
