@@ -136,15 +136,15 @@ TEST(PsShard, BadRulesAreRefusedNamingTheKey) {
     }
     return std::string();
   };
-  EXPECT_NE(message({.workers = 2, .backup_workers = 2}).find("ps_backup_workers is 2"),
+  EXPECT_NE(message({.workers = 2, .backup_workers = 2}).find("ps.backup_workers is 2"),
             std::string::npos);
   EXPECT_NE(message({.mode = PsMode::async, .workers = 2, .backup_workers = 1})
                 .find("backup workers belong to sync mode"),
             std::string::npos);
   EXPECT_NE(message({.mode = PsMode::ssp, .workers = 2, .staleness_bound = -1})
-                .find("ps_staleness_bound is -1"),
+                .find("ps.staleness_bound is -1"),
             std::string::npos);
-  EXPECT_NE(message({.workers = 2, .staleness_lr = true}).find("ps_staleness_lr"),
+  EXPECT_NE(message({.workers = 2, .staleness_lr = true}).find("ps.staleness_lr"),
             std::string::npos);
   EXPECT_THROW(parse_ps_mode("bsp"), Error);
   EXPECT_EQ(parse_ps_mode("ssp"), PsMode::ssp);

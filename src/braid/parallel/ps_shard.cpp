@@ -23,21 +23,21 @@ std::string_view ps_mode_name(PsMode m) {
 PsMode parse_ps_mode(std::string_view text) {
   for (PsMode m : {PsMode::sync, PsMode::async, PsMode::ssp})
     if (text == ps_mode_name(m)) return m;
-  BRAID_THROW(Error, "ps_mode is '", text, "'; choose sync, async or ssp");
+  BRAID_THROW(Error, "ps.mode is '", text, "'; choose sync, async or ssp");
 }
 
 void validate(const PsRules& r) {
   BRAID_CHECK(r.workers >= 1, "ps: the job needs at least one worker, got ", r.workers);
-  BRAID_CHECK(r.backup_workers >= 0 && r.backup_workers < r.workers, "ps_backup_workers is ",
+  BRAID_CHECK(r.backup_workers >= 0 && r.backup_workers < r.workers, "ps.backup_workers is ",
               r.backup_workers, "; it must be in [0, ", r.workers,
               ") (workers - backup_workers gradients make a step)");
-  BRAID_CHECK(r.mode == PsMode::sync || r.backup_workers == 0, "ps_backup_workers is ",
-              r.backup_workers, " but ps_mode is ", ps_mode_name(r.mode),
+  BRAID_CHECK(r.mode == PsMode::sync || r.backup_workers == 0, "ps.backup_workers is ",
+              r.backup_workers, " but ps.mode is ", ps_mode_name(r.mode),
               "; backup workers belong to sync mode");
-  BRAID_CHECK(r.staleness_bound >= 0, "ps_staleness_bound is ", r.staleness_bound,
+  BRAID_CHECK(r.staleness_bound >= 0, "ps.staleness_bound is ", r.staleness_bound,
               "; it must be >= 0");
   BRAID_CHECK(!r.staleness_lr || r.mode != PsMode::sync,
-              "ps_staleness_lr applies to async and ssp modes; sync gradients are never stale");
+              "ps.staleness_lr applies to async and ssp modes; sync gradients are never stale");
 }
 
 PsShard::PsShard(KeyRange range, std::span<const optim::Segment> segments,
@@ -128,7 +128,7 @@ void PsShard::lose_worker(int worker) {
               " is gone and sync mode needs ", rules_.workers - rules_.backup_workers,
               " gradients a step with ", rules_.backup_workers, " backup workers; only ",
               live_workers(),
-              " workers are left (use ps_backup_workers, or async or ssp mode, "
+              " workers are left (use ps.backup_workers, or async or ssp mode, "
               "to go on without it)");
 }
 

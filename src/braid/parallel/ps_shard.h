@@ -3,7 +3,7 @@
 // are applied and when a worker may pull. No transport here: the server loop feeds it the
 // pushes and pulls it receives and sends what it answers, so the rules are tested alone.
 //
-// Consistency modes (ps_mode):
+// Consistency modes (ps.mode):
 //   sync   Step t's update is the mean of W - b workers' gradients for t, applied once the
 //          first W - b arrived (b = backup_workers: Chen et al. 2016, "Revisiting
 //          distributed synchronous SGD"); a gradient for t arriving after t was applied is
@@ -35,7 +35,7 @@ namespace braid::parallel {
 
 enum class PsMode : uint8_t { sync, async, ssp };
 std::string_view ps_mode_name(PsMode m);
-// "sync", "async" or "ssp"; anything else is an error naming ps_mode.
+// "sync", "async" or "ssp"; anything else is an error naming ps.mode.
 PsMode parse_ps_mode(std::string_view text);
 
 struct PsRules {
@@ -46,7 +46,7 @@ struct PsRules {
   bool staleness_lr = false;  // async, ssp: lr / (1 + staleness)
 };
 
-// Checks the rules on their own: errors name ps_mode's keys (ps_backup_workers, ...).
+// Checks the rules on their own: errors name the ps.* keys (ps.backup_workers, ...).
 void validate(const PsRules& rules);
 
 // What the server got with a gradient.

@@ -51,12 +51,43 @@ struct TrainConfig {
 
   // Distribution. `batch` is per rank (as PyTorch DDP's DataLoader); the global batch of a
   // step is batch x world size.
-  std::string strategy = "auto";  // auto, single, ddp, local_sgd
+  std::string strategy = "auto";  // auto, single, ddp, local_sgd, ps, fedavg
   double bucket_mb = 25;
   struct LocalSgd {
     int64_t period = 8;      // local steps between parameter averages (H)
     int64_t start_step = 0;  // steps before it are synchronous DDP steps (post-local SGD)
   } local_sgd;
+  struct ParameterServer {
+    std::string mode = "sync";    // sync, async, ssp (parallel/ps_shard.h)
+    int64_t backup_workers = 0;   // sync: a step applies after workers - backup_workers gradients
+    int64_t staleness_bound = 2;  // ssp: steps a worker may run ahead of the slowest
+    bool staleness_lr = false;    // async, ssp: lr / (1 + staleness)
+    // async, ssp: seconds a worker may stay silent before the servers count it lost (0: the
+    // job's communication timeout)
+    double worker_timeout_s = 0;
+  } ps;
+  struct FedAvg {
+    int64_t clients = 100;         // K: the clients the training set is split over
+    double fraction = 0.1;         // C: the share of clients that train in a round
+    int64_t local_epochs = 1;      // E: passes of a client over its shard per round
+    int64_t rounds = 0;            // 0: as many as make `epochs` passes over the data
+    std::string split = "iid";     // iid, dirichlet, labels_per_client (data/client_split.h)
+    double alpha = 0.5;            // dirichlet concentration
+    int64_t labels_per_client = 2;  // labels_per_client: k
+    double prox_mu = 0;            // FedProx: the proximal term's weight (0: FedAvg)
+    std::string server_optimizer = "avg";  // avg (FedAvg), avgm (FedAvgM), adam (FedAdam)
+    double server_lr = 1.0;
+    double server_momentum = 0.9;  // avgm: momentum; adam: beta1
+    double server_beta2 = 0.99;    // adam
+    double server_eps = 1e-3;      // adam: tau, the denominator's epsilon
+  } fedavg;
+  // Convergence decisions, made on the evaluations (the chief's where only it evaluates).
+  struct StopRules {
+    double target = 0;          // > 0: stop once the metric reaches it
+    std::string metric = "auto";  // auto (accuracy, or loss for a language model), accuracy, loss
+    int64_t patience = 0;       // > 0: stop after this many evaluations without improvement
+    double min_rel_change = 0;  // > 0: stop when |loss - previous| / previous falls below it
+  } stop;
   int64_t accumulate_steps = 1;
   bool deterministic = false;
   bool sync_batchnorm = false;

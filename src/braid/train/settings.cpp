@@ -122,9 +122,10 @@ std::vector<Setting> make_settings() {
       [](auto& c) -> auto& { return c.threads; }));
 
   t.push_back(text(
-      "strategy", kParallel, {"auto", "single", "ddp", "local_sgd"},
+      "strategy", kParallel, {"auto", "single", "ddp", "local_sgd", "ps", "fedavg"},
       "how ranks share the work (auto: ddp when the job has more than one rank; local_sgd: "
-      "local steps, parameters averaged every local_sgd.period steps)",
+      "local steps, parameters averaged every local_sgd.period steps; ps: parameter servers, "
+      "under braid launch --servers S --workers W; fedavg: federated averaging)",
       [](auto& c) -> auto& { return c.strategy; }));
   t.push_back(integer(
       "local_sgd.period", kParallel, 1, 1 << 20,
@@ -134,6 +135,78 @@ std::vector<Setting> make_settings() {
       "local_sgd.start_step", kParallel, 0, int64_t{1} << 40,
       "local_sgd: the step local steps begin at; the ones before are ddp steps (post-local SGD)",
       [](auto& c) -> auto& { return c.local_sgd.start_step; }));
+  t.push_back(text(
+      "ps.mode", kParallel, {"sync", "async", "ssp"},
+      "ps: when servers apply gradients (sync: each step once every worker's arrived; async: "
+      "on arrival; ssp: on arrival, no worker more than ps.staleness_bound steps ahead)",
+      [](auto& c) -> auto& { return c.ps.mode; }));
+  t.push_back(integer(
+      "ps.backup_workers", kParallel, 0, 4096,
+      "ps sync: a step applies after workers - backup_workers gradients; late ones are dropped",
+      [](auto& c) -> auto& { return c.ps.backup_workers; }));
+  t.push_back(integer(
+      "ps.staleness_bound", kParallel, 0, 1 << 20,
+      "ps ssp: steps a worker may run ahead of the slowest live worker (s)",
+      [](auto& c) -> auto& { return c.ps.staleness_bound; }));
+  t.push_back(row(
+      "ps.staleness_lr", K::boolean, kParallel,
+      "ps async, ssp: divide a gradient's learning rate by 1 + its staleness",
+      [](auto& c) -> auto& { return c.ps.staleness_lr; }));
+  t.push_back(number(
+      "ps.worker_timeout_s", kParallel, kNonNegative,
+      "ps async, ssp: seconds a worker may stay silent before servers count it lost and go on "
+      "(0: the job's communication timeout)",
+      [](auto& c) -> auto& { return c.ps.worker_timeout_s; }));
+  t.push_back(integer(
+      "fedavg.clients", kParallel, 1, 1 << 24, "fedavg: clients the training set is split over (K)",
+      [](auto& c) -> auto& { return c.fedavg.clients; }));
+  t.push_back(number(
+      "fedavg.fraction", kParallel, Range{0, 1, true, false},
+      "fedavg: the share of clients that train in each round (C)",
+      [](auto& c) -> auto& { return c.fedavg.fraction; }));
+  t.push_back(integer(
+      "fedavg.local_epochs", kParallel, 1, 1 << 20,
+      "fedavg: passes of each chosen client over its shard per round (E)",
+      [](auto& c) -> auto& { return c.fedavg.local_epochs; }));
+  t.push_back(integer(
+      "fedavg.rounds", kParallel, 0, kMaxSteps,
+      "fedavg: rounds to run (0: enough for `epochs` passes over the training set)",
+      [](auto& c) -> auto& { return c.fedavg.rounds; }));
+  t.push_back(text(
+      "fedavg.split", kParallel, {"iid", "dirichlet", "labels_per_client"},
+      "fedavg: how the training set is split over the clients",
+      [](auto& c) -> auto& { return c.fedavg.split; }));
+  t.push_back(number(
+      "fedavg.alpha", kParallel, kPositive,
+      "fedavg split dirichlet: the concentration (small: each client holds few labels)",
+      [](auto& c) -> auto& { return c.fedavg.alpha; }));
+  t.push_back(integer(
+      "fedavg.labels_per_client", kParallel, 1, 1 << 20,
+      "fedavg split labels_per_client: the distinct labels each client holds (k)",
+      [](auto& c) -> auto& { return c.fedavg.labels_per_client; }));
+  t.push_back(number(
+      "fedavg.prox_mu", kParallel, kNonNegative,
+      "fedavg: FedProx's proximal weight mu (0: plain FedAvg)",
+      [](auto& c) -> auto& { return c.fedavg.prox_mu; }));
+  t.push_back(text(
+      "fedavg.server_optimizer", kParallel, {"avg", "avgm", "adam"},
+      "fedavg: the server's update from the clients' mean change (avg: apply it; avgm: with "
+      "momentum; adam: FedAdam)",
+      [](auto& c) -> auto& { return c.fedavg.server_optimizer; }));
+  t.push_back(number(
+      "fedavg.server_lr", kParallel, kPositive, "fedavg: the server's learning rate",
+      [](auto& c) -> auto& { return c.fedavg.server_lr; }));
+  t.push_back(number(
+      "fedavg.server_momentum", kParallel, kBelowOne,
+      "fedavg server avgm: momentum; adam: the first-moment decay",
+      [](auto& c) -> auto& { return c.fedavg.server_momentum; }));
+  t.push_back(number(
+      "fedavg.server_beta2", kParallel, kBelowOne, "fedavg server adam: the second-moment decay",
+      [](auto& c) -> auto& { return c.fedavg.server_beta2; }));
+  t.push_back(number(
+      "fedavg.server_eps", kParallel, kPositive,
+      "fedavg server adam: the denominator's epsilon (tau)",
+      [](auto& c) -> auto& { return c.fedavg.server_eps; }));
   t.push_back(number(
       "bucket_mb", kParallel, kPositive,
       "ddp: MiB of gradients per allreduce bucket (the first is 1 MiB, as PyTorch's, or less)",
@@ -234,6 +307,23 @@ std::vector<Setting> make_settings() {
       "(0.999 is typical)",
       [](auto& c) -> auto& { return c.ema_decay; }));
 
+  t.push_back(number(
+      "stop.target", kOutput, kNonNegative,
+      "> 0: stop once an evaluation's stop.metric reaches this (accuracy at least, loss at most)",
+      [](auto& c) -> auto& { return c.stop.target; }));
+  t.push_back(text(
+      "stop.metric", kOutput, {"auto", "accuracy", "loss"},
+      "the evaluation metric stop.target and stop.patience watch (auto: accuracy, or loss for "
+      "a language model)",
+      [](auto& c) -> auto& { return c.stop.metric; }));
+  t.push_back(integer(
+      "stop.patience", kOutput, 0, kMaxSteps,
+      "> 0: stop after this many evaluations in a row without a better stop.metric",
+      [](auto& c) -> auto& { return c.stop.patience; }));
+  t.push_back(number(
+      "stop.min_rel_change", kOutput, kNonNegative,
+      "> 0: stop when the evaluation loss changes by less than this fraction of the previous",
+      [](auto& c) -> auto& { return c.stop.min_rel_change; }));
   t.push_back(text(
       "out", kOutput, {}, "output directory (config.json, metrics.jsonl, checkpoint/)",
       [](auto& c) -> auto& { return c.out; }));
