@@ -1,5 +1,7 @@
 // `braid launch -n N [--timeout S] [--transport auto|shm|tcp] [--grace S] -- CMD ARGS...`:
 // runs N ranks of a job on this machine (launch/launcher.h) and exits with the job's status.
+// `braid launch --servers S --workers W -- CMD ARGS...` runs a parameter-server job of W
+// workers and S servers (W + S ranks, each told its role).
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -13,7 +15,9 @@ namespace braid::cli {
 namespace {
 
 struct LaunchFlags {
-  int ranks = 1;
+  int ranks = 0;
+  int servers = 0;
+  int workers = 0;
   double timeout_s = 0;
   double grace_s = 0;
   std::string transport;
@@ -22,7 +26,23 @@ struct LaunchFlags {
 
 void run_launch(const CLI::App& cmd, const LaunchFlags& f) {
   launch::LaunchOptions options;
-  options.ranks = f.ranks;
+  const bool ps = cmd.count("--servers") > 0 || cmd.count("--workers") > 0;
+  if (ps) {
+    if (cmd.count("--servers") == 0 || cmd.count("--workers") == 0)
+      throw CLI::ValidationError("--servers/--workers",
+                                 "a parameter-server job needs both --servers S and --workers W");
+    if (cmd.count("--nproc") > 0 && f.ranks != f.servers + f.workers)
+      throw CLI::ValidationError(
+          "-n", "-n " + std::to_string(f.ranks) + " disagrees with --servers " +
+                    std::to_string(f.servers) + " --workers " + std::to_string(f.workers) + " (" +
+                    std::to_string(f.servers + f.workers) + " ranks); drop -n");
+    options.ranks = f.servers + f.workers;
+    options.servers = f.servers;
+  } else {
+    if (cmd.count("--nproc") == 0)
+      throw CLI::RequiredError("-n (or --servers S --workers W for a parameter-server job)");
+    options.ranks = f.ranks;
+  }
   options.command = f.command;
   if (cmd.count("--timeout") > 0)
     options.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000 + 0.5));
@@ -30,6 +50,9 @@ void run_launch(const CLI::App& cmd, const LaunchFlags& f) {
   if (cmd.count("--grace") > 0)
     options.grace = std::chrono::milliseconds(static_cast<int64_t>(f.grace_s * 1000 + 0.5));
   const launch::LaunchResult result = launch::launch(options);
+  if (result.exit_code == 0 && !result.lost_workers.empty())
+    std::fprintf(stderr, "braid launch: the job finished without %zu lost worker%s\n",
+                 result.lost_workers.size(), result.lost_workers.size() == 1 ? "" : "s");
   if (result.exit_code != 0) {
     // The job's status is the launcher's: a script sees the failing rank's exit code.
     std::fprintf(stderr, "%s\n", result.message.c_str());
@@ -43,9 +66,15 @@ void run_launch(const CLI::App& cmd, const LaunchFlags& f) {
 void add_launch_command(CLI::App& app) {
   auto flags = std::make_shared<LaunchFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "launch", "Run N ranks of a job on this machine: braid launch -n N -- CMD ARGS...");
-  cmd->add_option("-n,--nproc", flags->ranks, "Number of ranks")
-      ->required()
+      "launch",
+      "Run N ranks of a job on this machine: braid launch -n N -- CMD ARGS... (a "
+      "parameter-server job: braid launch --servers S --workers W -- CMD ARGS...)");
+  cmd->add_option("-n,--nproc", flags->ranks, "Number of ranks")->check(CLI::Range(1, 4096));
+  cmd->add_option("--servers", flags->servers,
+                  "A parameter-server job: this many servers (the last ranks), with --workers")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--workers", flags->workers,
+                  "A parameter-server job: this many workers (ranks 0..W-1), with --servers")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--timeout", flags->timeout_s,
                   "Seconds any communication wait of a rank may take (sets BRAID_TIMEOUT_S)")

@@ -10,11 +10,13 @@
 #include "cli/train_settings.h"
 #include "core/gemm.h"
 #include "core/log.h"
+#include "launch/cluster_spec.h"
 #include "launch/env.h"
 #include "launch/job.h"
 #include "train/atomic_file.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/ps_serve.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
 
@@ -85,8 +87,26 @@ std::string existing_outputs(const std::string& out) {
   return found;
 }
 
+// A parameter-server job's server: serves its key range until the workers are done. It
+// keeps serving through SIGTERM (the workers save their checkpoint with its help, then
+// finish, which ends it).
+void run_server(const train::TrainConfig& config, const launch::ClusterSpec& spec,
+                launch::Job& job) {
+  const train::StopOnSignal keep_serving;
+  train::serve_parameters(config, job.world, parallel::PsLayout{spec.num_workers, spec.num_servers},
+                          spec.index);
+}
+
 void run_train(const TrainFlags& f) {
-  const launch::RankEnv env = launch::read_rank_env();
+  // A parameter-server job names each process's role (braid launch --servers/--workers,
+  // TF_CONFIG, --cluster or DMLC_*).
+  const std::optional<launch::ClusterSpec> cluster = launch::read_cluster_spec();
+  if (cluster && cluster->has_evaluator)
+    BRAID_THROW(Error, "the ", cluster->source,
+                " description has an evaluator task; braid's chief (worker 0) evaluates, so "
+                "leave the evaluator out");
+  const launch::GetEnv job_getenv = cluster ? launch::job_env(*cluster) : launch::GetEnv(::getenv);
+  const launch::RankEnv env = launch::read_rank_env(job_getenv);
   BRAID_CHECK(f.resume.empty() || f.init_from.empty(),
               "--resume continues a run (weights, optimizer, step); --init-from starts a new one "
               "from weights alone: pass one of them");
@@ -104,8 +124,17 @@ void run_train(const TrainFlags& f) {
   // strategy (config.strategy, ddp by default) runs over the world group. Every rank
   // checked the outputs above before any could write: building the trainer is collective.
   std::optional<launch::Job> job;
-  if (env.world_size > 1) job.emplace(launch::join_job());
-  train::Trainer trainer = job ? train::Trainer(config, job->world) : train::Trainer(config);
+  if (env.world_size > 1 || cluster) {
+    launch::JoinOptions join;
+    join.getenv = job_getenv;
+    job.emplace(launch::join_job(join));
+  }
+  if (cluster && cluster->role == launch::Role::server) return run_server(config, *cluster, *job);
+  train::Trainer trainer =
+      cluster ? train::Trainer(config, job->world,
+                               parallel::PsLayout{cluster->num_workers, cluster->num_servers})
+      : job   ? train::Trainer(config, job->world)
+              : train::Trainer(config);
   if (!resume_dir.empty()) {
     trainer.load_checkpoint(resume_dir);
     log_info("resumed from ", resume_dir, " at step ", trainer.global_step());

@@ -101,11 +101,11 @@ RequestId Group::irecv_any(uint32_t tag, void* data, size_t bytes, int* source) 
   return id;
 }
 
-void Group::wait(std::span<const RequestId> requests) {
+void Group::wait(std::span<const RequestId> requests, Deadline until) {
   if (requests.empty()) return;
-  if (any_sources_.empty()) return transport_->wait(requests, deadline());
+  if (any_sources_.empty()) return transport_->wait(requests, until);
   try {
-    transport_->wait(requests, deadline());
+    transport_->wait(requests, until);
   } catch (...) {
     settle_sources(requests, false);
     throw;

@@ -70,8 +70,11 @@ class Group {
   // this group's wait() or test() has reported the request complete; complete it through
   // them, not through the transport, and keep `source` valid until then.
   RequestId irecv_any(uint32_t tag, void* data, size_t bytes, int* source);
-  void wait(std::span<const RequestId> requests);
+  void wait(std::span<const RequestId> requests) { wait(requests, deadline()); }
   void wait(RequestId request) { wait(std::span<const RequestId>(&request, 1)); }
+  // The same with a deadline of the caller's (a server that wakes up to check on its
+  // peers). A TimeoutError releases the requests, as any failed wait does.
+  void wait(std::span<const RequestId> requests, Deadline until);
   bool test(RequestId request);
   void send(int to, uint32_t tag, const void* data, size_t bytes) {
     wait(isend(to, tag, data, bytes));

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -352,6 +353,29 @@ std::optional<ClusterSpec> read_cluster_spec(const GetEnv& getenv) {
   }
   if (dmlc) return read_dmlc(getenv, *dmlc);
   return std::nullopt;
+}
+
+GetEnv job_env(const ClusterSpec& spec, GetEnv base) {
+  auto filled = std::make_shared<std::map<std::string, std::string>>();
+  const auto unset = [&](const char* name) {
+    const char* v = base(name);
+    return v == nullptr || *v == '\0';
+  };
+  if (unset("BRAID_RANK") && unset("RANK") && unset("OMPI_COMM_WORLD_RANK") && unset("PMI_RANK") &&
+      unset("SLURM_PROCID")) {
+    BRAID_CHECK(spec.index >= 0, "the ", spec.source,
+                " description gives this process no index within its role and no launcher "
+                "variable names its rank: set BRAID_ROLE_INDEX (or BRAID_RANK)");
+    (*filled)["BRAID_RANK"] = std::to_string(spec.global_rank());
+    (*filled)["BRAID_WORLD_SIZE"] = std::to_string(spec.world_size());
+  }
+  if (unset("BRAID_STORE_ADDR") && !spec.store_host.empty())
+    (*filled)["BRAID_STORE_ADDR"] = spec.store_host + ":" + std::to_string(spec.store_port);
+  if (filled->empty()) return base;
+  return [filled, base = std::move(base)](const char* name) -> const char* {
+    const auto it = filled->find(name);
+    return it != filled->end() ? it->second.c_str() : base(name);
+  };
 }
 
 }  // namespace braid::launch

@@ -92,4 +92,11 @@ ClusterSpec parse_tf_config(const std::string& json_text, const std::string& whe
 // when it cannot be read.
 ClusterSpec read_cluster_file(const std::string& path);
 
+// The variables join_job reads (launch/job.h), with this process's place taken from the
+// spec where the environment names none: a spec read from TF_CONFIG or DMLC_* on hosts
+// that no braid launcher started gives BRAID_RANK (its global_rank()), BRAID_WORLD_SIZE
+// and BRAID_STORE_ADDR. Variables already set win. braid::Error when the spec gives no
+// index (DMLC without BRAID_ROLE_INDEX) and nothing else names the rank.
+GetEnv job_env(const ClusterSpec& spec, GetEnv base = ::getenv);
+
 }  // namespace braid::launch

@@ -219,6 +219,14 @@ class Supervisor {
       const std::string rank = std::to_string(r);
       for (const char* name : {"BRAID_RANK=", "BRAID_LOCAL_RANK=", "RANK=", "LOCAL_RANK="})
         spec.env.push_back(name + rank);
+      if (options_.servers > 0) {
+        const int workers = options_.ranks - options_.servers;
+        const bool worker = r < workers;
+        spec.env.push_back(std::string("BRAID_ROLE=") + (worker ? "worker" : "ps"));
+        spec.env.push_back("BRAID_ROLE_INDEX=" + std::to_string(worker ? r : r - workers));
+        spec.env.push_back("BRAID_NUM_WORKERS=" + std::to_string(workers));
+        spec.env.push_back("BRAID_NUM_SERVERS=" + std::to_string(options_.servers));
+      }
       ::pthread_sigmask(SIG_BLOCK, &block, &spec.mask);
       ChildProcess proc;
       try {
@@ -230,7 +238,7 @@ class Supervisor {
       ::pthread_sigmask(SIG_SETMASK, &spec.mask, nullptr);
       auto& entry = ranks_.emplace_back();
       entry.proc = proc;
-      const std::string prefix = "[rank " + rank + "] ";
+      const std::string prefix = "[" + label(r) + "] ";
       entry.out = std::make_unique<OutputPrefixer>(prefix, fd_sink(options_.out_fd));
       entry.err = std::make_unique<OutputPrefixer>(prefix, fd_sink(options_.err_fd));
     }
@@ -296,6 +304,16 @@ class Supervisor {
     siginfo_t info{};
     return ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0;
   }
+  bool is_worker_of_ps_job(size_t i) const {
+    return options_.servers > 0 && static_cast<int>(i) < options_.ranks - options_.servers;
+  }
+  // "rank 3", or in a parameter-server job "worker 1" / "ps 0".
+  std::string label(int r) const {
+    if (options_.servers == 0) return "rank " + std::to_string(r);
+    const int workers = options_.ranks - options_.servers;
+    return r < workers ? "worker " + std::to_string(r) : "ps " + std::to_string(r - workers);
+  }
+
   void signal_all(int signo) {
     for (const Rank& r : ranks_)
       if (!r.exited) ::kill(-r.proc.pid, signo);
@@ -394,7 +412,13 @@ class Supervisor {
         ::kill(-pid, SIGKILL);
         r.exited = true;
         r.exited_at = Clock::now();
-        if (r.failed() && !kill_at_) {
+        if (r.failed() && !kill_at_ && is_worker_of_ps_job(i)) {
+          lost_workers_.push_back(label(static_cast<int>(i)) + " " + r.how());
+          const std::string line = "braid launch: " + lost_workers_.back() +
+                                   "; the servers decide whether the job goes on without it "
+                                   "(ps.mode async and ssp do, sync fails naming it)\n";
+          [[maybe_unused]] ssize_t n = ::write(options_.err_fd, line.data(), line.size());
+        } else if (r.failed() && !kill_at_) {
           failed_ = static_cast<int>(i);
           // Read the kernel's records now, while they are fresh.
           if (r.signal == SIGKILL) failure_note_ = oom_.explain_sigkill(pid);
@@ -462,10 +486,11 @@ class Supervisor {
 
   LaunchResult result() const {
     LaunchResult res;
+    res.lost_workers = lost_workers_;
     if (failed_) {
       const Rank& r = ranks_[static_cast<size_t>(*failed_)];
       res.exit_code = r.signal != 0 ? 128 + r.signal : r.code;
-      res.message = "braid launch: rank " + std::to_string(*failed_) + " " + r.how();
+      res.message = "braid launch: " + label(*failed_) + " " + r.how();
       if (stopped_ > 0)
         res.message += stopped_ == 1 ? "; stopped the other rank"
                                      : "; stopped the other " + ranks_word(stopped_);
@@ -489,7 +514,7 @@ class Supervisor {
   std::string error_line(size_t failed) const {
     const Rank& f = ranks_[failed];
     if (f.signal == 0 && !f.err->last_line().empty())
-      return ". Last line rank " + std::to_string(failed) +
+      return ". Last line " + label(static_cast<int>(failed)) +
              " wrote to stderr: " + f.err->last_line();
     const Rank* first = nullptr;
     for (const Rank& r : ranks_)
@@ -497,7 +522,9 @@ class Supervisor {
           (first == nullptr || r.exited_at < first->exited_at))
         first = &r;
     if (first == nullptr) return "";
-    return ". Rank " + std::to_string(first - ranks_.data()) + " then " + first->how() +
+    std::string who = label(static_cast<int>(first - ranks_.data()));
+    who[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(who[0])));
+    return ". " + who + " then " + first->how() +
            "; the last line it wrote to stderr: " + first->err->last_line();
   }
 
@@ -505,12 +532,13 @@ class Supervisor {
   int signal_fd_;
   OomWatch& oom_;
   std::vector<Rank> ranks_;
-  std::optional<int> failed_;            // the first rank that failed
-  std::string failure_note_;             // why it may have died (SIGKILL)
-  std::optional<SignalRecord> request_;  // the signal that asked the launcher to stop
-  int interrupted_by_ = 0;               // SIGINT or SIGTERM received by the launcher
-  int stopped_ = 0;                      // ranks running when stopping began
-  int stop_signal_ = 0;                  // what they were sent then
+  std::optional<int> failed_;              // the first rank that failed
+  std::vector<std::string> lost_workers_;  // parameter-server jobs: workers that failed
+  std::string failure_note_;               // why it may have died (SIGKILL)
+  std::optional<SignalRecord> request_;    // the signal that asked the launcher to stop
+  int interrupted_by_ = 0;                 // SIGINT or SIGTERM received by the launcher
+  int stopped_ = 0;                        // ranks running when stopping began
+  int stop_signal_ = 0;                    // what they were sent then
   std::optional<Clock::time_point> stop_began_;
   std::optional<Clock::time_point> kill_at_;  // set once stopping began
   bool killed_ = false;
@@ -527,6 +555,9 @@ std::string signal_name(int signo) {
 
 LaunchResult launch(const LaunchOptions& options) {
   BRAID_CHECK(options.ranks >= 1, "launch: -n must be at least 1, got ", options.ranks);
+  BRAID_CHECK(options.servers >= 0 && options.servers < options.ranks, "launch: ", options.servers,
+              " servers in a job of ", options.ranks,
+              " ranks leaves no worker; pass --workers W >= 1 beside --servers S");
   if (options.command.empty())
     BRAID_THROW(Error, "braid launch: no command to run; usage: braid launch -n N -- CMD ARGS...");
   const char* path_env = ::getenv("PATH");

@@ -21,6 +21,10 @@
 // or, when it died of a signal without a word, that of the first rank that failed after it
 // (a survivor's "allreduce of gradient bucket 0 failed: ... rank 1 (process N) died").
 //
+// Parameter-server jobs (LaunchOptions::servers) differ in one way: a worker's failure is
+// reported on the launcher's stderr but stops nothing, since whether the job can go on
+// without it is the servers' call (they know the consistency mode).
+//
 // Not thread-safe: one launch() per process at a time (it installs signal handlers for
 // SIGINT, SIGTERM, SIGCHLD and ignores SIGPIPE while it runs, then restores them).
 #pragma once
@@ -36,6 +40,13 @@ namespace braid::launch {
 
 struct LaunchOptions {
   int ranks = 1;
+  // > 0: a parameter-server job of `ranks` - `servers` workers (ranks 0..W-1) and `servers`
+  // servers (the last ranks), each started with BRAID_ROLE, BRAID_ROLE_INDEX,
+  // BRAID_NUM_WORKERS and BRAID_NUM_SERVERS (launch/cluster_spec.h) and its output prefixed
+  // "[worker i] " or "[ps j] ". A worker that fails does not stop the job: the servers
+  // decide (async and ssp go on without it; sync fails with an error naming it). A server
+  // that fails stops the job as any rank does.
+  int servers = 0;
   std::vector<std::string> command;                  // program and arguments, run through PATH
   std::optional<std::chrono::milliseconds> timeout;  // BRAID_TIMEOUT_S for the ranks
   std::optional<comm::TransportKind> transport;      // BRAID_TRANSPORT for the ranks
@@ -53,6 +64,9 @@ struct LaunchResult {
   // that killed it (or that interrupted the launcher).
   int exit_code = 0;
   std::string message;  // one line for the user when exit_code != 0
+  // Parameter-server jobs: the workers that failed while the job went on without them
+  // ("worker 1 was killed by signal 9 (SIGKILL)"), also reported as they happen.
+  std::vector<std::string> lost_workers;
 };
 
 // Errors before any rank runs (a command that cannot be executed, no store) are

@@ -7,10 +7,13 @@
 //   init  worker 0 sends the initial parameters of the server's range (kInitTag), once,
 //         before anything else reaches that server;
 //   push  the worker sends its gradient of the range (kPushTag) right after the request;
-//   pull  the server answers, when its consistency rule allows (ps_shard.h), with its
-//         version (kVersionTag, an int64) and then the range's parameters (kParamsTag); the
-//         worker posts both receives before it sends the request;
-//   done  the worker trains no more; a server stops once every worker is done.
+//   pull  the server answers, when its consistency rule allows (ps_shard.h), with a
+//         PsPullReply (kVersionTag) and then the range's parameters (kParamsTag); the
+//         worker posts both receives before it sends the request. Once a stop is set, a
+//         pull for a step at or past it is answered at once, whatever the rule;
+//   stop  the chief decided the run is over: every worker stops before step `step` (a
+//         worker learns it from its next pull's reply);
+//   done  the worker trains no more; a server stops once every worker is done or lost.
 // Messages from one peer with one tag arrive in send order, so a push's gradient is the
 // next kPushTag message from that worker.
 #pragma once
@@ -21,17 +24,26 @@
 
 namespace braid::parallel {
 
-enum class PsRequestKind : uint32_t { init = 1, push = 2, pull = 3, done = 4 };
+enum class PsRequestKind : uint32_t { init = 1, push = 2, pull = 3, done = 4, stop = 5 };
 
 struct PsRequest {
   PsRequestKind kind = PsRequestKind::pull;
   int32_t worker = 0;
-  int64_t step = 0;      // push: the step the gradient is for; pull: the step about to run
+  // push: the step the gradient is for; pull: the step about to run; stop: the first step
+  // no worker runs
+  int64_t step = 0;
   int64_t based_on = 0;  // push: the server version the worker's parameters came from
   float lr = 0;          // push: the learning rate of the worker's step
   uint32_t reserved = 0;
 };
 static_assert(sizeof(PsRequest) == 32);
+
+// The header of a pull's answer.
+struct PsPullReply {
+  int64_t version = 0;   // updates applied to the range
+  int64_t stop_at = -1;  // >= 0: the chief stopped the run before this step
+};
+static_assert(sizeof(PsPullReply) == 16);
 
 inline constexpr uint32_t kRequestTag = 0x5053'0001;
 inline constexpr uint32_t kInitTag = 0x5053'0002;

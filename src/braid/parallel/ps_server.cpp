@@ -1,8 +1,19 @@
 #include "parallel/ps_server.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "core/log.h"
 
 namespace braid::parallel {
+namespace {
+
+// How often the server wakes from waiting on requests to look at its workers when none
+// has a silence deadline sooner: cheap (a process check each), and a dead worker in sync
+// mode is reported within this of its death.
+constexpr std::chrono::milliseconds kCheckEvery{500};
+
+}  // namespace
 
 PsServer::PsServer(std::shared_ptr<comm::Group> world, PsServerOptions options)
     : world_(std::move(world)), options_(std::move(options)) {
@@ -19,23 +30,77 @@ PsServer::PsServer(std::shared_ptr<comm::Group> world, PsServerOptions options)
   range_ = split_key_ranges(options_.segments, options_.buffer_size,
                             l.servers)[static_cast<size_t>(options_.server)];
   staging_.assign(static_cast<size_t>(range_.size()), 0.0f);
+  members_.assign(static_cast<size_t>(l.workers), Member::live);
+  last_heard_.assign(static_cast<size_t>(l.workers), Clock::now());
 }
 
 void PsServer::run() {
   PsRequest request;
   int source = -1;
-  while (done_ < options_.layout.workers) {
-    world_->wait(world_->irecv_any(kRequestTag, &request, sizeof request, &source));
+  const auto live = [&] { return std::count(members_.begin(), members_.end(), Member::live); };
+  while (live() > 0) {
+    const comm::RequestId id = world_->irecv_any(kRequestTag, &request, sizeof request, &source);
+    try {
+      world_->wait(std::span<const comm::RequestId>(&id, 1),
+                   comm::Deadline::after(check_workers()));
+    } catch (const TimeoutError&) {
+      continue;  // the wait released the receive; look at the workers and post it again
+    }
     handle(request, source);
   }
-  BRAID_CHECK(waiting_.empty(), "ps server ", options_.server, ": ", waiting_.size(),
-              " pulls left unanswered when every worker was done");
+  for (const WaitingPull& w : waiting_)
+    BRAID_CHECK(members_[static_cast<size_t>(w.worker)] != Member::live, "ps server ",
+                options_.server, ": worker ", w.worker,
+                "'s pull was left unanswered when every worker was done");
+}
+
+std::chrono::milliseconds PsServer::check_workers() {
+  const auto now = Clock::now();
+  std::chrono::milliseconds next = kCheckEvery;
+  for (int w = 0; w < options_.layout.workers; ++w) {
+    if (members_[static_cast<size_t>(w)] != Member::live) continue;
+    const std::string gone = world_->transport().peer_gone(world_->global_rank(w));
+    if (!gone.empty()) {
+      lose(w, gone);
+      continue;
+    }
+    if (options_.worker_timeout.count() == 0) continue;
+    const auto silent =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard_[size_t(w)]);
+    if (silent >= options_.worker_timeout) {
+      lose(w, detail::concat("silent for ", silent.count() / 1000.0, " s (ps.worker_timeout_s is ",
+                             options_.worker_timeout.count() / 1000.0, ")"));
+      continue;
+    }
+    next = std::min(next, options_.worker_timeout - silent);
+  }
+  return std::max(next, std::chrono::milliseconds(1));
+}
+
+void PsServer::lose(int worker, const std::string& why) {
+  members_[static_cast<size_t>(worker)] = Member::lost;
+  std::erase_if(waiting_, [&](const WaitingPull& w) { return w.worker == worker; });
+  lost_log_.push_back(detail::concat("worker ", worker, ": ", why));
+  const auto live = std::count(members_.begin(), members_.end(), Member::live);
+  log_warn("ps server ", options_.server, ": lost worker ", worker, " (", why, "); going on with ",
+           live, " live worker", live == 1 ? "" : "s");
+  // Sync mode without a backup to cover it throws here, naming the worker.
+  if (shard_) shard_->lose_worker(worker);
+  answer_waiting_pulls();  // ssp: the slowest worker may have been the lost one
 }
 
 void PsServer::handle(const PsRequest& r, int source) {
   BRAID_CHECK(options_.layout.is_worker(source) && r.worker == source, "ps server ",
               options_.server, ": a request from rank ", source, " claiming worker ", r.worker,
               "; only workers 0..", options_.layout.workers - 1, " send requests");
+  const auto w = static_cast<size_t>(source);
+  last_heard_[w] = Clock::now();
+  if (members_[w] == Member::lost && r.kind != PsRequestKind::done) {
+    log_warn("ps server ", options_.server, ": worker ", source,
+             " counted lost spoke again; it counts again");
+    if (shard_) shard_->readmit_worker(source);
+    members_[w] = Member::live;
+  }
   const size_t bytes = staging_.size() * sizeof(float);
   switch (r.kind) {
     case PsRequestKind::init:
@@ -43,53 +108,91 @@ void PsServer::handle(const PsRequest& r, int source) {
                   r.worker);
       world_->recv(source, kInitTag, staging_.data(), bytes);
       shard_.emplace(range_, options_.segments, staging_, options_.optimizer, options_.rules);
+      for (int lost = 0; lost < options_.layout.workers; ++lost)
+        if (members_[static_cast<size_t>(lost)] == Member::lost) shard_->lose_worker(lost);
       answer_waiting_pulls();
       return;
     case PsRequestKind::push: {
       BRAID_CHECK(shard_, "ps server ", options_.server, ": a push from worker ", r.worker,
                   " before worker 0 sent the initial parameters");
-      world_->recv(source, kPushTag, staging_.data(), bytes);
+      try {
+        world_->recv(source, kPushTag, staging_.data(), bytes);
+      } catch (const comm::PeerError& e) {
+        lose(source, e.what());  // died halfway through its gradient: nothing is applied
+        return;
+      }
+      ++pushes_;
       shard_->push({.worker = r.worker, .step = r.step, .based_on = r.based_on, .lr = r.lr},
                    staging_);
       answer_waiting_pulls();
       return;
     }
     case PsRequestKind::pull:
+      ++pulls_;
       // Another worker's first pull may overtake worker 0's init: it waits for it.
-      if (shard_ && shard_->may_pull(r.step)) {
+      if (shard_ && may_answer(r.step)) {
         answer(r.worker);
       } else {
         waiting_.push_back({r.worker, r.step});
       }
       return;
+    case PsRequestKind::stop:
+      if (stop_at_ < 0 || r.step < stop_at_) stop_at_ = r.step;
+      answer_waiting_pulls();
+      return;
     case PsRequestKind::done:
-      ++done_;
+      members_[w] = Member::done;
+      // A worker that finished early (fewer steps, or stopped) no longer holds SSP back.
+      if (shard_ && options_.rules.mode != PsMode::sync) shard_->lose_worker(source);
+      answer_waiting_pulls();
       return;
   }
   BRAID_THROW(Error, "ps server ", options_.server, ": worker ", r.worker,
               " sent a request of unknown kind ", static_cast<uint32_t>(r.kind));
 }
 
-// The version, then the parameters; both sends complete before the next push changes them.
+bool PsServer::may_answer(int64_t step) const {
+  return (stop_at_ >= 0 && step >= stop_at_) || shard_->may_pull(step);
+}
+
+// The reply header, then the parameters; both sends complete before the next push changes
+// them. A worker that died meanwhile is lost, not fatal.
 void PsServer::answer(int worker) {
-  const int64_t version = shard_->version();
+  const PsPullReply reply{.version = shard_->version(), .stop_at = stop_at_};
   const std::span<const float> params = shard_->params();
   const comm::RequestId ids[2] = {
-      world_->isend(worker, kVersionTag, &version, sizeof version),
+      world_->isend(worker, kVersionTag, &reply, sizeof reply),
       world_->isend(worker, kParamsTag, params.data(), params.size() * sizeof(float))};
-  world_->wait(ids);
+  try {
+    world_->wait(ids);
+  } catch (const comm::PeerError& e) {
+    lose(worker, e.what());
+  }
 }
 
 void PsServer::answer_waiting_pulls() {
   if (!shard_) return;
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if (shard_->may_pull(it->step)) {
-      answer(it->worker);
-      it = waiting_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  // answer() may lose a worker, which edits the queue: take the ready ones out first.
+  std::vector<int> ready;
+  std::erase_if(waiting_, [&](const WaitingPull& w) {
+    if (!may_answer(w.step)) return false;
+    ready.push_back(w.worker);
+    return true;
+  });
+  for (const int worker : ready)
+    if (members_[static_cast<size_t>(worker)] == Member::live) answer(worker);
+}
+
+PsServerStats PsServer::stats() const {
+  PsServerStats s;
+  s.pushes = pushes_;
+  s.pulls = pulls_;
+  s.lost = lost_log_;
+  if (!shard_) return s;
+  s.version = shard_->version();
+  s.dropped = shard_->dropped();
+  s.staleness_histogram = shard_->staleness_histogram();
+  return s;
 }
 
 }  // namespace braid::parallel

@@ -1,18 +1,26 @@
 // A parameter server: serves one key range of the model to the job's workers, running the
 // range's optimizer on the gradients they push under the consistency rule of ps_shard.h,
-// until every worker is done. Speaks ps_protocol.h over the world group.
+// until every worker is done or lost. Speaks ps_protocol.h over the world group.
 //
 // One thread (the caller of run()) drives the group. Pulls that the rule does not allow
 // yet (sync: the step's update is not applied; ssp: the worker is too far ahead; any: the
-// initial parameters have not arrived) wait in a queue and are answered after the push that allows
-// them. Each answer's sends complete before the next push changes the parameters, so a worker never
-// reads a half-updated range. A worker that dies fails the server at the group's deadline (a named
-// error), in every mode for now.
+// initial parameters have not arrived) wait in a queue and are answered after the push that
+// allows them. Each answer's sends complete before the next push changes the parameters, so
+// a worker never reads a half-updated range.
+//
+// Membership: a worker is lost when the transport reports its process gone (shared memory
+// notices at once), when a message to or from it fails, or when it stays silent past
+// worker_timeout. The server logs it by name and goes on: it no longer counts in sync steps
+// or in SSP's slowest worker. Sync mode without a backup worker to cover it cannot go on,
+// and run() throws an error naming the worker. A lost worker that speaks again (async, ssp:
+// it was only slow) is counted again and pulls the current parameters.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "comm/group.h"
@@ -30,24 +38,41 @@ struct PsServerOptions {
   int64_t buffer_size = 0;
   optim::OptimizerConfig optimizer;
   PsRules rules;
+  // How long a worker may stay silent before it counts as lost (0: never by silence).
+  std::chrono::milliseconds worker_timeout{0};
+};
+
+// What a server saw, for the run's metrics.
+struct PsServerStats {
+  int64_t version = 0;  // updates applied
+  int64_t dropped = 0;  // sync: late gradients dropped
+  int64_t pushes = 0, pulls = 0;
+  std::vector<int64_t> staleness_histogram;
+  std::vector<std::string> lost;  // "worker 1: its process is gone (...)", in order
 };
 
 class PsServer {
  public:
   PsServer(std::shared_ptr<comm::Group> world, PsServerOptions options);
 
-  // Serves until every worker sent done. Throws what the group throws (a dead worker: a
-  // PeerError or TimeoutError naming it), or braid::Error for a request out of protocol.
+  // Serves until every worker sent done or was lost. Throws braid::Error naming the worker
+  // when sync mode cannot go on without a lost one, or for a request out of protocol.
   void run();
 
   const KeyRange& range() const { return range_; }
   // Valid once a worker's init arrived (after run() returned, always).
   const PsShard& shard() const { return *shard_; }
+  PsServerStats stats() const;
 
  private:
+  using Clock = std::chrono::steady_clock;
   void handle(const PsRequest& r, int source);
+  bool may_answer(int64_t step) const;
   void answer(int worker);
   void answer_waiting_pulls();
+  // Marks workers gone or silent too long as lost; returns how long until the next check.
+  std::chrono::milliseconds check_workers();
+  void lose(int worker, const std::string& why);
 
   std::shared_ptr<comm::Group> world_;
   PsServerOptions options_;
@@ -59,7 +84,12 @@ class PsServer {
     int64_t step;
   };
   std::deque<WaitingPull> waiting_;
-  int done_ = 0;
+  enum class Member : uint8_t { live, done, lost };
+  std::vector<Member> members_;
+  std::vector<Clock::time_point> last_heard_;
+  int64_t stop_at_ = -1;
+  int64_t pushes_ = 0, pulls_ = 0;
+  std::vector<std::string> lost_log_;
 };
 
 }  // namespace braid::parallel

@@ -132,4 +132,13 @@ void PsShard::lose_worker(int worker) {
               "to go on without it)");
 }
 
+void PsShard::readmit_worker(int worker) {
+  BRAID_CHECK(worker >= 0 && worker < rules_.workers, "ps shard: readmit_worker(", worker, ") of ",
+              rules_.workers);
+  BRAID_CHECK(rules_.mode != PsMode::sync, "ps: worker ", worker,
+              " was counted lost and spoke again; sync mode cannot take it back (its step is "
+              "gone), so it must be restarted with the job");
+  live_[static_cast<size_t>(worker)] = true;
+}
+
 }  // namespace braid::parallel

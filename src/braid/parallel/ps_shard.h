@@ -72,6 +72,10 @@ class PsShard {
   // The worker is gone: it no longer counts in sync steps or in the slowest-worker bound.
   // Throws braid::Error naming it when sync mode can then never complete a step.
   void lose_worker(int worker);
+  // A lost worker spoke again (async, ssp: it was only slow): it counts again from the
+  // steps it has pushed.
+  void readmit_worker(int worker);
+  bool is_live(int worker) const { return live_[static_cast<size_t>(worker)]; }
 
   std::span<const float> params() const { return params_; }
   const KeyRange& range() const { return range_; }

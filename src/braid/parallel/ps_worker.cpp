@@ -7,8 +7,11 @@
 namespace braid::parallel {
 
 PsWorker::PsWorker(std::unique_ptr<nn::Module> module, StepOptions options,
-                   std::shared_ptr<comm::Group> world, PsLayout layout)
-    : Strategy(std::move(module), std::move(options)), world_(std::move(world)), layout_(layout) {
+                   std::shared_ptr<comm::Group> world, PsLayout layout, PsMode mode)
+    : Strategy(std::move(module), std::move(options)),
+      world_(std::move(world)),
+      layout_(layout),
+      mode_(mode) {
   BRAID_CHECK(world_, "ps worker: needs the job's world group");
   BRAID_CHECK(world_->size() == layout_.workers + layout_.servers, "ps worker: a job of ",
               layout_.workers, " workers and ", layout_.servers, " servers has ",
@@ -20,13 +23,19 @@ PsWorker::PsWorker(std::unique_ptr<nn::Module> module, StepOptions options,
   workers_ = world_->split(0, world_->rank());
   ranges_ = split_key_ranges(optimizer_->segments(), params_.size(), layout_.servers);
   versions_.assign(ranges_.size(), 0);
-  if (world_->rank() != 0) return;
-  // Worker 0 seeds the servers.
+  replies_.assign(ranges_.size(), PsPullReply{});
+}
+
+void PsWorker::seed_servers() {
+  if (seeded_ || world_->rank() != 0) return;
+  seeded_ = true;
   for (int s = 0; s < layout_.servers; ++s) {
     const KeyRange& r = ranges_[static_cast<size_t>(s)];
     request(s, {.kind = PsRequestKind::init, .worker = 0});
-    world_->send(layout_.server_rank(s), kInitTag, params_.params() + r.begin,
-                 static_cast<size_t>(r.size()) * sizeof(float));
+    const comm::RequestId id =
+        world_->isend(layout_.server_rank(s), kInitTag, params_.params() + r.begin,
+                      static_cast<size_t>(r.size()) * sizeof(float));
+    wait_servers(std::span<const comm::RequestId>(&id, 1), "sending the initial parameters");
   }
 }
 
@@ -39,10 +48,25 @@ PsWorker::~PsWorker() {
 }
 
 void PsWorker::request(int server, const PsRequest& r) {
-  world_->send(layout_.server_rank(server), kRequestTag, &r, sizeof r);
+  const comm::RequestId id = world_->isend(layout_.server_rank(server), kRequestTag, &r, sizeof r);
+  wait_servers(std::span<const comm::RequestId>(&id, 1), "a request");
+}
+
+void PsWorker::wait_servers(std::span<const comm::RequestId> ids, const char* what) {
+  try {
+    world_->wait(ids);
+  } catch (const comm::PeerError& e) {
+    BRAID_THROW(comm::PeerError, "ps worker ", world_->rank(), ": a parameter server failed (",
+                what, "): ", e.what(), " (servers are ranks ", layout_.workers, "..",
+                layout_.workers + layout_.servers - 1, ": ps 0..", layout_.servers - 1, ")");
+  } catch (const TimeoutError& e) {
+    BRAID_THROW(TimeoutError, "ps worker ", world_->rank(),
+                ": no answer from the parameter servers (", what, "): ", e.what());
+  }
 }
 
 void PsWorker::pull(int64_t step) {
+  seed_servers();
   // Both receives of every server are posted before any request goes out.
   std::vector<comm::RequestId> ids;
   ids.reserve(ranges_.size() * 2);
@@ -50,13 +74,24 @@ void PsWorker::pull(int64_t step) {
     const KeyRange& r = ranges_[static_cast<size_t>(s)];
     const int rank = layout_.server_rank(s);
     ids.push_back(
-        world_->irecv(rank, kVersionTag, &versions_[static_cast<size_t>(s)], sizeof(int64_t)));
+        world_->irecv(rank, kVersionTag, &replies_[static_cast<size_t>(s)], sizeof(PsPullReply)));
     ids.push_back(world_->irecv(rank, kParamsTag, params_.params() + r.begin,
                                 static_cast<size_t>(r.size()) * sizeof(float)));
   }
   for (int s = 0; s < layout_.servers; ++s)
     request(s, {.kind = PsRequestKind::pull, .worker = world_->rank(), .step = step});
-  world_->wait(ids);
+  wait_servers(ids, "pulling the parameters");
+  for (size_t s = 0; s < replies_.size(); ++s) {
+    versions_[s] = replies_[s].version;
+    if (replies_[s].stop_at >= 0 && (stop_at_ < 0 || replies_[s].stop_at < stop_at_))
+      stop_at_ = replies_[s].stop_at;
+  }
+}
+
+void PsWorker::announce_stop(int64_t step) {
+  if (stop_at_ < 0 || step < stop_at_) stop_at_ = step;
+  for (int s = 0; s < layout_.servers; ++s)
+    request(s, {.kind = PsRequestKind::stop, .worker = world_->rank(), .step = step});
 }
 
 void PsWorker::push(float lr, int64_t step) {
@@ -68,8 +103,9 @@ void PsWorker::push(float lr, int64_t step) {
                 .step = step,
                 .based_on = versions_[static_cast<size_t>(s)],
                 .lr = lr});
-    world_->send(layout_.server_rank(s), kPushTag, grads + r.begin,
-                 static_cast<size_t>(r.size()) * sizeof(float));
+    const comm::RequestId id = world_->isend(layout_.server_rank(s), kPushTag, grads + r.begin,
+                                             static_cast<size_t>(r.size()) * sizeof(float));
+    wait_servers(std::span<const comm::RequestId>(&id, 1), "pushing the gradient");
   }
 }
 
@@ -91,13 +127,18 @@ double PsWorker::step(const data::Batch& batch, float lr, int64_t step) {
 void PsWorker::finish() {
   if (finished_) return;
   finished_ = true;
+  seed_servers();  // a run of no steps still leaves the servers able to finish
   for (int s = 0; s < layout_.servers; ++s)
     request(s, {.kind = PsRequestKind::done, .worker = world_->rank()});
 }
 
 void PsWorker::sum_over_ranks(double* values, size_t count, const char* what) {
-  (void)what;
-  comm::allreduce(*workers_, values, count, DType::f64, ReduceOp::sum);
+  try {
+    comm::allreduce(*workers_, values, count, DType::f64, ReduceOp::sum);
+  } catch (const IoError& e) {
+    BRAID_THROW(comm::PeerError, "ps worker ", world_->rank(), ": the ", what,
+                " over the workers failed: ", e.what());
+  }
 }
 
 void PsWorker::start_sum_over_ranks(double* values, size_t count, const char* what) {

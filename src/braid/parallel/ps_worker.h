@@ -4,11 +4,15 @@
 // (ps_shard.h). The worker holds no optimizer state that matters: the servers run the
 // optimizer (the strategy's own optimizer object is never stepped).
 //
-// Worker 0 sends each server the initial parameters of its range at construction (every
-// worker builds the model from the same seed, so all start equal anyway). The workers'
-// own group (split from the world: servers take no part) carries sums over ranks
-// (evaluation tallies, stop votes). finish() tells every server this worker is done; the
-// destructor does it if the caller did not.
+// Worker 0 sends each server the initial parameters of its range before its first pull
+// (so weights loaded after construction, from a checkpoint or --init-from, are what the
+// servers start from). The workers' own group (split from the world: servers take no part)
+// carries sums over ranks (stop votes, in sync mode). finish() tells every server this
+// worker is done; the destructor does it if the caller did not.
+//
+// Stopping: the chief (worker 0) announces a stop to every server; each worker learns it
+// from its next pull's reply and stops at that step boundary (stop_announced()). A server
+// that dies fails this worker's next wait with an error naming it.
 //
 // This first version pulls every range before forward and pushes after backward; pulling
 // the first layers first and pushing a range as soon as backward finishes it (overlap)
@@ -21,6 +25,7 @@
 #include "comm/group.h"
 #include "parallel/micro_batches.h"
 #include "parallel/ps_protocol.h"
+#include "parallel/ps_shard.h"
 #include "parallel/strategy.h"
 
 namespace braid::parallel {
@@ -28,7 +33,7 @@ namespace braid::parallel {
 class PsWorker : public Strategy {
  public:
   PsWorker(std::unique_ptr<nn::Module> module, StepOptions options,
-           std::shared_ptr<comm::Group> world, PsLayout layout);
+           std::shared_ptr<comm::Group> world, PsLayout layout, PsMode mode = PsMode::sync);
   ~PsWorker() override;
 
   std::string_view name() const override { return "ps"; }
@@ -44,6 +49,12 @@ class PsWorker : public Strategy {
   void finish_sum_over_ranks() override;
   int rank() const override { return workers_->rank(); }
   int world_size() const override { return workers_->size(); }
+  // Async and ssp workers run at their own pace: a stop request is each one's own.
+  bool ranks_step_together() const override { return mode_ == PsMode::sync; }
+  // Only the chief evaluates: the others' models are the servers', which it reads too.
+  bool evaluates() const override { return world_->rank() == 0; }
+  void announce_stop(int64_t step) override;
+  bool stop_announced() const override { return stop_at_ >= 0 && next_step_ >= stop_at_; }
   // Tells every server this worker trains no more (once).
   void finish();
 
@@ -53,13 +64,20 @@ class PsWorker : public Strategy {
 
  private:
   void push(float lr, int64_t step);
+  void seed_servers();
   void request(int server, const PsRequest& r);
+  // Waits on requests to servers; a server's failure becomes an error naming it and `what`.
+  void wait_servers(std::span<const comm::RequestId> ids, const char* what);
 
   std::shared_ptr<comm::Group> world_;
   std::shared_ptr<comm::Group> workers_;
   PsLayout layout_;
+  PsMode mode_;
   std::vector<KeyRange> ranges_;
   std::vector<int64_t> versions_;
+  std::vector<PsPullReply> replies_;
+  bool seeded_ = false;
+  int64_t stop_at_ = -1;
   MicroBatches micro_;
   // start_sum_over_ranks's values, summed (blocking) in finish_sum_over_ranks.
   double* pending_values_ = nullptr;

@@ -86,6 +86,20 @@ class Strategy {
   virtual void finish_sum_over_ranks() {}
   virtual int rank() const { return 0; }
   virtual int world_size() const { return 1; }
+  // Whether the ranks take their steps in lockstep, so a stop request must be agreed on to
+  // land at one step everywhere (the trainer's stop vote); false where each rank runs at
+  // its own pace and stops on its own (asynchronous parameter-server workers).
+  virtual bool ranks_step_together() const { return true; }
+  // Whether this rank evaluates. True on every rank where each evaluates its shard and the
+  // tallies are summed; parameter-server workers leave it to the chief (worker 0), which
+  // evaluates the whole split alone.
+  virtual bool evaluates() const { return true; }
+  // Convergence decisions (the trainer's stop rules). Where every rank evaluates, every rank
+  // decides alike from the same summed evaluation and nothing travels. Where only the chief
+  // evaluates, it calls announce_stop(step) (no rank runs `step` or later) and the others
+  // see stop_announced() become true at a later step boundary.
+  virtual void announce_stop(int64_t step) { (void)step; }
+  virtual bool stop_announced() const { return false; }
 
   nn::Module& module() { return *module_; }
   nn::ParamSet& params() { return params_; }

@@ -3,6 +3,7 @@
 #include "comm/group.h"
 #include "parallel/ddp.h"
 #include "parallel/local_sgd.h"
+#include "parallel/ps_worker.h"
 #include "parallel/single_process.h"
 
 namespace braid::train {
@@ -27,10 +28,27 @@ std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer(
 std::unique_ptr<parallel::Strategy> make_strategy(
     const TrainConfig& config, std::unique_ptr<nn::Module> module,
     std::shared_ptr<comm::Group> group,
-    std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer) {
+    std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer,
+    std::optional<parallel::PsLayout> ps) {
   const int world = group ? group->size() : 1;
   std::string name = config.strategy;
-  if (name == "auto") name = world > 1 ? "ddp" : "single";
+  if (name == "auto") name = ps ? "ps" : world > 1 ? "ddp" : "single";
+  BRAID_CHECK(!ps || name == "ps", "strategy '", name,
+              "' runs in a job of equal ranks, but this is a parameter-server job (",
+              ps ? ps->workers : 0, " workers, ", ps ? ps->servers : 0,
+              " servers); use strategy ps, or launch with -n N instead of --servers/--workers");
+  if (name == "ps") {
+    BRAID_CHECK(ps && group,
+                "strategy 'ps' runs in a parameter-server job: start it with braid "
+                "launch --servers S --workers W (or TF_CONFIG, DMLC_* variables, --cluster)");
+    BRAID_CHECK(!config.sync_batchnorm,
+                "sync_batchnorm needs every rank's batch statistics at each layer; parameter-"
+                "server workers do not talk during a step: drop sync_batchnorm");
+    const parallel::PsRules rules = ps_rules(config, ps->workers);
+    parallel::validate(rules);
+    return std::make_unique<parallel::PsWorker>(std::move(module), step_options(config),
+                                                std::move(group), *ps, rules.mode);
+  }
   if (name == "single") {
     BRAID_CHECK(world == 1, "strategy 'single' runs one process, but this job has ", world,
                 " ranks; use strategy 'ddp' (or 'auto'), or run without a launcher");
@@ -50,7 +68,15 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     return std::make_unique<parallel::LocalSgd>(std::move(module), step_options(config),
                                                 std::move(group), local, d);
   }
-  BRAID_THROW(Error, "unknown strategy '", name, "'; choose auto, single, ddp or local_sgd");
+  BRAID_THROW(Error, "unknown strategy '", name, "'; choose auto, single, ddp, local_sgd or ps");
+}
+
+parallel::PsRules ps_rules(const TrainConfig& config, int workers) {
+  return parallel::PsRules{.mode = parallel::parse_ps_mode(config.ps.mode),
+                           .workers = workers,
+                           .backup_workers = static_cast<int>(config.ps.backup_workers),
+                           .staleness_bound = static_cast<int>(config.ps.staleness_bound),
+                           .staleness_lr = config.ps.staleness_lr};
 }
 
 }  // namespace braid::train

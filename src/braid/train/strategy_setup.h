@@ -3,8 +3,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "parallel/group_stats_reducer.h"
+#include "parallel/ps_protocol.h"
+#include "parallel/ps_shard.h"
 #include "parallel/strategy.h"
 #include "train/config.h"
 
@@ -20,12 +23,17 @@ parallel::StepOptions step_options(const TrainConfig& config);
 
 // "single" needs no group (or a group of one); "ddp" runs over `group` (a group of one
 // is allowed: it is the one-process run, bit for bit); "auto" is ddp when the group has
-// more than one rank. An error names the strategy and what it needs.
+// more than one rank, ps in a parameter-server job. "ps" runs on a worker of `ps`'s layout
+// over the world group. An error names the strategy and what it needs.
 // `batchnorm_reducer`: what the model's BatchNorm layers were built with (sync_batchnorm).
 std::unique_ptr<parallel::Strategy> make_strategy(
     const TrainConfig& config, std::unique_ptr<nn::Module> module,
     std::shared_ptr<comm::Group> group,
-    std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer = nullptr);
+    std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer = nullptr,
+    std::optional<parallel::PsLayout> ps = std::nullopt);
+
+// The consistency rules of a parameter-server job from the config's ps.* keys.
+parallel::PsRules ps_rules(const TrainConfig& config, int workers);
 
 // The reducer for SyncBatchNorm when the config asks for it and the job has ranks to
 // share statistics with; null otherwise.

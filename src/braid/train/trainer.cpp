@@ -45,6 +45,21 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> group, 
   init(load_data);
 }
 
+Trainer::Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> world,
+                 parallel::PsLayout ps, bool load_data)
+    : config_(config),
+      group_(std::move(world)),
+      ps_(ps),
+      rank_(group_ ? group_->rank() : 0),
+      world_(ps.workers),
+      model_(build_model(config.model, config.seq_len)) {
+  BRAID_CHECK(group_ && ps.is_worker(rank_),
+              "Trainer: a parameter-server job's trainer runs on "
+              "a worker (ranks 0..",
+              ps.workers - 1, ")");
+  init(load_data);
+}
+
 void Trainer::init(bool load_data) {
   validate(config_);
   // The data checks read the model, which then moves into the strategy.
@@ -54,8 +69,10 @@ void Trainer::init(bool load_data) {
         make_loaders(config_, model_, DataPlacement{.rank = group_ ? rank_ : 0, .world = world_});
     train_loader_ = std::move(loaders.train);
     eval_loader_ = std::move(loaders.eval);
+    // The chief of a parameter-server job evaluates the whole split alone.
+    if (ps_ && rank_ == 0) eval_loader_ = make_loaders(config_, model_, DataPlacement{}).eval;
   }
-  strategy_ = make_strategy(config_, std::move(model_.module), group_, batchnorm_reducer_);
+  strategy_ = make_strategy(config_, std::move(model_.module), group_, batchnorm_reducer_, ps_);
   if (config_.ema_decay > 0)
     average_ = std::make_unique<WeightAverage>(params(), config_.ema_decay);
   schedule_ = make_schedule(schedule_steps());
@@ -164,7 +181,7 @@ EvalResult Trainer::evaluate(int64_t max_batches) {
     if (max_batches > 0 && ++batches >= max_batches) break;
   }
   // Each rank evaluated its own shard: the sum counts every sample once, on every rank.
-  if (world_ > 1) {
+  if (world_ > 1 && !ps_) {
     std::array<double, 3> packed = tally.pack();
     strategy_->sum_over_ranks(packed.data(), packed.size(), "evaluation tally");
     tally = data::EvalTally::unpack(packed);
@@ -223,7 +240,7 @@ void Trainer::write_timeline() {
 // lands one step later on every rank alike, and no step boundary becomes a barrier.
 int Trainer::agreed_stop() {
   const int requested = stop_requested();
-  if (world_ == 1) return requested;
+  if (world_ == 1 || !strategy_->ranks_step_together()) return requested;
   int agreed = 0;
   if (vote_pending_) {
     strategy_->finish_sum_over_ranks();
@@ -271,6 +288,7 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
                                   (is_lm ? static_cast<double>(config_.seq_len) : 1.0);
 
   auto evaluate_and_log = [&](const char* when) {
+    if (!strategy_->evaluates()) return;
     Stopwatch w;
     const EvalResult r = evaluate(config_.eval_batches);
     nlohmann::json rec = {{"event", "eval"},       {"when", when},   {"step", step_},
@@ -387,6 +405,11 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
       // on it: a signal reaches them at different steps, and a rank that stopped alone
       // would leave the others waiting in the next step's allreduce.
       if ((stopped_by = agreed_stop()) != 0) {
+        done = true;
+        break;
+      }
+      // The chief's convergence decision, where it travels (parameter servers).
+      if (strategy_->stop_announced()) {
         done = true;
         break;
       }

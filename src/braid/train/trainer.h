@@ -8,11 +8,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/timeline.h"
 #include "nn/module.h"
 #include "nn/params.h"
+#include "parallel/ps_protocol.h"
 #include "train/config.h"
 #include "train/model_spec.h"
 #include "train/weight_average.h"
@@ -61,6 +63,11 @@ class Trainer {
   // A rank of a job over `group` (its world): the strategy (config.strategy) runs over it,
   // each rank reads its shard of the data, and evaluation is summed over the ranks.
   Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> group, bool load_data = true);
+  // A worker of a parameter-server job over the world group `world` (workers first, then
+  // servers: `ps`): it trains on its shard of the data as a rank of ps.workers, and only
+  // the chief (worker 0) evaluates, over the whole evaluation split, and writes outputs.
+  Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> world, parallel::PsLayout ps,
+          bool load_data = true);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -131,7 +138,8 @@ class Trainer {
   optim::Optimizer& optimizer();
 
   TrainConfig config_;
-  std::shared_ptr<comm::Group> group_;  // null: one process
+  std::shared_ptr<comm::Group> group_;    // null: one process
+  std::optional<parallel::PsLayout> ps_;  // a parameter-server job (group_ is its world)
   int rank_ = 0;
   int world_ = 1;
   std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer_;  // sync_batchnorm

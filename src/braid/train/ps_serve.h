@@ -1,0 +1,25 @@
+// The server side of a parameter-server job (`braid train` on a process whose role is ps):
+// builds the model only to learn its tensors and size, cuts this server's key range from
+// them, and serves it to the workers until they are done (parallel/ps_server.h). The
+// optimizer and consistency rules come from the same config the workers read.
+#pragma once
+
+#include <memory>
+
+#include "parallel/ps_protocol.h"
+#include "train/config.h"
+
+namespace braid::comm {
+class Group;
+}
+
+namespace braid::train {
+
+// Serves server `server` of `layout` over the job's world group. When config.out is set,
+// writes what the server saw (updates, dropped gradients, staleness histogram, lost
+// workers) to <out>/ps-server-<server>.json at the end, for the run's metrics. Throws
+// what the server throws (a lost worker sync mode cannot do without, a protocol error).
+void serve_parameters(const TrainConfig& config, std::shared_ptr<comm::Group> world,
+                      parallel::PsLayout layout, int server);
+
+}  // namespace braid::train
