@@ -23,50 +23,19 @@
 #include <thread>
 #include <vector>
 
+#include "cli/fault_helpers.h"
 #include "fashion_mnist_data.h"
 #include "launch/braid_process.h"
 #include "temp_dir.h"
 
 namespace {
 
+using braid::testing::HangGuard;
+using braid::testing::has_text;
+using braid::testing::last_line;
+using braid::testing::let_it_compute;
 using braid::testing::Process;
 using braid::testing::TempDir;
-
-// Kills `pid` with SIGKILL unless stop() comes within `limit`; fired() says whether it did.
-class HangGuard {
- public:
-  HangGuard(pid_t pid, std::chrono::seconds limit)
-      : thread_([this, pid, limit] {
-          std::unique_lock lock(mu_);
-          if (!cv_.wait_for(lock, limit, [this] { return stopped_; })) {
-            fired_ = true;
-            ::kill(pid, SIGKILL);
-          }
-        }) {}
-  ~HangGuard() { stop(); }
-  HangGuard(const HangGuard&) = delete;
-  HangGuard& operator=(const HangGuard&) = delete;
-
-  void stop() {
-    {
-      std::lock_guard lock(mu_);
-      stopped_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-  bool fired() {
-    stop();
-    return fired_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopped_ = false;
-  bool fired_ = false;
-  std::thread thread_;
-};
 
 // `braid launch -n 2 -- sh -c 'echo pid $$; exec braid train ARGS'` with BRAID_TIMEOUT_S.
 // `train_args` is shell text: it may use $BRAID_RANK.
@@ -87,41 +56,6 @@ pid_t rank_pid(Process& p, int rank) {
   const std::string& out = p.output();
   if (std::sscanf(out.c_str() + out.find(tag) + tag.size(), "%d", &pid) != 1) return 0;
   return pid;
-}
-
-// User plus system CPU time of `pid` in clock ticks; -1 once it cannot be read.
-long cpu_ticks(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return -1;
-  long utime = 0, stime = 0;
-  if (std::sscanf(text.c_str() + close + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld",
-                  &utime, &stime) != 2)
-    return -1;
-  return utime + stime;
-}
-
-// Waits until `pid` has spent `ticks` more of CPU on training: the progress line comes
-// just before rank 0's per-step stop vote, so a fault right after it would land in the
-// vote ("sum over ranks"); some compute later it lands at a point of the step not tied to
-// the vote, almost always while the other rank waits in the gradient allreduce.
-void let_it_compute(pid_t pid, long ticks) {
-  const long start = cpu_ticks(pid);
-  for (long now = start; now >= 0 && now < start + ticks; now = cpu_ticks(pid))
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-}
-
-std::string last_line(const std::string& output) {
-  const size_t end = output.find_last_not_of('\n');
-  if (end == std::string::npos) return "";
-  const size_t begin = output.rfind('\n', end);
-  return output.substr(begin == std::string::npos ? 0 : begin + 1, end - begin);
-}
-
-::testing::AssertionResult contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\n  text:  " << text << "\n  lacks: " << part;
 }
 
 // The CNN at batch 128: a step takes tens of milliseconds of compute against well under a
@@ -176,12 +110,12 @@ TEST(TrainFaults, RankKilledMidTrainingIsNamedByTheOtherAndByTheLauncher) {
     ASSERT_NE(at, std::string::npos) << job->output();
     const std::string error =
         job->output().substr(at + 9, job->output().find('\n', at) - at - 9);  // without "[rank 0] "
-    EXPECT_TRUE(contains(error, dead));
+    EXPECT_TRUE(has_text(error, dead));
     in_bucket =
-        contains(error, "allreduce of gradient bucket 0 failed: rank 0 was waiting for rank 1");
+        has_text(error, "allreduce of gradient bucket 0 failed: rank 0 was waiting for rank 1");
     const std::string last = last_line(job->output());
-    EXPECT_TRUE(contains(last, "braid launch: rank 1 was killed by signal 9 (SIGKILL)"));
-    EXPECT_TRUE(contains(
+    EXPECT_TRUE(has_text(last, "braid launch: rank 1 was killed by signal 9 (SIGKILL)"));
+    EXPECT_TRUE(has_text(
         last, "Rank 0 then exited with code 2; the last line it wrote to stderr: " + error));
   }
   EXPECT_TRUE(in_bucket) << "no kill landed in a gradient allreduce in 5 runs";
@@ -217,17 +151,17 @@ TEST(TrainFaults, StoppedRankTimesTheOtherOutNamingItAndTheBucket) {
     ASSERT_NE(at, std::string::npos) << job->output();
     const std::string error =
         job->output().substr(at + 9, job->output().find('\n', at) - at - 9);  // without "[rank 0] "
-    EXPECT_TRUE(contains(error, "rank 0 timed out after 3"));
-    EXPECT_TRUE(contains(error, "rank 1"));
+    EXPECT_TRUE(has_text(error, "rank 0 timed out after 3"));
+    EXPECT_TRUE(has_text(error, "rank 1"));
     in_bucket =
-        contains(error, "allreduce of gradient bucket 0 failed: rank 0 timed out after 3") &&
-        contains(error, "waiting for rank 1 to enter allreduce #") &&
-        contains(error, "rank 1 is alive but has not got there");
+        has_text(error, "allreduce of gradient bucket 0 failed: rank 0 timed out after 3") &&
+        has_text(error, "waiting for rank 1 to enter allreduce #") &&
+        has_text(error, "rank 1 is alive but has not got there");
     const std::string last = last_line(job->output());
-    EXPECT_TRUE(contains(last, "braid launch: rank 0 exited with code 3"));
-    EXPECT_TRUE(contains(last, "Last line rank 0 wrote to stderr: " + error));
+    EXPECT_TRUE(has_text(last, "braid launch: rank 0 exited with code 3"));
+    EXPECT_TRUE(has_text(last, "Last line rank 0 wrote to stderr: " + error));
     // Continued by the launcher, not left stopped until the grace period's SIGKILL.
-    EXPECT_FALSE(contains(last, "grace period and got SIGKILL"));
+    EXPECT_FALSE(has_text(last, "grace period and got SIGKILL"));
   }
   EXPECT_TRUE(in_bucket) << "no stop landed in a gradient allreduce in 5 runs";
 }
@@ -254,11 +188,11 @@ TEST(TrainFaults, DifferentModelsFailAtOnceNamingBothRanks) {
   const std::string named =
       "braid: error: ddp: rank 0 and rank 1 hold different models (rank 0: "
       "25450 parameters";
-  EXPECT_TRUE(contains(job->output(), named)) << job->output();
+  EXPECT_TRUE(has_text(job->output(), named)) << job->output();
   const std::string last = last_line(job->output());
-  EXPECT_TRUE(contains(last, " exited with code 1")) << last;
-  EXPECT_TRUE(contains(last, "wrote to stderr: " + named)) << last;
-  EXPECT_FALSE(contains(job->output(), "timed out")) << job->output();
+  EXPECT_TRUE(has_text(last, " exited with code 1")) << last;
+  EXPECT_TRUE(has_text(last, "wrote to stderr: " + named)) << last;
+  EXPECT_FALSE(has_text(job->output(), "timed out")) << job->output();
 }
 
 }  // namespace

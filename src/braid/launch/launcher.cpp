@@ -238,7 +238,9 @@ class Supervisor {
       ::pthread_sigmask(SIG_SETMASK, &spec.mask, nullptr);
       auto& entry = ranks_.emplace_back();
       entry.proc = proc;
-      const std::string prefix = "[" + label(r) + "] ";
+      // Appended piecewise: "[" + label(r) trips GCC 12's -Wrestrict false positive.
+      std::string prefix(1, '[');
+      prefix.append(label(r)).append("] ");
       entry.out = std::make_unique<OutputPrefixer>(prefix, fd_sink(options_.out_fd));
       entry.err = std::make_unique<OutputPrefixer>(prefix, fd_sink(options_.err_fd));
     }
