@@ -90,11 +90,11 @@ std::string existing_outputs(const std::string& out) {
 // A parameter-server job's server: serves its key range until the workers are done. It
 // keeps serving through SIGTERM (the workers save their checkpoint with its help, then
 // finish, which ends it).
-void run_server(const train::TrainConfig& config, const launch::ClusterSpec& spec,
-                launch::Job& job) {
+void run_server(const train::TrainConfig& config, const launch::ClusterSpec& spec, launch::Job& job,
+                const std::string& resume_dir) {
   const train::StopOnSignal keep_serving;
   train::serve_parameters(config, job.world, parallel::PsLayout{spec.num_workers, spec.num_servers},
-                          spec.index);
+                          spec.index, resume_dir);
 }
 
 void run_train(const TrainFlags& f) {
@@ -129,7 +129,8 @@ void run_train(const TrainFlags& f) {
     join.getenv = job_getenv;
     job.emplace(launch::join_job(join));
   }
-  if (cluster && cluster->role == launch::Role::server) return run_server(config, *cluster, *job);
+  if (cluster && cluster->role == launch::Role::server)
+    return run_server(config, *cluster, *job, resume_dir);
   train::Trainer trainer =
       cluster ? train::Trainer(config, job->world,
                                parallel::PsLayout{cluster->num_workers, cluster->num_servers})

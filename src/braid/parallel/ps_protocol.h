@@ -13,6 +13,9 @@
 //         pull for a step at or past it is answered at once, whatever the rule;
 //   stop  the chief decided the run is over: every worker stops before step `step` (a
 //         worker learns it from its next pull's reply);
+//   save  the chief saves a checkpoint: the directory's path follows (kSaveTag, `step`
+//         bytes); the server writes its shard there and answers with its version
+//         (kSavedTag, an int64) once the file is complete;
 //   done  the worker trains no more; a server stops once every worker is done or lost.
 // Messages from one peer with one tag arrive in send order, so a push's gradient is the
 // next kPushTag message from that worker.
@@ -24,7 +27,7 @@
 
 namespace braid::parallel {
 
-enum class PsRequestKind : uint32_t { init = 1, push = 2, pull = 3, done = 4, stop = 5 };
+enum class PsRequestKind : uint32_t { init = 1, push = 2, pull = 3, done = 4, stop = 5, save = 6 };
 
 struct PsRequest {
   PsRequestKind kind = PsRequestKind::pull;
@@ -50,6 +53,8 @@ inline constexpr uint32_t kInitTag = 0x5053'0002;
 inline constexpr uint32_t kPushTag = 0x5053'0003;
 inline constexpr uint32_t kVersionTag = 0x5053'0004;
 inline constexpr uint32_t kParamsTag = 0x5053'0005;
+inline constexpr uint32_t kSaveTag = 0x5053'0006;
+inline constexpr uint32_t kSavedTag = 0x5053'0007;
 
 // Who is who in a job of `workers` workers and `servers` servers.
 struct PsLayout {

@@ -108,6 +108,10 @@ void PsServer::handle(const PsRequest& r, int source) {
                   r.worker);
       world_->recv(source, kInitTag, staging_.data(), bytes);
       shard_.emplace(range_, options_.segments, staging_, options_.optimizer, options_.rules);
+      if (options_.resume_from) {
+        shard_->restore(*options_.resume_from);
+        options_.resume_from.reset();
+      }
       for (int lost = 0; lost < options_.layout.workers; ++lost)
         if (members_[static_cast<size_t>(lost)] == Member::lost) shard_->lose_worker(lost);
       answer_waiting_pulls();
@@ -140,6 +144,18 @@ void PsServer::handle(const PsRequest& r, int source) {
       if (stop_at_ < 0 || r.step < stop_at_) stop_at_ = r.step;
       answer_waiting_pulls();
       return;
+    case PsRequestKind::save: {
+      BRAID_CHECK(r.step > 0 && r.step < 4096, "ps server ", options_.server,
+                  ": a save request with a path of ", r.step, " bytes");
+      std::string dir(static_cast<size_t>(r.step), '\0');
+      world_->recv(source, kSaveTag, dir.data(), dir.size());
+      BRAID_CHECK(shard_ && options_.save, "ps server ", options_.server,
+                  ": asked to save before it holds parameters, or with nowhere to save");
+      options_.save(dir, shard_->snapshot());
+      const int64_t version = shard_->version();
+      world_->send(source, kSavedTag, &version, sizeof version);
+      return;
+    }
     case PsRequestKind::done:
       members_[w] = Member::done;
       // A worker that finished early (fewer steps, or stopped) no longer holds SSP back.

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,12 @@ struct PsServerOptions {
   PsRules rules;
   // How long a worker may stay silent before it counts as lost (0: never by silence).
   std::chrono::milliseconds worker_timeout{0};
+  // Writes the shard's snapshot into a checkpoint directory (the chief's save request);
+  // null: saving is an error.
+  std::function<void(const std::string& dir, const PsShardSnapshot&)> save;
+  // A resumed job: the shard starts from this instead of worker 0's initial parameters
+  // (which are received and dropped).
+  std::optional<PsShardSnapshot> resume_from;
 };
 
 // What a server saw, for the run's metrics.

@@ -141,4 +141,25 @@ void PsShard::readmit_worker(int worker) {
   live_[static_cast<size_t>(worker)] = true;
 }
 
+PsShardSnapshot PsShard::snapshot() const {
+  PsShardSnapshot s;
+  s.params = params_;
+  s.optimizer = optimizer_->state();
+  s.version = version_;
+  s.clocks = clock_;
+  return s;
+}
+
+void PsShard::restore(const PsShardSnapshot& s) {
+  BRAID_CHECK(s.params.size() == params_.size(), "ps shard: a checkpoint of ", s.params.size(),
+              " parameters for a range of ", params_.size(),
+              "; resume with the servers, workers and model the run was saved with");
+  BRAID_CHECK(s.clocks.size() == clock_.size(), "ps shard: a checkpoint of ", s.clocks.size(),
+              " workers for a job of ", clock_.size(), "; resume with as many workers");
+  optimizer_->load_state(s.optimizer);
+  params_ = s.params;
+  version_ = s.version;
+  clock_ = s.clocks;
+}
+
 }  // namespace braid::parallel

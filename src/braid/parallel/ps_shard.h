@@ -57,6 +57,14 @@ struct Push {
   float lr = 0;          // the worker's learning rate for this step
 };
 
+// What a server checkpoints of its shard, and resumes from.
+struct PsShardSnapshot {
+  std::vector<float> params;
+  optim::NamedTensors optimizer;  // Optimizer::state()
+  int64_t version = 0;
+  std::vector<int64_t> clocks;  // per worker: steps pushed
+};
+
 class PsShard {
  public:
   // `initial` holds the range's starting values (range.size() floats); the optimizer
@@ -76,6 +84,11 @@ class PsShard {
   // steps it has pushed.
   void readmit_worker(int worker);
   bool is_live(int worker) const { return live_[static_cast<size_t>(worker)]; }
+
+  // The shard's state, and the same loaded back (ranges and worker counts must agree; an
+  // error names what differs).
+  PsShardSnapshot snapshot() const;
+  void restore(const PsShardSnapshot& snapshot);
 
   std::span<const float> params() const { return params_; }
   const KeyRange& range() const { return range_; }

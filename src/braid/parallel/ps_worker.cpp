@@ -94,6 +94,24 @@ void PsWorker::announce_stop(int64_t step) {
     request(s, {.kind = PsRequestKind::stop, .worker = world_->rank(), .step = step});
 }
 
+void PsWorker::save_outside(const std::string& dir) {
+  seed_servers();
+  std::vector<int64_t> saved(ranges_.size());
+  std::vector<comm::RequestId> ids;
+  for (int s = 0; s < layout_.servers; ++s)
+    ids.push_back(world_->irecv(layout_.server_rank(s), kSavedTag, &saved[static_cast<size_t>(s)],
+                                sizeof(int64_t)));
+  for (int s = 0; s < layout_.servers; ++s) {
+    request(s, {.kind = PsRequestKind::save,
+                .worker = world_->rank(),
+                .step = static_cast<int64_t>(dir.size())});
+    const comm::RequestId id =
+        world_->isend(layout_.server_rank(s), kSaveTag, dir.data(), dir.size());
+    wait_servers(std::span<const comm::RequestId>(&id, 1), "saving a checkpoint");
+  }
+  wait_servers(ids, "saving a checkpoint");
+}
+
 void PsWorker::push(float lr, int64_t step) {
   const float* grads = params_.grads();
   for (int s = 0; s < layout_.servers; ++s) {

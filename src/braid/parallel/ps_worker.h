@@ -54,6 +54,8 @@ class PsWorker : public Strategy {
   // Only the chief evaluates: the others' models are the servers', which it reads too.
   bool evaluates() const override { return world_->rank() == 0; }
   void announce_stop(int64_t step) override;
+  // The chief's checkpoint: every server writes its range and optimizer state into `dir`.
+  void save_outside(const std::string& dir) override;
   bool stop_announced() const override { return stop_at_ >= 0 && next_step_ >= stop_at_; }
   // Tells every server this worker trains no more (once).
   void finish();

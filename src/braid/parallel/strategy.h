@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "core/rng.h"
@@ -99,6 +100,10 @@ class Strategy {
   // evaluates, it calls announce_stop(step) (no rank runs `step` or later) and the others
   // see stop_announced() become true at a later step boundary.
   virtual void announce_stop(int64_t step) { (void)step; }
+  // State other processes keep for this rank's model (parameter servers' ranges and their
+  // optimizer state), written into checkpoint directory `dir` beside what the trainer
+  // saves. Called on the rank that writes the checkpoint, before it is complete.
+  virtual void save_outside(const std::string& dir) { (void)dir; }
   virtual bool stop_announced() const { return false; }
 
   nn::Module& module() { return *module_; }

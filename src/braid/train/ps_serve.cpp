@@ -1,5 +1,6 @@
 #include "train/ps_serve.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -10,12 +11,59 @@
 #include "parallel/single_process.h"
 #include "train/atomic_file.h"
 #include "train/model_spec.h"
+#include "train/safetensors.h"
 #include "train/strategy_setup.h"
 
 namespace braid::train {
+namespace {
+
+std::string shard_file(const std::string& dir, int server) {
+  return dir + "/ps-server-" + std::to_string(server) + ".safetensors";
+}
+
+Tensor int64s(const std::vector<int64_t>& values, bool scalar = false) {
+  Tensor t = Tensor::empty(scalar ? Shape{} : Shape{static_cast<int64_t>(values.size())},
+                           DType::i64, MemCategory::optimizer);
+  std::copy(values.begin(), values.end(), t.data<int64_t>());
+  return t;
+}
+
+void save_shard(const std::string& dir, int server, const parallel::PsShardSnapshot& s) {
+  Tensor params = Tensor::empty(Shape{static_cast<int64_t>(s.params.size())}, DType::f32,
+                                MemCategory::parameters);
+  std::copy(s.params.begin(), s.params.end(), params.f32());
+  std::vector<NamedTensor> tensors = {
+      {"params", params}, {"version", int64s({s.version}, true)}, {"clocks", int64s(s.clocks)}};
+  for (const auto& [name, tensor] : s.optimizer) tensors.push_back({"optimizer." + name, tensor});
+  write_safetensors(shard_file(dir, server), tensors);
+}
+
+parallel::PsShardSnapshot load_shard(const std::string& dir, int server) {
+  const std::string path = shard_file(dir, server);
+  BRAID_CHECK(std::filesystem::exists(path), "checkpoint '", dir, "' holds no state of ps server ",
+              server, " (", path,
+              "); resume a parameter-server run with the servers it was saved with");
+  const SafetensorsFile f = read_safetensors(path);
+  const auto need = [&](const char* name, DType dtype) -> const Tensor& {
+    const Tensor* t = f.find(name);
+    BRAID_CHECK(t && t->dtype() == dtype, path, ": no tensor '", name, "' of the right type");
+    return *t;
+  };
+  parallel::PsShardSnapshot s;
+  const Tensor& params = need("params", DType::f32);
+  s.params.assign(params.f32(), params.f32() + params.numel());
+  s.version = *need("version", DType::i64).data<int64_t>();
+  const Tensor& clocks = need("clocks", DType::i64);
+  s.clocks.assign(clocks.data<int64_t>(), clocks.data<int64_t>() + clocks.numel());
+  for (const NamedTensor& t : f.tensors)
+    if (t.name.starts_with("optimizer.")) s.optimizer.emplace_back(t.name.substr(10), t.tensor);
+  return s;
+}
+
+}  // namespace
 
 void serve_parameters(const TrainConfig& config, std::shared_ptr<comm::Group> world,
-                      parallel::PsLayout layout, int server) {
+                      parallel::PsLayout layout, int server, const std::string& resume_dir) {
   // The workers' own model, built the same way: its optimizer's segments are the tensors
   // the key ranges are cut along.
   parallel::SingleProcess model(build_model(config.model, config.seq_len).module,
@@ -34,6 +82,10 @@ void serve_parameters(const TrainConfig& config, std::shared_ptr<comm::Group> wo
                                : static_cast<double>(world->timeout().count()) / 1e3;
   if (o.rules.mode != parallel::PsMode::sync)
     o.worker_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1e3));
+  o.save = [server](const std::string& dir, const parallel::PsShardSnapshot& snapshot) {
+    save_shard(dir, server, snapshot);
+  };
+  if (!resume_dir.empty()) o.resume_from = load_shard(resume_dir, server);
   parallel::PsServer ps(std::move(world), std::move(o));
   log_info("ps server ", server, ": floats [", ps.range().begin, ", ", ps.range().end, ") of ",
            model.params().size(), "; mode ", config.ps.mode, ", ", layout.workers, " workers");

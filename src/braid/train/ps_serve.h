@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "parallel/ps_protocol.h"
 #include "train/config.h"
@@ -19,7 +20,10 @@ namespace braid::train {
 // writes what the server saw (updates, dropped gradients, staleness histogram, lost
 // workers) to <out>/ps-server-<server>.json at the end, for the run's metrics. Throws
 // what the server throws (a lost worker sync mode cannot do without, a protocol error).
+// `resume_dir` (a checkpoint directory, or empty): start from the shard the server saved
+// there (ps-server-<server>.safetensors: its range, optimizer state, version and the
+// workers' step counts), written when the chief saved that checkpoint.
 void serve_parameters(const TrainConfig& config, std::shared_ptr<comm::Group> world,
-                      parallel::PsLayout layout, int server);
+                      parallel::PsLayout layout, int server, const std::string& resume_dir = "");
 
 }  // namespace braid::train

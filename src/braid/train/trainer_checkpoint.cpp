@@ -82,6 +82,7 @@ void Trainer::save_checkpoint(const std::string& dir) const {
   if (average_) state["ema_updates"] = average_->updates();
   train::save_checkpoint(dir, strategy_->params(), opt_state, state,
                          average_ ? &average_->state_dict() : nullptr);
+  strategy_->save_outside(dir);
 }
 
 // Every step consumed one batch, so the step, the epoch and the loader's position must
