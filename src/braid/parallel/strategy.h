@@ -84,6 +84,15 @@ class Strategy {
     (void)what;
   }
   virtual void finish_sum_over_ranks() {}
+  // A convergence decision (train/stop_rules.h). The trainer calls announce_stop on every
+  // rank whose rules fired, after the evaluation that followed `step`; that rank then ends
+  // its run. It polls stop_announced() on every rank at every step boundary and ends the run
+  // there when it is true. Where every rank evaluates the same summed tallies (single, DDP,
+  // local SGD) every rank decides alike at the same step and both stay no-ops; a strategy
+  // where only the chief evaluates (parameter servers) carries the chief's announcement to
+  // the other ranks and makes their stop_announced() true once it arrives.
+  virtual void announce_stop(int64_t step) { (void)step; }
+  virtual bool stop_announced() const { return false; }
   virtual int rank() const { return 0; }
   virtual int world_size() const { return 1; }
 
