@@ -69,12 +69,14 @@ Outcome run_ps(const json& model, const StepOptions& o, int workers, int servers
       return;
     }
     const int index = world->rank() - workers;
-    PsServer server(world, {.layout = layout,
-                            .server = index,
-                            .segments = segments,
-                            .buffer_size = size,
-                            .optimizer = o.optimizer,
-                            .rules = rules});
+    PsServerOptions so;
+    so.layout = layout;
+    so.server = index;
+    so.segments = segments;
+    so.buffer_size = size;
+    so.optimizer = o.optimizer;
+    so.rules = rules;
+    PsServer server(world, std::move(so));
     server.run();
     const std::lock_guard lock(mu);
     out.versions[static_cast<size_t>(index)] = server.shard().version();

@@ -196,6 +196,9 @@ train::TrainConfig eval_config(const EvalFlags& f, const std::string& checkpoint
   }
   if (f.batch > 0) j["batch"] = f.batch;
   if (!f.data_dir.empty()) j["data_dir"] = f.data_dir;
+  // One process evaluates, whichever strategy trained the weights (ddp and local_sgd need
+  // a job); checkpoints hold the full layout, so any strategy's load here.
+  j["strategy"] = "single";
   return train::config_from_json(j);
 }
 

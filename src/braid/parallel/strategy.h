@@ -85,6 +85,15 @@ class Strategy {
     (void)what;
   }
   virtual void finish_sum_over_ranks() {}
+  // A convergence decision (train/stop_rules.h). The trainer calls announce_stop on every
+  // rank whose rules fired, after the evaluation that followed `step`; that rank then ends
+  // its run. It polls stop_announced() on every rank at every step boundary and ends the run
+  // there when it is true. Where every rank evaluates the same summed tallies (single, DDP,
+  // local SGD) every rank decides alike at the same step and both stay no-ops; a strategy
+  // where only the chief evaluates (parameter servers) carries the chief's announcement to
+  // the other ranks and makes their stop_announced() true once it arrives.
+  virtual void announce_stop(int64_t step) { (void)step; }
+  virtual bool stop_announced() const { return false; }
   virtual int rank() const { return 0; }
   virtual int world_size() const { return 1; }
   // Whether the ranks take their steps in lockstep, so a stop request must be agreed on to
@@ -95,16 +104,10 @@ class Strategy {
   // tallies are summed; parameter-server workers leave it to the chief (worker 0), which
   // evaluates the whole split alone.
   virtual bool evaluates() const { return true; }
-  // Convergence decisions (the trainer's stop rules). Where every rank evaluates, every rank
-  // decides alike from the same summed evaluation and nothing travels. Where only the chief
-  // evaluates, it calls announce_stop(step) (no rank runs `step` or later) and the others
-  // see stop_announced() become true at a later step boundary.
-  virtual void announce_stop(int64_t step) { (void)step; }
   // State other processes keep for this rank's model (parameter servers' ranges and their
   // optimizer state), written into checkpoint directory `dir` beside what the trainer
   // saves. Called on the rank that writes the checkpoint, before it is complete.
   virtual void save_outside(const std::string& dir) { (void)dir; }
-  virtual bool stop_announced() const { return false; }
 
   nn::Module& module() { return *module_; }
   nn::ParamSet& params() { return params_; }

@@ -287,8 +287,9 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
   const double per_step_samples = static_cast<double>(config_.batch * world_) *
                                   (is_lm ? static_cast<double>(config_.seq_len) : 1.0);
 
-  auto evaluate_and_log = [&](const char* when) {
-    if (!strategy_->evaluates()) return;
+  // Null where this rank does not evaluate (a parameter-server worker other than the chief).
+  auto evaluate_and_log = [&](const char* when) -> std::optional<EvalResult> {
+    if (!strategy_->evaluates()) return std::nullopt;
     Stopwatch w;
     const EvalResult r = evaluate(config_.eval_batches);
     nlohmann::json rec = {{"event", "eval"},       {"when", when},   {"step", step_},
@@ -315,6 +316,25 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
     }
     metrics.write(rec);
     progress.print(line);
+    return r;
+  };
+  // Invariant: under single, ddp and local_sgd every rank evaluates the same tallies summed
+  // over the ranks (the same bits), and StopRules decides on those alone, so every rank
+  // stops at the same step with no message of its own. A strategy where only the chief
+  // evaluates carries the decision (announce_stop, stop_announced).
+  std::string stop_rule;
+  auto converged = [&](const std::optional<EvalResult>& r) {
+    if (!r) return false;
+    const std::optional<StopDecision> d = stop_rules_.observe(*r, step_);
+    if (!d) return false;
+    stop_rule = d->rule;
+    metrics.write({{"event", "stop"}, {"rule", d->rule}, {"reason", d->reason}, {"step", step_}});
+    if (writer)
+      progress.print(d->reason);
+    else
+      log_info(d->reason);
+    strategy_->announce_stop(step_);
+    return true;
   };
   // A new checkpoint is complete on disk before the previous one goes: a crash at any
   // point leaves at least one whole, verifiable checkpoint (checkpoint, .previous or
@@ -394,7 +414,11 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
         window_loss = window_seconds = window_comm = window_wait = 0;
         window_steps = 0;
       }
-      if (config_.eval_every > 0 && step_ % config_.eval_every == 0) evaluate_and_log("step");
+      if (config_.eval_every > 0 && step_ % config_.eval_every == 0 &&
+          converged(evaluate_and_log("step"))) {
+        done = true;
+        break;
+      }
       if (config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0) checkpoint();
       if (step_ >= total_steps || step_ == stop_at_step) {
         done = true;
@@ -410,14 +434,15 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
       }
       // The chief's convergence decision, where it travels (parameter servers).
       if (strategy_->stop_announced()) {
+        stop_rule = "announced";
         done = true;
         break;
       }
     }
     const bool epoch_finished = train_loader_->state().position >= per_epoch;
     if (epoch_finished) ++epoch_;
-    if (stopped_by != 0) break;  // within the grace period: no evaluation
-    if (config_.eval_every == 0) evaluate_and_log("epoch");
+    if (stopped_by != 0 || !stop_rule.empty()) break;  // no evaluation after a stop
+    if (config_.eval_every == 0 && converged(evaluate_and_log("epoch"))) break;
     if (config_.checkpoint_every == 0) checkpoint();
   }
   drain_vote();
@@ -428,11 +453,15 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
     progress.print(detail::concat("stopped by ", signal_name(stopped_by), " at step ", step_, "/",
                                   total_steps, ": checkpoint in ", checkpoint_dir,
                                   "; continue with: braid train --resume ", checkpoint_dir));
+  else if (!stop_rule.empty())
+    progress.print(detail::concat("converged (", stop_rule, ") at step ", step_, "/", total_steps,
+                                  " in ", format_duration(run_watch.elapsed()), "; checkpoint in ",
+                                  checkpoint_dir));
   else
     progress.print(detail::concat("done: ", step_, " steps in ",
                                   format_duration(run_watch.elapsed()), "; checkpoint in ",
                                   checkpoint_dir));
-  return {step_, stopped_by};
+  return {step_, stopped_by, stop_rule};
 }
 
 }  // namespace braid::train

@@ -17,6 +17,7 @@
 #include "parallel/ps_protocol.h"
 #include "train/config.h"
 #include "train/model_spec.h"
+#include "train/stop_rules.h"
 #include "train/weight_average.h"
 
 namespace braid::comm {
@@ -52,6 +53,9 @@ struct EvalResult {
 struct RunOutcome {
   int64_t step = 0;     // the step reached
   int stop_signal = 0;  // nonzero: stopped early by this signal (stop_signal.h), checkpoint saved
+  // Nonempty: converged, a finished run (stop_rules.h): the key of the rule that fired
+  // here ("stop.target", ...), or "announced" where the strategy carried another rank's.
+  std::string stop_rule;
 };
 
 class Trainer {
@@ -77,8 +81,9 @@ class Trainer {
   // early at that step (with a checkpoint), as an interruption would, without changing
   // anything the configuration derives from the total (the schedule). A stop request
   // (stop_signal.h: SIGINT/SIGTERM under a StopOnSignal) does the same at the next step
-  // boundary, and the outcome names the signal. The run always ends with a checkpoint of
-  // its last step.
+  // boundary, and the outcome names the signal. A convergence rule (config.stop) that
+  // fires on an evaluation ends the run there as a finished one. The run always ends with
+  // a checkpoint of its last step.
   RunOutcome run(int64_t stop_at_step = 0);
   // One optimisation step on `batch` (this rank's share); returns its loss.
   double train_step(const data::Batch& batch);
@@ -157,6 +162,8 @@ class Trainer {
   int my_vote_ = 0;
   bool vote_pending_ = false;
   Timeline timeline_;
+  // After model_: its task decides the watched metric. Checkpointed with the train state.
+  StopRules stop_rules_{config_.stop, model_.task};
 };
 
 }  // namespace braid::train

@@ -80,6 +80,7 @@ void Trainer::save_checkpoint(const std::string& dir) const {
                        {"batch", config_.batch}};
   }
   if (average_) state["ema_updates"] = average_->updates();
+  state["stop_rules"] = stop_rules_.state();
   train::save_checkpoint(dir, strategy_->params(), opt_state, state,
                          average_ ? &average_->state_dict() : nullptr);
   strategy_->save_outside(dir);
@@ -176,6 +177,8 @@ void Trainer::load_checkpoint(const std::string& path) {
     }
   }
   warn_if_horizon_changed(ck.train_state, dir);
+  // Absent from checkpoints older than the rules: they start afresh.
+  stop_rules_.load(ck.train_state.value("stop_rules", json()), dir + "/state.json");
   if (average_ && !ck.averaged_model.empty()) {
     const nlohmann::json& n = ck.train_state.value("ema_updates", nlohmann::json());
     BRAID_CHECK(n.is_number_integer(), "checkpoint '", dir,
