@@ -38,15 +38,27 @@ void PsServer::run() {
   PsRequest request;
   int source = -1;
   const auto live = [&] { return std::count(members_.begin(), members_.end(), Member::live); };
+  // Workers are looked at only when no request came for a while: one that said done and
+  // exited must not count as lost while its done still waits to be read.
+  std::chrono::milliseconds wait_for = check_workers(false);
   while (live() > 0) {
     const comm::RequestId id = world_->irecv_any(kRequestTag, &request, sizeof request, &source);
     try {
-      world_->wait(std::span<const comm::RequestId>(&id, 1),
-                   comm::Deadline::after(check_workers()));
+      world_->wait(std::span<const comm::RequestId>(&id, 1), comm::Deadline::after(wait_for));
     } catch (const TimeoutError&) {
-      continue;  // the wait released the receive; look at the workers and post it again
+      // The wait released the receive; look at the workers and post it again.
+      wait_for = check_workers(true);
+      continue;
+    } catch (const comm::PeerError&) {
+      // Every other rank is gone: the workers still counted live died (or the transport
+      // cannot say which, and the error stands).
+      const auto before = live();
+      wait_for = check_workers(true);
+      if (live() == before) throw;
+      continue;
     }
     handle(request, source);
+    wait_for = check_workers(false);
   }
   for (const WaitingPull& w : waiting_)
     BRAID_CHECK(members_[static_cast<size_t>(w.worker)] != Member::live, "ps server ",
@@ -54,11 +66,18 @@ void PsServer::run() {
                 "'s pull was left unanswered when every worker was done");
 }
 
-std::chrono::milliseconds PsServer::check_workers() {
+std::chrono::milliseconds PsServer::check_workers(bool may_lose) {
   const auto now = Clock::now();
   std::chrono::milliseconds next = kCheckEvery;
   for (int w = 0; w < options_.layout.workers; ++w) {
     if (members_[static_cast<size_t>(w)] != Member::live) continue;
+    if (!may_lose) {
+      if (options_.worker_timeout.count() == 0) continue;
+      const auto silent =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard_[size_t(w)]);
+      next = std::min(next, options_.worker_timeout - silent);
+      continue;
+    }
     const std::string gone = world_->transport().peer_gone(world_->global_rank(w));
     if (!gone.empty()) {
       lose(w, gone);
@@ -126,6 +145,8 @@ void PsServer::handle(const PsRequest& r, int source) {
         return;
       }
       ++pushes_;
+      // A step at or past the chief's stop was computed before the worker learnt of it.
+      if (stop_at_ >= 0 && r.step >= stop_at_) return;
       shard_->push({.worker = r.worker, .step = r.step, .based_on = r.based_on, .lr = r.lr},
                    staging_);
       answer_waiting_pulls();
@@ -158,13 +179,26 @@ void PsServer::handle(const PsRequest& r, int source) {
     }
     case PsRequestKind::done:
       members_[w] = Member::done;
-      // A worker that finished early (fewer steps, or stopped) no longer holds SSP back.
-      if (shard_ && options_.rules.mode != PsMode::sync) shard_->lose_worker(source);
+      if (shard_) finish_worker(source);
       answer_waiting_pulls();
       return;
   }
   BRAID_THROW(Error, "ps server ", options_.server, ": worker ", r.worker,
               " sent a request of unknown kind ", static_cast<uint32_t>(r.kind));
+}
+
+// A worker that finished early (fewer steps, or stopped by a signal before the others) no
+// longer holds SSP back. In sync mode without a backup to cover it, no step past its last
+// can complete: that step becomes a stop, so the others end there too instead of waiting.
+void PsServer::finish_worker(int worker) {
+  const PsRules& rules = shard_->rules();
+  const int live_after = shard_->live_workers() - 1;
+  if (rules.mode != PsMode::sync || live_after >= rules.workers - rules.backup_workers) {
+    shard_->lose_worker(worker);
+    return;
+  }
+  const int64_t last = shard_->clock(worker);
+  if (stop_at_ < 0 || last < stop_at_) stop_at_ = last;
 }
 
 bool PsServer::may_answer(int64_t step) const {

@@ -75,10 +75,12 @@ class PsServer {
   using Clock = std::chrono::steady_clock;
   void handle(const PsRequest& r, int source);
   bool may_answer(int64_t step) const;
+  void finish_worker(int worker);
   void answer(int worker);
   void answer_waiting_pulls();
-  // Marks workers gone or silent too long as lost; returns how long until the next check.
-  std::chrono::milliseconds check_workers();
+  // With `may_lose`, marks workers gone or silent too long as lost. Returns how long to wait
+  // for a request before the next check.
+  std::chrono::milliseconds check_workers(bool may_lose);
   void lose(int worker, const std::string& why);
 
   std::shared_ptr<comm::Group> world_;

@@ -84,6 +84,8 @@ class PsShard {
   // steps it has pushed.
   void readmit_worker(int worker);
   bool is_live(int worker) const { return live_[static_cast<size_t>(worker)]; }
+  int64_t clock(int worker) const { return clock_[static_cast<size_t>(worker)]; }  // steps pushed
+  const PsRules& rules() const { return rules_; }
 
   // The shard's state, and the same loaded back (ranges and worker counts must agree; an
   // error names what differs).

@@ -49,8 +49,9 @@ class PsWorker : public Strategy {
   void finish_sum_over_ranks() override;
   int rank() const override { return workers_->rank(); }
   int world_size() const override { return workers_->size(); }
-  // Async and ssp workers run at their own pace: a stop request is each one's own.
-  bool ranks_step_together() const override { return mode_ == PsMode::sync; }
+  // Each worker's stop request is its own, in every mode: the servers end the others'
+  // steps (a done worker's last step bounds what sync mode can still complete).
+  bool ranks_step_together() const override { return false; }
   // Only the chief evaluates: the others' models are the servers', which it reads too.
   bool evaluates() const override { return world_->rank() == 0; }
   void announce_stop(int64_t step) override;

@@ -435,6 +435,7 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
       // The chief's convergence decision, where it travels (parameter servers).
       if (strategy_->stop_announced()) {
         stop_rule = "announced";
+        log_info("stopping at step ", step_, ": the chief decided the run converged");
         done = true;
         break;
       }

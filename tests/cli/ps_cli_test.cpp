@@ -1,0 +1,97 @@
+// Issue 17: parameter-server runs through `braid launch --servers S --workers W -- braid
+// train --strategy ps`, as real processes: a resumed sync run equals the uninterrupted one
+// bit for bit (the servers' optimizer state and versions come back from the checkpoint), and
+// the chief's convergence decision ends every worker cleanly with the model saved.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "cli/fault_helpers.h"
+#include "fashion_mnist_data.h"
+#include "run_braid.h"
+#include "temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using braid::testing::BraidResult;
+using braid::testing::has_text;
+using braid::testing::run_braid;
+using braid::testing::TempDir;
+
+// A small MLP with Adam (state the servers must carry across a restart) at a constant rate.
+std::string tiny_mlp(const TempDir& tmp) {
+  std::ofstream(tmp.file("tiny_mlp.json")) << R"({"input": [28, 28, 1], "layers": [
+      {"type": "flatten"}, {"type": "linear", "out_features": 32}, {"type": "relu"},
+      {"type": "linear", "out_features": 10}]})";
+  return "--model " + tmp.file("tiny_mlp.json") +
+         " --batch 16 --optimizer adam --lr 0.003 --schedule constant --threads 1 "
+         "--eval-batches 4 --log-every 100 --strategy ps ";
+}
+
+BraidResult launch_ps(int servers, int workers, const std::string& flags) {
+  return run_braid("launch --servers " + std::to_string(servers) + " --workers " +
+                       std::to_string(workers) + " -- " + BRAID_BINARY + " train " + flags,
+                   "BRAID_TIMEOUT_S=30");
+}
+
+std::string bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(PsCli, ResumedSyncRunEqualsTheUninterruptedOneBitwise) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string flags = tiny_mlp(tmp) + "--ps.mode sync --eval-every 1000 ";
+  const BraidResult whole = launch_ps(2, 2, flags + "--steps 40 --out " + tmp.file("whole"));
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  const BraidResult first = launch_ps(2, 2, flags + "--steps 20 --out " + tmp.file("resumed"));
+  ASSERT_EQ(first.code, 0) << first.output;
+  const BraidResult rest = launch_ps(2, 2, "--resume " + tmp.file("resumed") + " --steps 40");
+  ASSERT_EQ(rest.code, 0) << rest.output;
+  for (const char* file :
+       {"model.safetensors", "ps-server-0.safetensors", "ps-server-1.safetensors"}) {
+    const std::string a = bytes_of(tmp.file("whole/checkpoint/") + file);
+    ASSERT_FALSE(a.empty()) << file;
+    EXPECT_TRUE(a == bytes_of(tmp.file("resumed/checkpoint/") + file)) << file << " differs";
+  }
+}
+
+// A resumed job with fewer servers than it was saved with cannot find a shard's state.
+TEST(PsCli, ResumingWithOtherServersIsAnErrorNamingTheShard) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string flags = tiny_mlp(tmp) + "--eval-every 1000 ";
+  ASSERT_EQ(launch_ps(1, 1, flags + "--steps 4 --out " + tmp.file("run")).code, 0);
+  const BraidResult r = launch_ps(2, 1, "--resume " + tmp.file("run") + " --steps 8");
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(has_text(r.output, "holds no state of ps server 1"));
+}
+
+// The chief's stop.target decision reaches the other workers through their pulls; each
+// ends cleanly, and the chief's checkpoint loads into braid eval.
+TEST(PsCli, ChiefsStopDecisionEndsEveryWorker) {
+  REQUIRE_FASHION_MNIST();
+  for (const char* mode : {"sync", "async"}) {
+    const TempDir tmp;
+    const std::string out = tmp.file("out");
+    const BraidResult r =
+        launch_ps(1, 2,
+                  tiny_mlp(tmp) + "--ps.mode " + mode +
+                      " --eval-every 5 --stop.target 0.5 --steps 400 --out " + out);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_TRUE(has_text(r.output, "[worker 0] converged (stop.target) at step"));
+    EXPECT_TRUE(has_text(r.output, "[worker 1] [braid I] stopping at step "));
+    EXPECT_TRUE(has_text(r.output, ": the chief decided the run converged"));
+    EXPECT_TRUE(has_text(r.output, "[ps 0] [braid I] ps server 0: done after"));
+    ASSERT_TRUE(fs::exists(out + "/checkpoint/model.safetensors")) << mode;
+    const BraidResult eval = run_braid("eval --checkpoint " + out);
+    EXPECT_EQ(eval.code, 0) << eval.output;
+  }
+}
+
+}  // namespace
