@@ -315,6 +315,31 @@ TEST(FedAvg, ClientLeavesTheModelAsFoundAndItsUpdateIsItsOwn) {
   EXPECT_GT(u.loss, 0.0);
 }
 
+// A source that fails on one sample, as a corrupt file would.
+class FailingSource : public data::ArraySource {
+ public:
+  using ArraySource::ArraySource;
+  void fill(std::span<const data::SampleRef> samples, const data::FillContext& ctx, Tensor& x,
+            Tensor& y) const override {
+    for (const auto& s : samples) BRAID_CHECK(s.index != 13, "sample 13 is unreadable");
+    ArraySource::fill(samples, ctx, x, y);
+  }
+};
+
+// A client that fails mid-round (after local steps) leaves the model and the accumulator
+// as they were: the worker can report the error with its global model intact.
+TEST(FedAvg, ClientThatFailsLeavesTheModelAsFound) {
+  auto s = model(small_mlp(), sgd(0, 0));
+  FedAvgClient client(*s, std::make_shared<FailingSource>(synthetic(20)), {.batch = 2});
+  const std::vector<float> before = params_of(*s);
+  std::vector<float> acc(before.size(), 0.0f);
+  std::vector<int64_t> all(20);
+  std::iota(all.begin(), all.end(), 0);
+  EXPECT_THROW(client.train(0, 0, all, 0.1f, acc), Error);
+  expect_bitwise(params_of(*s), before, "parameters after a failed train()");
+  EXPECT_EQ(largest(acc), 0.0f);
+}
+
 // Each (round, client, epoch) shuffles its own way, and every order is a permutation.
 TEST(FedAvg, LocalOrderIsSeededByRoundClientAndEpoch) {
   std::vector<int64_t> base(50);

@@ -101,34 +101,59 @@ ClientUpdate FedAvgClient::train(int64_t round, int client, std::span<const int6
   BRAID_CHECK(buffer_delta.empty() || static_cast<int64_t>(buffer_delta.size()) == buffer_floats_,
               "fedavg: the buffer accumulator holds ", buffer_delta.size(),
               " floats but the model's f32 buffers have ", buffer_floats_);
-  const Rng rng = client_rng(model_.options().seed, round, client);
+  client_rng(model_.options().seed, round, client);  // checks round and client
   const int64_t dataset_size = data_->size();
   for (const int64_t i : indices)
     BRAID_CHECK(i >= 0 && i < dataset_size, "fedavg: client ", client, " holds sample ", i,
                 " of a training set of ", dataset_size);
 
-  float* w = params.params();
-  auto* wg = static_cast<float*>(global_.data());
-  std::memcpy(wg, w, static_cast<size_t>(P) * sizeof(float));
-  {
-    auto* out = static_cast<std::byte*>(buffers_.data());
-    for (const nn::NamedBuffer& b : params.buffers()) {
-      std::memcpy(out, b.value.raw(), b.value.nbytes());
-      out += b.value.nbytes();
-    }
+  save_global();
+  ClientUpdate update;
+  try {
+    update = run_epochs(round, client, indices, lr);
+  } catch (...) {
+    restore_global();  // a worker's model stays the global one whatever failed
+    throw;
   }
-  reset_optimizer();
+  report(static_cast<float>(n), delta, buffer_delta);
+  restore_global();
+  return update;
+}
 
+void FedAvgClient::save_global() {
+  const nn::ParamSet& params = model_.params();
+  std::memcpy(global_.data(), params.params(), static_cast<size_t>(params.size()) * sizeof(float));
+  auto* out = static_cast<std::byte*>(buffers_.data());
+  for (const nn::NamedBuffer& b : params.buffers()) {
+    std::memcpy(out, b.value.raw(), b.value.nbytes());
+    out += b.value.nbytes();
+  }
+}
+
+void FedAvgClient::restore_global() {
+  const nn::ParamSet& params = model_.params();
+  std::memcpy(params.params(), global_.data(), static_cast<size_t>(params.size()) * sizeof(float));
+  const auto* saved = static_cast<const std::byte*>(buffers_.data());
+  for (const nn::NamedBuffer& b : params.buffers()) {
+    std::memcpy(b.value.raw(), saved, b.value.nbytes());
+    saved += b.value.nbytes();
+  }
+}
+
+ClientUpdate FedAvgClient::run_epochs(int64_t round, int client, std::span<const int64_t> indices,
+                                      float lr) {
+  reset_optimizer();
+  const auto n = static_cast<int64_t>(indices.size());
+  const uint64_t seed = model_.options().seed;
+  const Rng forward_rng = client_rng(seed, round, client).fork(kForwardPurpose);
   ClientUpdate update;
   update.samples = n;
   double loss_sum = 0;
   const int64_t B = options_.batch;
-  const Rng forward_rng = rng.fork(kForwardPurpose);
   for (int64_t e = 0; e < options_.local_epochs; ++e) {
     order_.assign(indices.begin(), indices.end());
-    shuffle_client_epoch(model_.options().seed, round, client, e, order_);
-    const data::FillContext fill{model_.options().seed, round * options_.local_epochs + e,
-                                 options_.augment};
+    shuffle_client_epoch(seed, round, client, e, order_);
+    const data::FillContext fill{seed, round * options_.local_epochs + e, options_.augment};
     for (int64_t begin = 0; begin < n; begin += B) {
       const int64_t rows = std::min(B, n - begin);
       const double loss =
@@ -138,24 +163,27 @@ ClientUpdate FedAvgClient::train(int64_t round, int client, std::span<const int6
     }
   }
   update.loss = loss_sum / static_cast<double>(n * options_.local_epochs);
+  return update;
+}
 
-  // Report n_k (w_k - w) and put w back.
-  const auto weight = static_cast<float>(n);
-  for (int64_t i = 0; i < P; ++i) delta[i] += weight * (w[i] - wg[i]);
-  std::memcpy(w, wg, static_cast<size_t>(P) * sizeof(float));
+// Adds weight (w_k - w) and weight (b_k - b) while the model still holds w_k and b_k.
+void FedAvgClient::report(float weight, std::span<float> delta, std::span<float> buffer_delta) {
+  const nn::ParamSet& params = model_.params();
+  const float* w = params.params();
+  const auto* wg = static_cast<const float*>(global_.data());
+  for (int64_t i = 0; i < params.size(); ++i) delta[i] += weight * (w[i] - wg[i]);
+  if (buffer_delta.empty()) return;
   const auto* saved = static_cast<const std::byte*>(buffers_.data());
   float* out = buffer_delta.data();
   for (const nn::NamedBuffer& b : params.buffers()) {
-    if (b.value.dtype() == DType::f32 && !buffer_delta.empty()) {
+    if (b.value.dtype() == DType::f32) {
       const float* now = b.value.f32();
       const auto* before = reinterpret_cast<const float*>(saved);
       for (int64_t i = 0; i < b.value.numel(); ++i) out[i] += weight * (now[i] - before[i]);
       out += b.value.numel();
     }
-    std::memcpy(b.value.raw(), saved, b.value.nbytes());
     saved += b.value.nbytes();
   }
-  return update;
 }
 
 double FedAvgClient::local_step(int64_t begin, int64_t rows, const data::FillContext& fill,

@@ -90,7 +90,8 @@ class FedAvgClient {
   // starting from the model's current parameters w. Adds n_k (w_k - w) into `delta`
   // (params().size() floats, padding included) and, when given, n_k (b_k - b) into
   // `buffer_delta` (buffer_floats() floats). Allocates nothing once the order vector has
-  // grown to the client's size.
+  // grown to the client's size. When it throws, the model holds w again and the
+  // accumulators are unchanged.
   ClientUpdate train(int64_t round, int client, std::span<const int64_t> indices, float lr,
                      std::span<float> delta, std::span<float> buffer_delta = {});
 
@@ -104,6 +105,10 @@ class FedAvgClient {
   double local_step(int64_t begin, int64_t rows, const data::FillContext& fill, const Rng& rng,
                     float lr);
   void reset_optimizer();
+  ClientUpdate run_epochs(int64_t round, int client, std::span<const int64_t> indices, float lr);
+  void save_global();     // the model's parameters and buffers into global_ and buffers_
+  void restore_global();  // and back
+  void report(float weight, std::span<float> delta, std::span<float> buffer_delta);
 
   Strategy& model_;
   std::shared_ptr<const data::Source> data_;
