@@ -60,13 +60,15 @@ class PsWorker : public Strategy {
   bool stop_announced() const override { return stop_at_ >= 0 && next_step_ >= stop_at_; }
   // Tells every server this worker trains no more (once).
   void finish();
+  // Pushes the gradient buffer to the servers as step `step`'s, at rate `lr` (step() does
+  // it after backward; benchmarks of the exchange alone call it directly).
+  void push(float lr, int64_t step);
 
   const std::vector<KeyRange>& ranges() const { return ranges_; }
   // The version of each server's range that the parameters hold now.
   const std::vector<int64_t>& versions() const { return versions_; }
 
  private:
-  void push(float lr, int64_t step);
   void seed_servers();
   void request(int server, const PsRequest& r);
   // Waits on requests to servers; a server's failure becomes an error naming it and `what`.

@@ -67,14 +67,14 @@ struct TrainConfig {
     double worker_timeout_s = 0;
   } ps;
   struct FedAvg {
-    int64_t clients = 100;         // K: the clients the training set is split over
-    double fraction = 0.1;         // C: the share of clients that train in a round
-    int64_t local_epochs = 1;      // E: passes of a client over its shard per round
-    int64_t rounds = 0;            // 0: as many as make `epochs` passes over the data
-    std::string split = "iid";     // iid, dirichlet, labels_per_client (data/client_split.h)
-    double alpha = 0.5;            // dirichlet concentration
+    int64_t clients = 100;          // K: the clients the training set is split over
+    double fraction = 0.1;          // C: the share of clients that train in a round
+    int64_t local_epochs = 1;       // E: passes of a client over its shard per round
+    int64_t rounds = 0;             // 0: as many as make `epochs` passes over the data
+    std::string split = "iid";      // iid, dirichlet, labels_per_client (data/client_split.h)
+    double alpha = 0.5;             // dirichlet concentration
     int64_t labels_per_client = 2;  // labels_per_client: k
-    double prox_mu = 0;            // FedProx: the proximal term's weight (0: FedAvg)
+    double prox_mu = 0;             // FedProx: the proximal term's weight (0: FedAvg)
     std::string server_optimizer = "avg";  // avg (FedAvg), avgm (FedAvgM), adam (FedAdam)
     double server_lr = 1.0;
     double server_momentum = 0.9;  // avgm: momentum; adam: beta1
@@ -83,11 +83,13 @@ struct TrainConfig {
   } fedavg;
   // Convergence decisions, made on the evaluations (the chief's where only it evaluates).
   struct StopRules {
-    double target = 0;          // > 0: stop once the metric reaches it
+    double target = 0;            // > 0: stop once the metric reaches it
     std::string metric = "auto";  // auto (accuracy, or loss for a language model), accuracy, loss
-    int64_t patience = 0;       // > 0: stop after this many evaluations without improvement
-    double min_rel_change = 0;  // > 0: stop when |loss - previous| / previous falls below it
+    int64_t patience = 0;         // > 0: stop after this many evaluations without improvement
+    double min_rel_change = 0;    // > 0: stop when |loss - previous| / previous falls below it
   } stop;
+  // Benchmarks: milliseconds this rank sleeps after each step, to play a straggler.
+  double slow_step_ms = 0;
   int64_t accumulate_steps = 1;
   bool deterministic = false;
   bool sync_batchnorm = false;

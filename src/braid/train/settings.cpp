@@ -211,6 +211,10 @@ std::vector<Setting> make_settings() {
       "bucket_mb", kParallel, kPositive,
       "ddp: MiB of gradients per allreduce bucket (the first is 1 MiB, as PyTorch's, or less)",
       [](auto& c) -> auto& { return c.bucket_mb; }));
+  t.push_back(number(
+      "slow_step_ms", kParallel, kNonNegative,
+      "benchmarks: sleep this long after each step on this rank (a straggler; set per rank)",
+      [](auto& c) -> auto& { return c.slow_step_ms; }));
   t.push_back(integer(
       "accumulate_steps", kParallel, 1, 1 << 20,
       "micro-batches per step: batch is cut into this many, gradients added before one update",

@@ -1,8 +1,10 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 #include "comm/group.h"
 #include "core/log.h"
@@ -114,6 +116,8 @@ float Trainer::learning_rate() const { return schedule_->lr(step_); }
 
 double Trainer::train_step(const data::Batch& batch) {
   const double loss = strategy_->step(batch, learning_rate(), step_);
+  if (config_.slow_step_ms > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(config_.slow_step_ms));
   const parallel::StepTimes& t = strategy_->last_times();
   times_.forward = t.forward;
   times_.backward = t.backward;
