@@ -38,8 +38,9 @@ struct PsRequest {
   int64_t based_on = 0;  // push: the server version the worker's parameters came from
   float lr = 0;          // push: the learning rate of the worker's step
   uint32_t reserved = 0;
+  int64_t weight = 1;  // push, federated: the samples the change sums over
 };
-static_assert(sizeof(PsRequest) == 32);
+static_assert(sizeof(PsRequest) == 40);
 
 // The header of a pull's answer.
 struct PsPullReply {

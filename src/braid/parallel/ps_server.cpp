@@ -147,8 +147,9 @@ void PsServer::handle(const PsRequest& r, int source) {
       ++pushes_;
       // A step at or past the chief's stop was computed before the worker learnt of it.
       if (stop_at_ >= 0 && r.step >= stop_at_) return;
-      shard_->push({.worker = r.worker, .step = r.step, .based_on = r.based_on, .lr = r.lr},
-                   staging_);
+      shard_->push(
+          {.worker = r.worker, .step = r.step, .based_on = r.based_on, .lr = r.lr, .weight = r.weight},
+          staging_);
       answer_waiting_pulls();
       return;
     }

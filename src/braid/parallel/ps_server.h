@@ -43,10 +43,10 @@ struct PsServerOptions {
   std::chrono::milliseconds worker_timeout{0};
   // Writes the shard's snapshot into a checkpoint directory (the chief's save request);
   // null: saving is an error.
-  std::function<void(const std::string& dir, const PsShardSnapshot&)> save;
+  std::function<void(const std::string& dir, const PsShardSnapshot&)> save{};
   // A resumed job: the shard starts from this instead of worker 0's initial parameters
   // (which are received and dropped).
-  std::optional<PsShardSnapshot> resume_from;
+  std::optional<PsShardSnapshot> resume_from{};
 };
 
 // What a server saw, for the run's metrics.

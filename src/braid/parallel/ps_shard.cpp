@@ -38,6 +38,10 @@ void validate(const PsRules& r) {
               "; it must be >= 0");
   BRAID_CHECK(!r.staleness_lr || r.mode != PsMode::sync,
               "ps.staleness_lr applies to async and ssp modes; sync gradients are never stale");
+  BRAID_CHECK(!r.federated || (r.mode == PsMode::sync && r.backup_workers == 0),
+              "fedavg: rounds are synchronous and every live worker's clients count; drop "
+              "ps.mode ", ps_mode_name(r.mode), " and ps.backup_workers");
+  if (r.federated) validate(*r.federated);
 }
 
 PsShard::PsShard(KeyRange range, std::span<const optim::Segment> segments,
@@ -54,6 +58,8 @@ PsShard::PsShard(KeyRange range, std::span<const optim::Segment> segments,
               " initial values for a range of ", range.size(), " floats");
   optimizer_ = optim::make_optimizer(optimizer, segments_in(segments, range), range.size());
   if (rules_.mode == PsMode::sync) sum_.assign(static_cast<size_t>(range.size()), 0.0f);
+  if (rules_.federated)
+    server_optimizer_ = std::make_unique<ServerOptimizer>(*rules_.federated, range.size());
 }
 
 int PsShard::live_workers() const {
@@ -82,11 +88,26 @@ int PsShard::push(const Push& p, std::span<const float> grads) {
               p.step, " while step ", version_,
               " is open; a sync worker pulls step t's parameters before pushing for t");
   for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += grads[i];
-  if (++arrived_ < rules_.workers - rules_.backup_workers) return 0;
-  scale_into(sum_.data(), sum_.data(), range_.size(), 1.0f / static_cast<float>(arrived_));
-  apply(sum_, p.lr, 0);
+  ++arrived_;
+  weight_sum_ += static_cast<double>(p.weight);
+  return complete_step(p.lr);
+}
+
+int PsShard::complete_step(float lr) {
+  const int needed =
+      rules_.federated ? live_workers() : rules_.workers - rules_.backup_workers;
+  if (arrived_ == 0 || arrived_ < needed) return 0;
+  if (rules_.federated) {
+    server_optimizer_->step(params_, sum_, weight_sum_);
+    ++version_;
+    ++histogram_[0];
+  } else {
+    scale_into(sum_.data(), sum_.data(), range_.size(), 1.0f / static_cast<float>(arrived_));
+    apply(sum_, lr, 0);
+  }
   std::fill(sum_.begin(), sum_.end(), 0.0f);
   arrived_ = 0;
+  weight_sum_ = 0;
   return 1;
 }
 
@@ -123,6 +144,12 @@ void PsShard::lose_worker(int worker) {
               rules_.workers);
   live_[static_cast<size_t>(worker)] = false;
   if (rules_.mode != PsMode::sync) return;
+  if (rules_.federated) {
+    // The round goes on with the others; it may be complete now.
+    BRAID_CHECK(live_workers() > 0, "fedavg: every worker is gone");
+    complete_step(0.0f);
+    return;
+  }
   // Sync without enough backups left: no step can complete any more.
   BRAID_CHECK(live_workers() >= rules_.workers - rules_.backup_workers, "ps: worker ", worker,
               " is gone and sync mode needs ", rules_.workers - rules_.backup_workers,
@@ -145,6 +172,12 @@ PsShardSnapshot PsShard::snapshot() const {
   PsShardSnapshot s;
   s.params = params_;
   s.optimizer = optimizer_->state();
+  if (server_optimizer_ && server_optimizer_->state_size() > 0) {
+    Tensor state = Tensor::empty(Shape{server_optimizer_->state_size()}, DType::f32,
+                                 MemCategory::optimizer);
+    std::copy(server_optimizer_->state().begin(), server_optimizer_->state().end(), state.f32());
+    s.optimizer.emplace_back("fedavg_server_state", state);
+  }
   s.version = version_;
   s.clocks = clock_;
   return s;
@@ -156,7 +189,18 @@ void PsShard::restore(const PsShardSnapshot& s) {
               "; resume with the servers, workers and model the run was saved with");
   BRAID_CHECK(s.clocks.size() == clock_.size(), "ps shard: a checkpoint of ", s.clocks.size(),
               " workers for a job of ", clock_.size(), "; resume with as many workers");
-  optimizer_->load_state(s.optimizer);
+  optim::NamedTensors local = s.optimizer;
+  const auto server = std::find_if(local.begin(), local.end(),
+                                   [](const auto& t) { return t.first == "fedavg_server_state"; });
+  BRAID_CHECK((server != local.end()) ==
+                  (server_optimizer_ && server_optimizer_->state_size() > 0),
+              "ps shard: the checkpoint's federated server state does not fit this run's "
+              "(fedavg.server_optimizer differs?)");
+  if (server != local.end()) {
+    server_optimizer_->load_state({server->second.f32(), static_cast<size_t>(server->second.numel())});
+    local.erase(server);
+  }
+  optimizer_->load_state(local);
   params_ = s.params;
   version_ = s.version;
   clock_ = s.clocks;

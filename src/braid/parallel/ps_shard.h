@@ -24,12 +24,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "optim/optimizer.h"
 #include "parallel/key_ranges.h"
+#include "parallel/server_optimizer.h"
 
 namespace braid::parallel {
 
@@ -40,6 +42,11 @@ PsMode parse_ps_mode(std::string_view text);
 
 struct PsRules {
   PsMode mode = PsMode::sync;
+  // Federated averaging (sync mode, no backup workers): a push is a worker's weighted sum of
+  // its clients' model changes, sum n_k (w_k - w), with its weight sum n_k; a round applies
+  // once every live worker pushed, through this server optimizer (server_optimizer.h), and
+  // a lost worker only leaves the round to the others.
+  std::optional<ServerOptimizerOptions> federated{};
   int workers = 1;
   int backup_workers = 0;     // sync: updates apply after workers - backup_workers gradients
   int staleness_bound = 0;    // ssp: steps a worker may run ahead of the slowest
@@ -55,6 +62,7 @@ struct Push {
   int64_t step = 0;      // the worker's step (sync: the update it is for)
   int64_t based_on = 0;  // the shard's version() the worker last pulled
   float lr = 0;          // the worker's learning rate for this step
+  int64_t weight = 1;    // federated: the samples the pushed change sums over
 };
 
 // What a server checkpoints of its shard, and resumes from.
@@ -106,6 +114,8 @@ class PsShard {
 
  private:
   void apply(std::span<const float> grads, float lr, int64_t staleness);
+  // Sync: applies the open step once enough gradients arrived; returns 1 if it did.
+  int complete_step(float lr);
   int64_t slowest_live_clock() const;
 
   KeyRange range_;
@@ -114,6 +124,8 @@ class PsShard {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::vector<float> sum_;  // sync: the gradients of the open step so far
   int arrived_ = 0;         // sync: gradients in sum_
+  double weight_sum_ = 0;   // federated: the weights of the pushes in sum_
+  std::unique_ptr<ServerOptimizer> server_optimizer_;  // federated
   int64_t version_ = 0;
   int64_t dropped_ = 0;
   std::vector<int64_t> clock_;  // per worker: steps pushed

@@ -112,7 +112,7 @@ void PsWorker::save_outside(const std::string& dir) {
   wait_servers(ids, "saving a checkpoint");
 }
 
-void PsWorker::push(float lr, int64_t step) {
+void PsWorker::push(float lr, int64_t step, int64_t weight) {
   const float* grads = params_.grads();
   for (int s = 0; s < layout_.servers; ++s) {
     const KeyRange& r = ranges_[static_cast<size_t>(s)];
@@ -120,7 +120,8 @@ void PsWorker::push(float lr, int64_t step) {
                 .worker = world_->rank(),
                 .step = step,
                 .based_on = versions_[static_cast<size_t>(s)],
-                .lr = lr});
+                .lr = lr,
+                .weight = weight});
     const comm::RequestId id = world_->isend(layout_.server_rank(s), kPushTag, grads + r.begin,
                                              static_cast<size_t>(r.size()) * sizeof(float));
     wait_servers(std::span<const comm::RequestId>(&id, 1), "pushing the gradient");

@@ -62,7 +62,7 @@ class PsWorker : public Strategy {
   void finish();
   // Pushes the gradient buffer to the servers as step `step`'s, at rate `lr` (step() does
   // it after backward; benchmarks of the exchange alone call it directly).
-  void push(float lr, int64_t step);
+  void push(float lr, int64_t step, int64_t weight = 1);
 
   const std::vector<KeyRange>& ranges() const { return ranges_; }
   // The version of each server's range that the parameters hold now.

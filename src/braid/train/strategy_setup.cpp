@@ -33,14 +33,16 @@ std::unique_ptr<parallel::Strategy> make_strategy(
   const int world = group ? group->size() : 1;
   std::string name = config.strategy;
   if (name == "auto") name = ps ? "ps" : world > 1 ? "ddp" : "single";
-  BRAID_CHECK(!ps || name == "ps", "strategy '", name,
+  BRAID_CHECK(!ps || name == "ps" || name == "fedavg", "strategy '", name,
               "' runs in a job of equal ranks, but this is a parameter-server job (",
               ps ? ps->workers : 0, " workers, ", ps ? ps->servers : 0,
               " servers); use strategy ps, or launch with -n N instead of --servers/--workers");
-  if (name == "ps") {
-    BRAID_CHECK(ps && group,
-                "strategy 'ps' runs in a parameter-server job: start it with braid "
-                "launch --servers S --workers W (or TF_CONFIG, DMLC_* variables, --cluster)");
+  if (name == "ps" || name == "fedavg") {
+    // Federated averaging's workers pull the global model and push their clients' changes
+    // through the same parameter-server exchange (train/trainer_fedavg.cpp drives it).
+    BRAID_CHECK(ps && group, "strategy '", name,
+                "' runs in a parameter-server job: start it with braid launch --servers S "
+                "--workers W (or TF_CONFIG, DMLC_* variables, --cluster)");
     BRAID_CHECK(!config.sync_batchnorm,
                 "sync_batchnorm needs every rank's batch statistics at each layer; parameter-"
                 "server workers do not talk during a step: drop sync_batchnorm");
@@ -72,11 +74,23 @@ std::unique_ptr<parallel::Strategy> make_strategy(
 }
 
 parallel::PsRules ps_rules(const TrainConfig& config, int workers) {
-  return parallel::PsRules{.mode = parallel::parse_ps_mode(config.ps.mode),
-                           .workers = workers,
-                           .backup_workers = static_cast<int>(config.ps.backup_workers),
-                           .staleness_bound = static_cast<int>(config.ps.staleness_bound),
-                           .staleness_lr = config.ps.staleness_lr};
+  parallel::PsRules r;
+  r.workers = workers;
+  if (config.strategy == "fedavg") {
+    const auto& f = config.fedavg;
+    r.federated = parallel::ServerOptimizerOptions{
+        .kind = parallel::parse_server_optimizer(f.server_optimizer),
+        .lr = static_cast<float>(f.server_lr),
+        .momentum = static_cast<float>(f.server_momentum),
+        .beta2 = static_cast<float>(f.server_beta2),
+        .eps = static_cast<float>(f.server_eps)};
+    return r;  // sync rounds, every live worker counts
+  }
+  r.mode = parallel::parse_ps_mode(config.ps.mode);
+  r.backup_workers = static_cast<int>(config.ps.backup_workers);
+  r.staleness_bound = static_cast<int>(config.ps.staleness_bound);
+  r.staleness_lr = config.ps.staleness_lr;
+  return r;
 }
 
 }  // namespace braid::train
