@@ -87,6 +87,7 @@ class Loader {
 
   const LoaderOptions& options() const { return options_; }
   const Source& source() const { return *source_; }
+  const std::shared_ptr<const Source>& shared_source() const { return source_; }
 
  private:
   struct Slot {

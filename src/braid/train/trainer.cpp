@@ -271,6 +271,7 @@ void Trainer::drain_vote() {
 
 RunOutcome Trainer::run(int64_t stop_at_step) {
   BRAID_CHECK(train_loader_, "run: this trainer was built without data");
+  if (config_.strategy == "fedavg") return run_federated(stop_at_step);
   const bool writer = writes_outputs();
   if (writer) std::filesystem::create_directories(config_.out);
   MetricsLog metrics = writer ? MetricsLog(config_.out + "/metrics.jsonl") : MetricsLog();

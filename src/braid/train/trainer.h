@@ -136,6 +136,9 @@ class Trainer {
   void warn_if_horizon_changed(const nlohmann::json& train_state, const std::string& dir) const;
 
   void init(bool load_data);
+  // run() for strategy fedavg: rounds of federated averaging instead of steps
+  // (trainer_fedavg.cpp); step_ counts rounds.
+  RunOutcome run_federated(int64_t stop_at_round);
   int agreed_stop();  // the stop request every rank agrees on (0: none)
   void drain_vote();
   void write_timeline();
