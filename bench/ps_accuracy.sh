@@ -3,14 +3,20 @@
 # test accuracy of ps sync, async and ssp (s = 2) beside one process at batch 256 and 2-rank
 # local SGD (H = 8). Prints one line per run: its name, best and final test accuracy; the
 # async run's staleness histogram from its server's ps-server-0.json.
-#   bench/ps_accuracy.sh [OUT_DIR] [RUNS...]   (runs: one sync async ssp local_sgd; default all)
+# FedAvg runs the same 5 epochs' worth of client training (K = 100 clients, C = 0.1, E = 1,
+# local batch 32, SGD 0.05 with momentum 0.9: 50 rounds), IID and Dirichlet(0.1) splits.
+#   bench/ps_accuracy.sh [OUT_DIR] [RUNS...]
+#   (runs: one sync async ssp local_sgd fedavg_iid fedavg_dirichlet fedavgm_dirichlet;
+#    default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 braid=${BRAID:-build/release/braid}
 out=${1:-/tmp/braid-ps-accuracy}
 shift || true
 runs=("$@")
-((${#runs[@]})) || runs=(one sync async ssp local_sgd)
+((${#runs[@]})) || runs=(one sync async ssp local_sgd fedavg_iid fedavg_dirichlet fedavgm_dirichlet)
+fedavg=(--strategy fedavg --fedavg.clients 100 --fedavg.fraction 0.1 --fedavg.local-epochs 1
+  --batch 32 --optimizer sgd --lr 0.05 --momentum 0.9 --schedule constant --eval-every 10)
 mkdir -p "$out"
 common=(--model cnn --epochs 5 --threads 1 --log-every 100 --overwrite)
 for run in "${runs[@]}"; do
@@ -23,6 +29,13 @@ for run in "${runs[@]}"; do
     local_sgd)
       "$braid" launch -n 2 -- "$braid" train "${common[@]}" --batch 128 --strategy local_sgd \
         --local-sgd.period 8 --out "$dir" >"$out/$run.log" 2>&1 ;;
+    fedavg_iid | fedavg_dirichlet | fedavgm_dirichlet)
+      split=(--fedavg.split iid)
+      [[ $run == *dirichlet ]] && split=(--fedavg.split dirichlet --fedavg.alpha 0.1)
+      server=()
+      [[ $run == fedavgm_* ]] && server=(--fedavg.server-optimizer avgm --fedavg.server-momentum 0.5)
+      "$braid" launch --servers 1 --workers 2 -- "$braid" train "${common[@]}" "${fedavg[@]}" \
+        "${split[@]}" "${server[@]}" --out "$dir" >"$out/$run.log" 2>&1 ;;
     *) echo "unknown run '$run'" >&2; exit 2 ;;
   esac
   python3 - "$dir" "$run" <<'PY'

@@ -22,14 +22,15 @@ using braid::testing::has_text;
 using braid::testing::run_braid;
 using braid::testing::TempDir;
 
-// A small MLP with Adam (state the servers must carry across a restart) at a constant rate.
+// A small MLP at a constant rate; each test names its optimizer (Adam: state the servers must
+// carry across a restart).
 std::string tiny_mlp(const TempDir& tmp) {
   std::ofstream(tmp.file("tiny_mlp.json")) << R"({"input": [28, 28, 1], "layers": [
       {"type": "flatten"}, {"type": "linear", "out_features": 32}, {"type": "relu"},
       {"type": "linear", "out_features": 10}]})";
   return "--model " + tmp.file("tiny_mlp.json") +
-         " --batch 16 --optimizer adam --lr 0.003 --schedule constant --threads 1 "
-         "--eval-batches 4 --log-every 100 --strategy ps ";
+         " --batch 16 --schedule constant --threads 1 "
+         "--eval-batches 4 --log-every 100 ";
 }
 
 BraidResult launch_ps(int servers, int workers, const std::string& flags) {
@@ -46,7 +47,8 @@ std::string bytes_of(const std::string& path) {
 TEST(PsCli, ResumedSyncRunEqualsTheUninterruptedOneBitwise) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
-  const std::string flags = tiny_mlp(tmp) + "--ps.mode sync --eval-every 1000 ";
+  const std::string flags =
+      tiny_mlp(tmp) + "--optimizer adam --lr 0.003 --strategy ps --ps.mode sync --eval-every 1000 ";
   const BraidResult whole = launch_ps(2, 2, flags + "--steps 40 --out " + tmp.file("whole"));
   ASSERT_EQ(whole.code, 0) << whole.output;
   const BraidResult first = launch_ps(2, 2, flags + "--steps 20 --out " + tmp.file("resumed"));
@@ -65,7 +67,7 @@ TEST(PsCli, ResumedSyncRunEqualsTheUninterruptedOneBitwise) {
 TEST(PsCli, ResumingWithOtherServersIsAnErrorNamingTheShard) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
-  const std::string flags = tiny_mlp(tmp) + "--eval-every 1000 ";
+  const std::string flags = tiny_mlp(tmp) + "--optimizer adam --strategy ps --eval-every 1000 ";
   ASSERT_EQ(launch_ps(1, 1, flags + "--steps 4 --out " + tmp.file("run")).code, 0);
   const BraidResult r = launch_ps(2, 1, "--resume " + tmp.file("run") + " --steps 8");
   EXPECT_NE(r.code, 0);
@@ -81,7 +83,7 @@ TEST(PsCli, ChiefsStopDecisionEndsEveryWorker) {
     const std::string out = tmp.file("out");
     const BraidResult r =
         launch_ps(1, 2,
-                  tiny_mlp(tmp) + "--ps.mode " + mode +
+                  tiny_mlp(tmp) + "--optimizer adam --lr 0.003 --strategy ps --ps.mode " + mode +
                       " --eval-every 5 --stop.target 0.5 --steps 400 --out " + out);
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_TRUE(has_text(r.output, "[worker 0] converged (stop.target) at step"));
@@ -92,6 +94,29 @@ TEST(PsCli, ChiefsStopDecisionEndsEveryWorker) {
     const BraidResult eval = run_braid("eval --checkpoint " + out);
     EXPECT_EQ(eval.code, 0) << eval.output;
   }
+}
+
+// A short federated run: every process ends cleanly, the chief evaluates each round and
+// saves a model braid eval loads, and the servers applied one update a round.
+TEST(PsCli, FedAvgRunsItsRoundsAndSavesTheModel) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string out = tmp.file("out");
+  const BraidResult r =
+      launch_ps(2, 2,
+                tiny_mlp(tmp) +
+                    "--strategy fedavg --optimizer sgd --lr 0.05 --fedavg.clients 8 "
+                    "--fedavg.fraction 0.5 --fedavg.split dirichlet --fedavg.alpha 0.5 "
+                    "--fedavg.rounds 4 --fedavg.prox-mu 0.01 --fedavg.server-optimizer adam "
+                    "--fedavg.server-lr 0.01 --eval-every 1 --out " +
+                    out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has_text(r.output, "[worker 0] eval  round 4"));
+  EXPECT_TRUE(has_text(r.output, "[worker 0] done: 4 rounds"));
+  std::ifstream stats(out + "/ps-server-1.json");
+  EXPECT_TRUE(has_text(std::string(std::istreambuf_iterator<char>(stats), {}), "\"updates\": 4"));
+  const BraidResult eval = run_braid("eval --checkpoint " + out);
+  EXPECT_EQ(eval.code, 0) << eval.output;
 }
 
 }  // namespace

@@ -140,6 +140,34 @@ TEST(PsFaults, KilledServerIsNamedOnEveryWorker) {
   EXPECT_TRUE(has_text(out, "rank 3 (process " + std::to_string(victim) + ") died"));
 }
 
+// Federated averaging over three workers: one killed mid-run leaves its clients of that round
+// out; the servers go on with the others' and the run ends with the model saved.
+TEST(PsFaults, FedAvgJobFinishesWithoutAKilledWorker) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  auto job = launch_ps(1, 3,
+                       "--model mlp --strategy fedavg --fedavg.clients 60 "
+                       "--fedavg.fraction 0.1 --fedavg.rounds 30 --batch 32 --optimizer sgd "
+                       "--lr 0.05 --eval-every 10 --eval-batches 4 --log-every 1 --threads 1 "
+                       "--overwrite --out " +
+                           tmp.file("out"),
+                       "60");
+  HangGuard guard(job->pid(), kHangLimit);
+  const pid_t victim = pid_of(*job, "worker 1");
+  ASSERT_GT(victim, 0) << job->output();
+  ASSERT_TRUE(job->wait_for("[worker 0] round 2/30")) << job->output();
+  let_it_compute(victim, 5);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  const int code = job->finish();
+  ASSERT_FALSE(guard.fired()) << "the job hung after worker 1 died:\n" << job->output();
+  EXPECT_EQ(code, 0) << job->output();
+  const std::string& out = job->output();
+  EXPECT_TRUE(has_text(out, "[ps 0] [braid W] ps server 0: lost worker 1"));
+  EXPECT_TRUE(has_text(out, "[worker 0] done: 30 rounds"));
+  EXPECT_TRUE(std::filesystem::exists(tmp.file("out/checkpoint/model.safetensors")));
+  EXPECT_EQ(read_json(tmp.file("out/ps-server-0.json"))["updates"].get<int64_t>(), 30);
+}
+
 // Each rank learns its role, its index in it and the job's shape; output is prefixed by role.
 TEST(PsLaunch, RanksLearnTheirRoles) {
   const TempDir tmp;

@@ -150,5 +150,50 @@ TEST(PsShard, BadRulesAreRefusedNamingTheKey) {
   EXPECT_EQ(parse_ps_mode("ssp"), PsMode::ssp);
 }
 
+// Federated rounds: the pushes are weighted sums of model changes; the round applies the
+// weighted mean (sum / sum of weights) through the server optimizer once every live worker
+// pushed, and a lost worker leaves the round to the others instead of failing it.
+TEST(PsShard, FederatedRoundAppliesTheWeightedMeanChange) {
+  PsRules rules{.mode = PsMode::sync, .workers = 2};
+  rules.federated = ServerOptimizerOptions{.kind = ServerOptimizerKind::avg, .lr = 1.0f};
+  PsShard s = shard(rules);
+  // Worker 0's clients: 30 samples moved the model by +0.2 each (sum 6); worker 1's 10
+  // samples by -0.2 each (sum -2): the mean change is (6 - 2) / 40 = 0.1.
+  EXPECT_EQ(s.push({.worker = 0, .step = 0, .lr = 0.1f, .weight = 30}, filled(6.0f)), 0);
+  EXPECT_EQ(s.push({.worker = 1, .step = 0, .lr = 0.1f, .weight = 10}, filled(-2.0f)), 1);
+  for (float p : s.params()) EXPECT_FLOAT_EQ(p, 1.1f);
+  EXPECT_TRUE(s.may_pull(1));
+}
+
+TEST(PsShard, FederatedRoundGoesOnWithoutALostWorker) {
+  PsRules rules{.mode = PsMode::sync, .workers = 3};
+  rules.federated = ServerOptimizerOptions{.kind = ServerOptimizerKind::avg, .lr = 1.0f};
+  PsShard s = shard(rules);
+  EXPECT_EQ(s.push({.worker = 0, .step = 0, .weight = 10}, filled(1.0f)), 0);
+  EXPECT_EQ(s.push({.worker = 2, .step = 0, .weight = 10}, filled(3.0f)), 0);
+  s.lose_worker(1);  // the round completes with the two that pushed: (1 + 3) / 20
+  EXPECT_EQ(s.version(), 1);
+  for (float p : s.params()) EXPECT_FLOAT_EQ(p, 1.2f);
+  EXPECT_EQ(s.push({.worker = 0, .step = 1, .weight = 5}, filled(1.0f)), 0);
+  EXPECT_EQ(s.push({.worker = 2, .step = 1, .weight = 5}, filled(1.0f)), 1);
+  for (float p : s.params()) EXPECT_FLOAT_EQ(p, 1.4f);
+}
+
+TEST(PsShard, FederatedServerStateSurvivesASnapshot) {
+  PsRules rules{.mode = PsMode::sync, .workers = 1};
+  rules.federated =
+      ServerOptimizerOptions{.kind = ServerOptimizerKind::avgm, .lr = 1.0f, .momentum = 0.5f};
+  PsShard a = shard(rules), b = shard(rules);
+  a.push({.worker = 0, .step = 0, .weight = 1}, filled(1.0f));
+  b.restore(a.snapshot());
+  a.push({.worker = 0, .step = 1, .weight = 1}, filled(1.0f));
+  b.push({.worker = 0, .step = 1, .weight = 1}, filled(1.0f));
+  // m = 1, then 0.5 + 1: 1 + 1 + 1.5 with the momentum carried over.
+  for (size_t i = 0; i < 10; ++i) {
+    EXPECT_FLOAT_EQ(a.params()[i], 3.5f);
+    EXPECT_EQ(a.params()[i], b.params()[i]);
+  }
+}
+
 }  // namespace
 }  // namespace braid::parallel
