@@ -423,5 +423,31 @@ TEST(ClusterSpec, TfConfigAndDmlcThatDisagreeAreRefused) {
   expect_error(vars, {"DMLC_ROLE=scheduler", "needs no scheduler"});
 }
 
+// job_env: a TF_CONFIG task started without a braid launcher gets its rank, the world size
+// and the store's address from the spec; variables a launcher set win; a DMLC process
+// without an index is an error saying what to set.
+TEST(ClusterSpec, JobEnvFillsTheRankWorldAndStoreFromTheSpec) {
+  const Vars vars{{"TF_CONFIG", tf_config("ps", 1)}};
+  const ClusterSpec spec = *read_cluster_spec(fake(vars));
+  const GetEnv env = job_env(spec, fake(vars));
+  ASSERT_NE(env("BRAID_RANK"), nullptr);
+  EXPECT_EQ(std::string(env("BRAID_RANK")), std::to_string(spec.global_rank()));
+  EXPECT_EQ(std::string(env("BRAID_WORLD_SIZE")), "6");
+  EXPECT_EQ(std::string(env("BRAID_STORE_ADDR")), "c0:2000");
+  EXPECT_EQ(std::string(env("TF_CONFIG")), tf_config("ps", 1));  // the rest passes through
+
+  Vars launched = vars;
+  launched["BRAID_RANK"] = "4";
+  launched["BRAID_STORE_ADDR"] = "127.0.0.1:5000";
+  const GetEnv kept = job_env(spec, fake(launched));
+  EXPECT_EQ(std::string(kept("BRAID_RANK")), "4");
+  EXPECT_EQ(std::string(kept("BRAID_STORE_ADDR")), "127.0.0.1:5000");
+  EXPECT_EQ(kept("BRAID_WORLD_SIZE"), nullptr);
+
+  const Vars dmlc = dmlc_vars("server");
+  const ClusterSpec unindexed = *read_cluster_spec(fake(dmlc));
+  expect_fragments(error_of([&] { job_env(unindexed, fake(dmlc)); }), {"set BRAID_ROLE_INDEX"});
+}
+
 }  // namespace
 }  // namespace braid::launch

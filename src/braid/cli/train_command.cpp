@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 struct TrainFlags {
-  std::string config, resume, init_from;
+  std::string config, resume, init_from, cluster;
   bool overwrite = false;
   std::function<void(json&)> apply_settings;
 };
@@ -100,7 +100,9 @@ void run_server(const train::TrainConfig& config, const launch::ClusterSpec& spe
 void run_train(const TrainFlags& f) {
   // A parameter-server job names each process's role (braid launch --servers/--workers,
   // TF_CONFIG, --cluster or DMLC_*).
-  const std::optional<launch::ClusterSpec> cluster = launch::read_cluster_spec();
+  const std::optional<launch::ClusterSpec> cluster =
+      f.cluster.empty() ? launch::read_cluster_spec()
+                        : std::optional<launch::ClusterSpec>(launch::read_cluster_file(f.cluster));
   if (cluster && cluster->has_evaluator)
     BRAID_THROW(Error, "the ", cluster->source,
                 " description has an evaluator task; braid's chief (worker 0) evaluates, so "
@@ -246,6 +248,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--init-from", flags->init_from,
                   "start from these weights: a safetensors file (a PyTorch state_dict or a "
                   "braid model.safetensors) or a checkpoint directory");
+  cmd->add_option("--cluster", flags->cluster,
+                  "a parameter-server job's cluster spec: TF_CONFIG's JSON in a file "
+                  "({\"cluster\": {\"worker\": [...], \"ps\": [...]}, \"task\": {...}})");
   cmd->add_flag("--overwrite", flags->overwrite,
                 "replace the checkpoint and metrics a run already left in --out");
   cmd->callback([flags] { run_train(*flags); });

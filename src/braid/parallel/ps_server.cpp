@@ -31,10 +31,14 @@ PsServer::PsServer(std::shared_ptr<comm::Group> world, PsServerOptions options)
                             l.servers)[static_cast<size_t>(options_.server)];
   staging_.assign(static_cast<size_t>(range_.size()), 0.0f);
   members_.assign(static_cast<size_t>(l.workers), Member::live);
+  worker_pushes_.assign(static_cast<size_t>(l.workers), 0);
+  first_push_s_.assign(static_cast<size_t>(l.workers), 0.0);
+  last_push_s_.assign(static_cast<size_t>(l.workers), 0.0);
   last_heard_.assign(static_cast<size_t>(l.workers), Clock::now());
 }
 
 void PsServer::run() {
+  started_ = Clock::now();
   PsRequest request;
   int source = -1;
   const auto live = [&] { return std::count(members_.begin(), members_.end(), Member::live); };
@@ -145,11 +149,19 @@ void PsServer::handle(const PsRequest& r, int source) {
         return;
       }
       ++pushes_;
+      {
+        const double at = std::chrono::duration<double>(Clock::now() - started_).count();
+        if (worker_pushes_[w]++ == 0) first_push_s_[w] = at;
+        last_push_s_[w] = at;
+      }
       // A step at or past the chief's stop was computed before the worker learnt of it.
       if (stop_at_ >= 0 && r.step >= stop_at_) return;
-      shard_->push(
-          {.worker = r.worker, .step = r.step, .based_on = r.based_on, .lr = r.lr, .weight = r.weight},
-          staging_);
+      shard_->push({.worker = r.worker,
+                    .step = r.step,
+                    .based_on = r.based_on,
+                    .lr = r.lr,
+                    .weight = r.weight},
+                   staging_);
       answer_waiting_pulls();
       return;
     }
@@ -239,6 +251,9 @@ PsServerStats PsServer::stats() const {
   s.pushes = pushes_;
   s.pulls = pulls_;
   s.lost = lost_log_;
+  s.worker_pushes = worker_pushes_;
+  s.first_push_s = first_push_s_;
+  s.last_push_s = last_push_s_;
   if (!shard_) return s;
   s.version = shard_->version();
   s.dropped = shard_->dropped();

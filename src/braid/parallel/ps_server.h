@@ -56,6 +56,10 @@ struct PsServerStats {
   int64_t pushes = 0, pulls = 0;
   std::vector<int64_t> staleness_histogram;
   std::vector<std::string> lost;  // "worker 1: its process is gone (...)", in order
+  // Per worker: pushes, and the seconds since run() began of its first and last push (its
+  // own rate is (pushes - 1) steps over the time between).
+  std::vector<int64_t> worker_pushes;
+  std::vector<double> first_push_s, last_push_s;
 };
 
 class PsServer {
@@ -98,6 +102,9 @@ class PsServer {
   std::vector<Clock::time_point> last_heard_;
   int64_t stop_at_ = -1;
   int64_t pushes_ = 0, pulls_ = 0;
+  Clock::time_point started_;
+  std::vector<int64_t> worker_pushes_;
+  std::vector<double> first_push_s_, last_push_s_;
   std::vector<std::string> lost_log_;
 };
 

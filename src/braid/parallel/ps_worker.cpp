@@ -1,5 +1,7 @@
 #include "parallel/ps_worker.h"
 
+#include <algorithm>
+
 #include "comm/collectives.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -24,6 +26,22 @@ PsWorker::PsWorker(std::unique_ptr<nn::Module> module, StepOptions options,
   ranges_ = split_key_ranges(optimizer_->segments(), params_.size(), layout_.servers);
   versions_.assign(ranges_.size(), 0);
   replies_.assign(ranges_.size(), PsPullReply{});
+  push_.final_floats.assign(ranges_.size(), 0);
+  push_.started.assign(ranges_.size(), false);
+  push_.requests.assign(ranges_.size(), PsRequest{});
+  params_.add_ready_listener([this](int64_t begin, int64_t end) { on_ready(begin, end); });
+}
+
+void PsWorker::on_ready(int64_t begin, int64_t end) {
+  if (!push_.armed) return;
+  for (size_t s = 0; s < ranges_.size(); ++s) {
+    const KeyRange& r = ranges_[s];
+    const int64_t overlap = std::min(end, r.end) - std::max(begin, r.begin);
+    if (overlap <= 0) continue;
+    push_.final_floats[s] += overlap;
+    if (push_.final_floats[s] == r.size() && !push_.started[s])
+      start_push(static_cast<int>(s), push_.lr, push_.step, 1);
+  }
 }
 
 void PsWorker::seed_servers() {
@@ -112,20 +130,32 @@ void PsWorker::save_outside(const std::string& dir) {
   wait_servers(ids, "saving a checkpoint");
 }
 
+void PsWorker::start_push(int s, float lr, int64_t step, int64_t weight) {
+  const auto i = static_cast<size_t>(s);
+  const KeyRange& r = ranges_[i];
+  push_.started[i] = true;
+  // The request stays alive in push_.requests until its send completes.
+  push_.requests[i] = {.kind = PsRequestKind::push,
+                       .worker = world_->rank(),
+                       .step = step,
+                       .based_on = versions_[i],
+                       .lr = lr,
+                       .weight = weight};
+  const int rank = layout_.server_rank(s);
+  push_.ids.push_back(world_->isend(rank, kRequestTag, &push_.requests[i], sizeof(PsRequest)));
+  push_.ids.push_back(world_->isend(rank, kPushTag, params_.grads() + r.begin,
+                                    static_cast<size_t>(r.size()) * sizeof(float)));
+}
+
 void PsWorker::push(float lr, int64_t step, int64_t weight) {
-  const float* grads = params_.grads();
-  for (int s = 0; s < layout_.servers; ++s) {
-    const KeyRange& r = ranges_[static_cast<size_t>(s)];
-    request(s, {.kind = PsRequestKind::push,
-                .worker = world_->rank(),
-                .step = step,
-                .based_on = versions_[static_cast<size_t>(s)],
-                .lr = lr,
-                .weight = weight});
-    const comm::RequestId id = world_->isend(layout_.server_rank(s), kPushTag, grads + r.begin,
-                                             static_cast<size_t>(r.size()) * sizeof(float));
-    wait_servers(std::span<const comm::RequestId>(&id, 1), "pushing the gradient");
-  }
+  push_.armed = false;
+  for (int s = 0; s < layout_.servers; ++s)
+    if (!push_.started[static_cast<size_t>(s)]) start_push(s, lr, step, weight);
+  std::vector<comm::RequestId> ids;
+  ids.swap(push_.ids);
+  std::fill(push_.started.begin(), push_.started.end(), false);
+  std::fill(push_.final_floats.begin(), push_.final_floats.end(), 0);
+  wait_servers(ids, "pushing the gradient");
 }
 
 double PsWorker::step(const data::Batch& batch, float lr, int64_t step) {
@@ -134,6 +164,11 @@ double PsWorker::step(const data::Batch& batch, float lr, int64_t step) {
   pull(step);
   times_.communication_exposed += watch.lap();
   micro_.split(batch, options_.accumulate_steps);
+  // A range is final when the one backward reports it; with micro-batches, only after the
+  // last, so those push after backward.
+  push_.armed = options_.accumulate_steps == 1;
+  push_.lr = lr;
+  push_.step = step;
   const double loss = accumulate_micro_batches(micro_, step, world_->rank(), layout_.workers);
   watch.lap();
   push(lr, step);

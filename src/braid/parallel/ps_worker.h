@@ -14,9 +14,10 @@
 // from its next pull's reply and stops at that step boundary (stop_announced()). A server
 // that dies fails this worker's next wait with an error naming it.
 //
-// This first version pulls every range before forward and pushes after backward; pulling
-// the first layers first and pushing a range as soon as backward finishes it (overlap)
-// come next. One thread drives the world group: the rank's compute thread.
+// A server's range is pushed as soon as backward has made all of it final (the last layers'
+// server first), so pushes overlap the rest of backward; with micro-batches, after the last.
+// Every range is pulled before forward. One thread drives the world group: the rank's
+// compute thread.
 #pragma once
 
 #include <memory>
@@ -70,6 +71,9 @@ class PsWorker : public Strategy {
 
  private:
   void seed_servers();
+  // Starts pushing server `s`'s range of the gradient (request and payload, not waited for).
+  void start_push(int s, float lr, int64_t step, int64_t weight);
+  void on_ready(int64_t begin, int64_t end);
   void request(int server, const PsRequest& r);
   // Waits on requests to servers; a server's failure becomes an error naming it and `what`.
   void wait_servers(std::span<const comm::RequestId> ids, const char* what);
@@ -81,6 +85,17 @@ class PsWorker : public Strategy {
   std::vector<KeyRange> ranges_;
   std::vector<int64_t> versions_;
   std::vector<PsPullReply> replies_;
+  // The push under way: armed for the step's last backward, each server's floats reported
+  // final so far, whether its push started, and the requests to wait for.
+  struct PushInFlight {
+    bool armed = false;
+    float lr = 0;
+    int64_t step = 0;
+    std::vector<int64_t> final_floats;
+    std::vector<bool> started;
+    std::vector<PsRequest> requests;
+    std::vector<comm::RequestId> ids;
+  } push_;
   bool seeded_ = false;
   int64_t stop_at_ = -1;
   MicroBatches micro_;

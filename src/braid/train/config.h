@@ -90,6 +90,7 @@ struct TrainConfig {
   } stop;
   // Benchmarks: milliseconds this rank sleeps after each step, to play a straggler.
   double slow_step_ms = 0;
+  bool slow_step_random = false;  // sleep a uniform [0, 2 slow_step_ms) instead: a jittery rank
   int64_t accumulate_steps = 1;
   bool deterministic = false;
   bool sync_batchnorm = false;

@@ -105,6 +105,9 @@ void serve_parameters(const TrainConfig& config, std::shared_ptr<comm::Group> wo
                                  {"dropped", s.dropped},
                                  {"staleness_histogram", s.staleness_histogram},
                                  {"lost_workers", s.lost},
+                                 {"worker_pushes", s.worker_pushes},
+                                 {"first_push_seconds", s.first_push_s},
+                                 {"last_push_seconds", s.last_push_s},
                                  {"seconds", watch.elapsed()}};
   std::filesystem::create_directories(config.out);
   write_file_atomic(config.out + "/ps-server-" + std::to_string(server) + ".json",

@@ -215,6 +215,11 @@ std::vector<Setting> make_settings() {
       "slow_step_ms", kParallel, kNonNegative,
       "benchmarks: sleep this long after each step on this rank (a straggler; set per rank)",
       [](auto& c) -> auto& { return c.slow_step_ms; }));
+  t.push_back(row(
+      "slow_step_random", K::boolean, kParallel,
+      "benchmarks: sleep a uniform random [0, 2 slow_step_ms) after each step instead (the same "
+      "mean, a slowness that comes and goes)",
+      [](auto& c) -> auto& { return c.slow_step_random; }));
   t.push_back(integer(
       "accumulate_steps", kParallel, 1, 1 << 20,
       "micro-batches per step: batch is cut into this many, gradients added before one update",

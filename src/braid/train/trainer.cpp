@@ -28,6 +28,8 @@ namespace {
 // The forward randomness of evaluation (dropout is off in eval mode; kept for layers
 // that might draw).
 constexpr uint64_t kForwardStream = 2;
+// slow_step_random's draws (a benchmark's), one stream per rank from here up.
+constexpr uint64_t kSlowStepStream = uint64_t{1} << 58;
 
 }  // namespace
 
@@ -116,8 +118,16 @@ float Trainer::learning_rate() const { return schedule_->lr(step_); }
 
 double Trainer::train_step(const data::Batch& batch) {
   const double loss = strategy_->step(batch, learning_rate(), step_);
-  if (config_.slow_step_ms > 0)
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(config_.slow_step_ms));
+  if (config_.slow_step_ms > 0) {
+    // Drawn per (rank, step): a benchmark's jitter, apart from every stream training uses.
+    const double ms = config_.slow_step_random
+                          ? 2.0 * config_.slow_step_ms *
+                                Rng(config_.seed, kSlowStepStream + static_cast<uint64_t>(rank_))
+                                    .fork(static_cast<uint64_t>(step_))
+                                    .uniform()
+                          : config_.slow_step_ms;
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+  }
   const parallel::StepTimes& t = strategy_->last_times();
   times_.forward = t.forward;
   times_.backward = t.backward;
