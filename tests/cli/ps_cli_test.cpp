@@ -13,6 +13,7 @@
 #include "fashion_mnist_data.h"
 #include "run_braid.h"
 #include "temp_dir.h"
+#include "tiny_mlp.h"
 
 namespace {
 
@@ -24,14 +25,7 @@ using braid::testing::TempDir;
 
 // A small MLP at a constant rate; each test names its optimizer (Adam: state the servers must
 // carry across a restart).
-std::string tiny_mlp(const TempDir& tmp) {
-  std::ofstream(tmp.file("tiny_mlp.json")) << R"({"input": [28, 28, 1], "layers": [
-      {"type": "flatten"}, {"type": "linear", "out_features": 32}, {"type": "relu"},
-      {"type": "linear", "out_features": 10}]})";
-  return "--model " + tmp.file("tiny_mlp.json") +
-         " --batch 16 --schedule constant --threads 1 "
-         "--eval-batches 4 --log-every 100 ";
-}
+std::string tiny_mlp(const TempDir& tmp) { return braid::testing::tiny_mlp_flags(tmp); }
 
 BraidResult launch_ps(int servers, int workers, const std::string& flags) {
   return run_braid("launch --servers " + std::to_string(servers) + " --workers " +

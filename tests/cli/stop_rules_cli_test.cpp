@@ -15,6 +15,7 @@
 #include "fashion_mnist_data.h"
 #include "run_braid.h"
 #include "temp_dir.h"
+#include "tiny_mlp.h"
 
 namespace {
 
@@ -31,15 +32,9 @@ constexpr int64_t kMaxSteps = 400;
   return ::testing::AssertionFailure() << "\n  output: " << text << "\n  lacks:  " << part;
 }
 
-// A small MLP (about 25,000 parameters, well under a millisecond a step): a run of 400
-// steps takes about a second.
+// The tiny MLP (tiny_mlp.h) with Adam.
 std::string tiny_mlp(const TempDir& tmp) {
-  std::ofstream(tmp.file("tiny_mlp.json")) << R"({"input": [28, 28, 1], "layers": [
-      {"type": "flatten"}, {"type": "linear", "out_features": 32}, {"type": "relu"},
-      {"type": "linear", "out_features": 10}]})";
-  return "--model " + tmp.file("tiny_mlp.json") +
-         " --batch 16 --optimizer adam --lr 0.003 --schedule constant --threads 1 "
-         "--eval-batches 4 --log-every 100 ";
+  return braid::testing::tiny_mlp_flags(tmp) + "--optimizer adam --lr 0.003 ";
 }
 
 // Evaluations every 5 steps, up to kMaxSteps.

@@ -279,6 +279,26 @@ void Trainer::drain_vote() {
   vote_pending_ = false;
 }
 
+// A new checkpoint is complete on disk before the previous one goes: a crash at any point
+// leaves at least one whole, verifiable checkpoint (checkpoint, .previous or .partial).
+void Trainer::checkpoint_now() {
+  namespace fs = std::filesystem;
+  // Every rank, writer or not: synchronize() is collective, and the decision to save at the
+  // end of a run must be the same on every rank.
+  strategy_->synchronize();
+  if (!writes_outputs()) return;
+  const std::string final_dir = config_.out + "/checkpoint";
+  const std::string partial = final_dir + ".partial", previous = final_dir + ".previous";
+  fs::remove_all(partial);
+  save_checkpoint(partial);
+  if (fs::exists(final_dir)) {
+    fs::remove_all(previous);
+    fs::rename(final_dir, previous);
+  }
+  fs::rename(partial, final_dir);
+  fs::remove_all(previous);
+}
+
 RunOutcome Trainer::run(int64_t stop_at_step) {
   BRAID_CHECK(train_loader_, "run: this trainer was built without data");
   if (config_.strategy == "fedavg") return run_federated(stop_at_step);
@@ -351,28 +371,11 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
     strategy_->announce_stop(step_);
     return true;
   };
-  // A new checkpoint is complete on disk before the previous one goes: a crash at any
-  // point leaves at least one whole, verifiable checkpoint (checkpoint, .previous or
-  // .partial).
   const std::string checkpoint_dir = config_.out + "/checkpoint";
   int64_t checkpointed_step = -1;
   auto checkpoint = [&] {
-    namespace fs = std::filesystem;
-    // Every rank, writer or not: synchronize() is collective, and the decision to save
-    // at the end below must be the same on every rank.
-    strategy_->synchronize();
+    checkpoint_now();
     checkpointed_step = step_;
-    if (!writer) return;
-    const std::string& final_dir = checkpoint_dir;
-    const std::string partial = final_dir + ".partial", previous = final_dir + ".previous";
-    fs::remove_all(partial);
-    save_checkpoint(partial);
-    if (fs::exists(final_dir)) {
-      fs::remove_all(previous);
-      fs::rename(final_dir, previous);
-    }
-    fs::rename(partial, final_dir);
-    fs::remove_all(previous);
   };
 
   if (!config_.timeline.empty()) {

@@ -136,6 +136,8 @@ class Trainer {
   void warn_if_horizon_changed(const nlohmann::json& train_state, const std::string& dir) const;
 
   void init(bool load_data);
+  // Saves <out>/checkpoint through .partial (every rank calls it; rank 0 writes).
+  void checkpoint_now();
   // run() for strategy fedavg: rounds of federated averaging instead of steps
   // (trainer_fedavg.cpp); step_ counts rounds.
   RunOutcome run_federated(int64_t stop_at_round);

@@ -106,21 +106,6 @@ RunOutcome Trainer::run_federated(int64_t stop_at_round) {
 
   Stopwatch run_watch;
   const std::string checkpoint_dir = config_.out + "/checkpoint";
-  auto checkpoint = [&] {
-    namespace fs = std::filesystem;
-    strategy_->synchronize();
-    if (!writer) return;
-    const std::string partial = checkpoint_dir + ".partial",
-                      previous = checkpoint_dir + ".previous";
-    fs::remove_all(partial);
-    save_checkpoint(partial);
-    if (fs::exists(checkpoint_dir)) {
-      fs::remove_all(previous);
-      fs::rename(checkpoint_dir, previous);
-    }
-    fs::rename(partial, checkpoint_dir);
-    fs::remove_all(previous);
-  };
   std::string stop_rule;
   int stopped_by = 0;
   float* delta = params().grads();  // the round's accumulator: nothing else needs it here
@@ -182,7 +167,7 @@ RunOutcome Trainer::run_federated(int64_t stop_at_round) {
         break;
       }
     }
-    if (config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0) checkpoint();
+    if (config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0) checkpoint_now();
     if ((stopped_by = stop_requested()) != 0) break;
     if (strategy_->stop_announced()) {
       stop_rule = "announced";
@@ -190,7 +175,7 @@ RunOutcome Trainer::run_federated(int64_t stop_at_round) {
       break;
     }
   }
-  checkpoint();
+  checkpoint_now();
   const std::string how = stopped_by != 0     ? "stopped by " + std::string(signal_name(stopped_by))
                           : stop_rule.empty() ? std::string("done")
                                               : "converged (" + stop_rule + ")";
