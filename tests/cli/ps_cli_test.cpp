@@ -113,4 +113,27 @@ TEST(PsCli, FedAvgRunsItsRoundsAndSavesTheModel) {
   EXPECT_EQ(eval.code, 0) << eval.output;
 }
 
+// A federated run resumed after two of its four rounds ends with the same bits as one that
+// ran them all: rounds draw their clients by number, and the servers' FedAdam state comes
+// back from the checkpoint.
+TEST(PsCli, ResumedFedAvgRunEqualsTheUninterruptedOneBitwise) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string flags = tiny_mlp(tmp) +
+                            "--strategy fedavg --optimizer sgd --lr 0.05 --fedavg.clients 8 "
+                            "--fedavg.fraction 0.5 --fedavg.server-optimizer adam "
+                            "--fedavg.server-lr 0.01 --eval-every 1000 ";
+  ASSERT_EQ(launch_ps(1, 2, flags + "--fedavg.rounds 4 --out " + tmp.file("whole")).code, 0);
+  ASSERT_EQ(launch_ps(1, 2, flags + "--fedavg.rounds 2 --out " + tmp.file("resumed")).code, 0);
+  const BraidResult rest =
+      launch_ps(1, 2, "--resume " + tmp.file("resumed") + " --fedavg.rounds 4");
+  ASSERT_EQ(rest.code, 0) << rest.output;
+  EXPECT_TRUE(has_text(rest.output, "[worker 0] done: 4 rounds"));
+  for (const char* file : {"model.safetensors", "ps-server-0.safetensors"}) {
+    const std::string a = bytes_of(tmp.file("whole/checkpoint/") + file);
+    ASSERT_FALSE(a.empty()) << file;
+    EXPECT_TRUE(a == bytes_of(tmp.file("resumed/checkpoint/") + file)) << file << " differs";
+  }
+}
+
 }  // namespace

@@ -149,6 +149,7 @@ void PsWorker::start_push(int s, float lr, int64_t step, int64_t weight) {
 
 void PsWorker::push(float lr, int64_t step, int64_t weight) {
   push_.armed = false;
+  next_step_ = step + 1;  // what synchronize() waits for, whoever drives the steps
   for (int s = 0; s < layout_.servers; ++s)
     if (!push_.started[static_cast<size_t>(s)]) start_push(s, lr, step, weight);
   std::vector<comm::RequestId> ids;
@@ -172,7 +173,6 @@ double PsWorker::step(const data::Batch& batch, float lr, int64_t step) {
   const double loss = accumulate_micro_batches(micro_, step, world_->rank(), layout_.workers);
   watch.lap();
   push(lr, step);
-  next_step_ = step + 1;
   times_.communication_exposed += watch.lap();
   times_.total = watch.elapsed();
   return loss;

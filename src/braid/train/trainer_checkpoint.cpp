@@ -152,8 +152,10 @@ void Trainer::warn_if_horizon_changed(const json& ts, const std::string& dir) co
 
 void Trainer::load_checkpoint(const std::string& path) {
   const std::string dir = find_checkpoint_dir(path);
+  // Federated rounds draw their clients by round number, not from the loader's position.
+  const bool rounds = config_.strategy == "fedavg";
   // The recorded position is checked before the model changes.
-  check_position(read_train_state(dir), dir);
+  if (!rounds) check_position(read_train_state(dir), dir);
   LoadedCheckpoint ck = train::load_checkpoint(dir, params());
   optim::NamedTensors opt_state;
   for (auto& t : ck.optimizer_state) opt_state.emplace_back(t.name, t.tensor);
@@ -162,7 +164,7 @@ void Trainer::load_checkpoint(const std::string& path) {
   strategy_->sync_parameters();
   step_ = ck.train_state.at("step").get<int64_t>();
   epoch_ = ck.train_state.at("epoch").get<int64_t>();
-  if (train_loader_ && ck.train_state.contains("loader")) {
+  if (train_loader_ && ck.train_state.contains("loader") && !rounds) {
     const auto& l = ck.train_state["loader"];
     const data::LoaderState ls{l.at("epoch").get<int64_t>(),
                                position_here(ck.train_state, dir + "/state.json").position};
@@ -176,7 +178,7 @@ void Trainer::load_checkpoint(const std::string& path) {
       resume_mid_epoch_ = true;
     }
   }
-  warn_if_horizon_changed(ck.train_state, dir);
+  if (!rounds) warn_if_horizon_changed(ck.train_state, dir);
   // Absent from checkpoints older than the rules: they start afresh.
   stop_rules_.load(ck.train_state.value("stop_rules", json()), dir + "/state.json");
   if (average_ && !ck.averaged_model.empty()) {
