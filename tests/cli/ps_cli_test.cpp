@@ -82,7 +82,7 @@ TEST(PsCli, ChiefsStopDecisionEndsEveryWorker) {
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_TRUE(has_text(r.output, "[worker 0] converged (stop.target) at step"));
     EXPECT_TRUE(has_text(r.output, "[worker 1] [braid I] stopping at step "));
-    EXPECT_TRUE(has_text(r.output, ": the chief decided the run converged"));
+    EXPECT_TRUE(has_text(r.output, ": the run was judged converged"));
     EXPECT_TRUE(has_text(r.output, "[ps 0] [braid I] ps server 0: done after"));
     ASSERT_TRUE(fs::exists(out + "/checkpoint/model.safetensors")) << mode;
     const BraidResult eval = run_braid("eval --checkpoint " + out);
@@ -134,6 +134,32 @@ TEST(PsCli, ResumedFedAvgRunEqualsTheUninterruptedOneBitwise) {
     ASSERT_FALSE(a.empty()) << file;
     EXPECT_TRUE(a == bytes_of(tmp.file("resumed/checkpoint/") + file)) << file << " differs";
   }
+}
+
+// With an evaluator, it scores the servers' model off the workers' path and makes the stop
+// decision; every worker stops, the chief saves, and the records are in evaluator.jsonl.
+TEST(PsCli, EvaluatorDecidesTheStopForEveryWorker) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string out = tmp.file("out");
+  const BraidResult r =
+      run_braid("launch --servers 1 --workers 2 --evaluator -- " + std::string(BRAID_BINARY) +
+                    " train " + tiny_mlp(tmp) +
+                    "--optimizer adam --lr 0.003 --strategy ps --ps.mode async --eval-every 5 "
+                    "--stop.target 0.5 --steps 400 --out " +
+                    out,
+                "BRAID_TIMEOUT_S=30");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has_text(r.output, "[evaluator] stop.target: accuracy "));
+  EXPECT_TRUE(has_text(r.output, "[worker 0] converged (announced) at step"));
+  EXPECT_TRUE(has_text(r.output, "[worker 1] [braid I] stopping at step "));
+  EXPECT_TRUE(has_text(r.output, "[evaluator] evaluator done after"));
+  EXPECT_FALSE(has_text(r.output, "[worker 0] eval "))
+      << "the chief evaluated beside the evaluator";
+  std::ifstream records(out + "/evaluator.jsonl");
+  const std::string text{std::istreambuf_iterator<char>(records), {}};
+  EXPECT_TRUE(has_text(text, "\"event\":\"stop\""));
+  ASSERT_TRUE(fs::exists(out + "/checkpoint/model.safetensors"));
 }
 
 }  // namespace

@@ -185,6 +185,19 @@ TEST(PsLaunch, RanksLearnTheirRoles) {
                                   " of 3 2 rank " + std::to_string(3 + s) + " of 5"));
 }
 
+TEST(PsLaunch, TheEvaluatorIsTheLastRank) {
+  Process job({BRAID_BINARY, "launch", "--servers", "1", "--workers", "2", "--evaluator", "--",
+               "sh", "-c",
+               "echo role $BRAID_ROLE $BRAID_ROLE_INDEX of $BRAID_NUM_WORKERS $BRAID_NUM_SERVERS "
+               "$BRAID_NUM_EVALUATORS rank $BRAID_RANK of $BRAID_WORLD_SIZE"});
+  EXPECT_EQ(job.finish(), 0) << job.output();
+  EXPECT_TRUE(has_text(job.output(), "[evaluator] role evaluator 0 of 2 1 1 rank 3 of 4"));
+  EXPECT_TRUE(has_text(job.output(), "[ps 0] role ps 0 of 2 1 1 rank 2 of 4"));
+  Process alone({BRAID_BINARY, "launch", "-n", "2", "--evaluator", "--", "true"});
+  EXPECT_NE(alone.finish(), 0);
+  EXPECT_TRUE(has_text(alone.output(), "an evaluator belongs to a parameter-server job"));
+}
+
 TEST(PsLaunch, ServersWithoutWorkersAndADisagreeingCountAreErrors) {
   Process half({BRAID_BINARY, "launch", "--servers", "1", "--", "true"});
   EXPECT_NE(half.finish(), 0);

@@ -18,6 +18,7 @@ struct LaunchFlags {
   int ranks = 0;
   int servers = 0;
   int workers = 0;
+  bool evaluator = false;
   double timeout_s = 0;
   double grace_s = 0;
   std::string transport;
@@ -31,14 +32,21 @@ void run_launch(const CLI::App& cmd, const LaunchFlags& f) {
     if (cmd.count("--servers") == 0 || cmd.count("--workers") == 0)
       throw CLI::ValidationError("--servers/--workers",
                                  "a parameter-server job needs both --servers S and --workers W");
-    if (cmd.count("--nproc") > 0 && f.ranks != f.servers + f.workers)
+    const int ranks = f.servers + f.workers + (f.evaluator ? 1 : 0);
+    if (cmd.count("--nproc") > 0 && f.ranks != ranks)
       throw CLI::ValidationError(
           "-n", "-n " + std::to_string(f.ranks) + " disagrees with --servers " +
-                    std::to_string(f.servers) + " --workers " + std::to_string(f.workers) + " (" +
-                    std::to_string(f.servers + f.workers) + " ranks); drop -n");
-    options.ranks = f.servers + f.workers;
+                    std::to_string(f.servers) + " --workers " + std::to_string(f.workers) +
+                    (f.evaluator ? " --evaluator" : "") + " (" + std::to_string(ranks) +
+                    " ranks); drop -n");
+    options.ranks = ranks;
     options.servers = f.servers;
+    options.evaluator = f.evaluator;
   } else {
+    if (f.evaluator)
+      throw CLI::ValidationError("--evaluator",
+                                 "an evaluator belongs to a parameter-server job: add --servers S "
+                                 "--workers W");
     if (cmd.count("--nproc") == 0)
       throw CLI::RequiredError("-n (or --servers S --workers W for a parameter-server job)");
     options.ranks = f.ranks;
@@ -76,6 +84,9 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("--workers", flags->workers,
                   "A parameter-server job: this many workers (ranks 0..W-1), with --servers")
       ->check(CLI::Range(1, 4096));
+  cmd->add_flag("--evaluator", flags->evaluator,
+                "A parameter-server job: one more rank that evaluates the servers' model and "
+                "makes the stop decisions");
   cmd->add_option("--timeout", flags->timeout_s,
                   "Seconds any communication wait of a rank may take (sets BRAID_TIMEOUT_S)")
       ->check(CLI::Range(0.001, 1e6));

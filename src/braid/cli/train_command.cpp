@@ -93,8 +93,10 @@ std::string existing_outputs(const std::string& out) {
 void run_server(const train::TrainConfig& config, const launch::ClusterSpec& spec, launch::Job& job,
                 const std::string& resume_dir) {
   const train::StopOnSignal keep_serving;
-  train::serve_parameters(config, job.world, parallel::PsLayout{spec.num_workers, spec.num_servers},
-                          spec.index, resume_dir);
+  train::serve_parameters(
+      config, job.world,
+      parallel::PsLayout{spec.num_workers, spec.num_servers, spec.has_evaluator ? 1 : 0},
+      spec.index, resume_dir);
 }
 
 void run_train(const TrainFlags& f) {
@@ -103,10 +105,6 @@ void run_train(const TrainFlags& f) {
   const std::optional<launch::ClusterSpec> cluster =
       f.cluster.empty() ? launch::read_cluster_spec()
                         : std::optional<launch::ClusterSpec>(launch::read_cluster_file(f.cluster));
-  if (cluster && cluster->has_evaluator)
-    BRAID_THROW(Error, "the ", cluster->source,
-                " description has an evaluator task; braid's chief (worker 0) evaluates, so "
-                "leave the evaluator out");
   const launch::GetEnv job_getenv = cluster ? launch::job_env(*cluster) : launch::GetEnv(::getenv);
   const launch::RankEnv env = launch::read_rank_env(job_getenv);
   BRAID_CHECK(f.resume.empty() || f.init_from.empty(),
@@ -135,7 +133,8 @@ void run_train(const TrainFlags& f) {
     return run_server(config, *cluster, *job, resume_dir);
   train::Trainer trainer =
       cluster ? train::Trainer(config, job->world,
-                               parallel::PsLayout{cluster->num_workers, cluster->num_servers})
+                               parallel::PsLayout{cluster->num_workers, cluster->num_servers,
+                                                  cluster->has_evaluator ? 1 : 0})
       : job   ? train::Trainer(config, job->world)
               : train::Trainer(config);
   if (!resume_dir.empty()) {

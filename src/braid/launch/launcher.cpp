@@ -220,12 +220,18 @@ class Supervisor {
       for (const char* name : {"BRAID_RANK=", "BRAID_LOCAL_RANK=", "RANK=", "LOCAL_RANK="})
         spec.env.push_back(name + rank);
       if (options_.servers > 0) {
-        const int workers = options_.ranks - options_.servers;
+        const int workers = workers_of_ps_job();
         const bool worker = r < workers;
-        spec.env.push_back(std::string("BRAID_ROLE=") + (worker ? "worker" : "ps"));
-        spec.env.push_back("BRAID_ROLE_INDEX=" + std::to_string(worker ? r : r - workers));
+        const bool evaluator = options_.evaluator && r == options_.ranks - 1;
+        spec.env.push_back(std::string("BRAID_ROLE=") + (worker      ? "worker"
+                                                         : evaluator ? "evaluator"
+                                                                     : "ps"));
+        spec.env.push_back("BRAID_ROLE_INDEX=" + std::to_string(worker      ? r
+                                                                : evaluator ? 0
+                                                                            : r - workers));
         spec.env.push_back("BRAID_NUM_WORKERS=" + std::to_string(workers));
         spec.env.push_back("BRAID_NUM_SERVERS=" + std::to_string(options_.servers));
+        spec.env.push_back(std::string("BRAID_NUM_EVALUATORS=") + (options_.evaluator ? "1" : "0"));
       }
       ::pthread_sigmask(SIG_BLOCK, &block, &spec.mask);
       ChildProcess proc;
@@ -306,13 +312,17 @@ class Supervisor {
     siginfo_t info{};
     return ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0;
   }
-  bool is_worker_of_ps_job(size_t i) const {
-    return options_.servers > 0 && static_cast<int>(i) < options_.ranks - options_.servers;
+  int workers_of_ps_job() const {
+    return options_.ranks - options_.servers - (options_.evaluator ? 1 : 0);
   }
-  // "rank 3", or in a parameter-server job "worker 1" / "ps 0".
+  bool is_worker_of_ps_job(size_t i) const {
+    return options_.servers > 0 && static_cast<int>(i) < workers_of_ps_job();
+  }
+  // "rank 3", or in a parameter-server job "worker 1" / "ps 0" / "evaluator".
   std::string label(int r) const {
     if (options_.servers == 0) return "rank " + std::to_string(r);
-    const int workers = options_.ranks - options_.servers;
+    const int workers = workers_of_ps_job();
+    if (options_.evaluator && r == options_.ranks - 1) return "evaluator";
     return r < workers ? "worker " + std::to_string(r) : "ps " + std::to_string(r - workers);
   }
 
@@ -557,9 +567,11 @@ std::string signal_name(int signo) {
 
 LaunchResult launch(const LaunchOptions& options) {
   BRAID_CHECK(options.ranks >= 1, "launch: -n must be at least 1, got ", options.ranks);
-  BRAID_CHECK(options.servers >= 0 && options.servers < options.ranks, "launch: ", options.servers,
-              " servers in a job of ", options.ranks,
+  BRAID_CHECK(options.servers >= 0 && options.servers + (options.evaluator ? 1 : 0) < options.ranks,
+              "launch: ", options.servers, " servers in a job of ", options.ranks,
               " ranks leaves no worker; pass --workers W >= 1 beside --servers S");
+  BRAID_CHECK(!options.evaluator || options.servers > 0,
+              "launch: an evaluator belongs to a parameter-server job (--servers S --workers W)");
   if (options.command.empty())
     BRAID_THROW(Error, "braid launch: no command to run; usage: braid launch -n N -- CMD ARGS...");
   const char* path_env = ::getenv("PATH");

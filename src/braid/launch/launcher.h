@@ -47,6 +47,9 @@ struct LaunchOptions {
   // decide (async and ssp go on without it; sync fails with an error naming it). A server
   // that fails stops the job as any rank does.
   int servers = 0;
+  // With servers: the last rank is the job's evaluator (BRAID_ROLE=evaluator,
+  // BRAID_NUM_EVALUATORS=1, output "[evaluator] "); its failure stops the job.
+  bool evaluator = false;
   std::vector<std::string> command;                  // program and arguments, run through PATH
   std::optional<std::chrono::milliseconds> timeout;  // BRAID_TIMEOUT_S for the ranks
   std::optional<comm::TransportKind> transport;      // BRAID_TRANSPORT for the ranks

@@ -7,7 +7,8 @@
 //   init  worker 0 sends the initial parameters of the server's range (kInitTag), once,
 //         before anything else reaches that server;
 //   push  the worker sends its gradient of the range (kPushTag) right after the request;
-//   pull  the server answers, when its consistency rule allows (ps_shard.h), with a
+//   pull  (workers; the evaluator with step -1: whatever is current) the server answers,
+//         when its consistency rule allows (ps_shard.h), with a
 //         PsPullReply (kVersionTag) and then the range's parameters (kParamsTag); the
 //         worker posts both receives before it sends the request. Once a stop is set, a
 //         pull for a step at or past it is answered at once, whatever the rule;
@@ -44,10 +45,11 @@ static_assert(sizeof(PsRequest) == 40);
 
 // The header of a pull's answer.
 struct PsPullReply {
-  int64_t version = 0;   // updates applied to the range
-  int64_t stop_at = -1;  // >= 0: the chief stopped the run before this step
+  int64_t version = 0;       // updates applied to the range
+  int64_t stop_at = -1;      // >= 0: the chief stopped the run before this step
+  int64_t live_workers = 0;  // workers still training (0: the run is over)
 };
-static_assert(sizeof(PsPullReply) == 16);
+static_assert(sizeof(PsPullReply) == 24);
 
 inline constexpr uint32_t kRequestTag = 0x5053'0001;
 inline constexpr uint32_t kInitTag = 0x5053'0002;
@@ -57,12 +59,16 @@ inline constexpr uint32_t kParamsTag = 0x5053'0005;
 inline constexpr uint32_t kSaveTag = 0x5053'0006;
 inline constexpr uint32_t kSavedTag = 0x5053'0007;
 
-// Who is who in a job of `workers` workers and `servers` servers.
+// Who is who in a job of `workers` workers, `servers` servers and at most one evaluator
+// (the last rank), which pulls the model to evaluate it and makes the stop decisions.
 struct PsLayout {
   int workers = 1;
   int servers = 1;
+  int evaluators = 0;  // 0 or 1
+  int size() const { return workers + servers + evaluators; }
   int server_rank(int server) const { return workers + server; }
   bool is_worker(int rank) const { return rank < workers; }
+  bool is_evaluator(int rank) const { return evaluators > 0 && rank == workers + servers; }
 };
 
 }  // namespace braid::parallel

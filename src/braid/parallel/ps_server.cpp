@@ -19,9 +19,8 @@ PsServer::PsServer(std::shared_ptr<comm::Group> world, PsServerOptions options)
     : world_(std::move(world)), options_(std::move(options)) {
   BRAID_CHECK(world_, "ps server: needs the job's world group");
   const PsLayout& l = options_.layout;
-  BRAID_CHECK(world_->size() == l.workers + l.servers, "ps server: a job of ", l.workers,
-              " workers and ", l.servers, " servers has ", l.workers + l.servers,
-              " ranks, but the group has ", world_->size());
+  BRAID_CHECK(world_->size() == l.size(), "ps server: a job of ", l.workers, " workers and ",
+              l.servers, " servers has ", l.size(), " ranks, but the group has ", world_->size());
   BRAID_CHECK(options_.server >= 0 && options_.server < l.servers, "ps server: index ",
               options_.server, " of ", l.servers, " servers");
   validate(options_.rules);
@@ -45,7 +44,9 @@ void PsServer::run() {
   // Workers are looked at only when no request came for a while: one that said done and
   // exited must not count as lost while its done still waits to be read.
   std::chrono::milliseconds wait_for = check_workers(false);
-  while (live() > 0) {
+  // An evaluator is served until it says done (it does once it saw no worker left).
+  evaluator_live_ = options_.layout.evaluators > 0;
+  while (live() > 0 || evaluator_live_) {
     const comm::RequestId id = world_->irecv_any(kRequestTag, &request, sizeof request, &source);
     try {
       world_->wait(std::span<const comm::RequestId>(&id, 1), comm::Deadline::after(wait_for));
@@ -56,23 +57,32 @@ void PsServer::run() {
     } catch (const comm::PeerError&) {
       // Every other rank is gone: the workers still counted live died (or the transport
       // cannot say which, and the error stands).
-      const auto before = live();
+      const auto before = live() + (evaluator_live_ ? 1 : 0);
       wait_for = check_workers(true);
-      if (live() == before) throw;
+      if (live() + (evaluator_live_ ? 1 : 0) == before) throw;
       continue;
     }
     handle(request, source);
     wait_for = check_workers(false);
   }
   for (const WaitingPull& w : waiting_)
-    BRAID_CHECK(members_[static_cast<size_t>(w.worker)] != Member::live, "ps server ",
-                options_.server, ": worker ", w.worker,
+    BRAID_CHECK(options_.layout.is_evaluator(w.worker) ||
+                    members_[static_cast<size_t>(w.worker)] != Member::live,
+                "ps server ", options_.server, ": worker ", w.worker,
                 "'s pull was left unanswered when every worker was done");
 }
 
 std::chrono::milliseconds PsServer::check_workers(bool may_lose) {
   const auto now = Clock::now();
   std::chrono::milliseconds next = kCheckEvery;
+  if (may_lose && evaluator_live_) {
+    const std::string gone = world_->transport().peer_gone(
+        world_->global_rank(options_.layout.workers + options_.layout.servers));
+    if (!gone.empty()) {
+      evaluator_live_ = false;
+      log_warn("ps server ", options_.server, ": lost the evaluator (", gone, ")");
+    }
+  }
   for (int w = 0; w < options_.layout.workers; ++w) {
     if (members_[static_cast<size_t>(w)] != Member::live) continue;
     if (!may_lose) {
@@ -112,10 +122,37 @@ void PsServer::lose(int worker, const std::string& why) {
   answer_waiting_pulls();  // ssp: the slowest worker may have been the lost one
 }
 
+// The evaluator reads the model (pulls answered at once), stops the run, and says done.
+void PsServer::handle_evaluator(const PsRequest& r, int source) {
+  switch (r.kind) {
+    case PsRequestKind::pull:
+      if (shard_) {
+        answer(source);
+      } else {
+        waiting_.push_back({source, -1});
+      }
+      return;
+    case PsRequestKind::stop:
+      if (stop_at_ < 0 || r.step < stop_at_) stop_at_ = r.step;
+      answer_waiting_pulls();
+      return;
+    case PsRequestKind::done:
+      evaluator_live_ = false;
+      return;
+    default:
+      BRAID_THROW(Error, "ps server ", options_.server, ": the evaluator (rank ", source,
+                  ") sent a request of kind ", static_cast<uint32_t>(r.kind),
+                  "; it only pulls, stops and finishes");
+  }
+}
+
 void PsServer::handle(const PsRequest& r, int source) {
+  if (options_.layout.is_evaluator(source) && r.worker == source)
+    return handle_evaluator(r, source);
   BRAID_CHECK(options_.layout.is_worker(source) && r.worker == source, "ps server ",
               options_.server, ": a request from rank ", source, " claiming worker ", r.worker,
-              "; only workers 0..", options_.layout.workers - 1, " send requests");
+              "; only workers 0..", options_.layout.workers - 1,
+              " and the evaluator send requests");
   const auto w = static_cast<size_t>(source);
   last_heard_[w] = Clock::now();
   if (members_[w] == Member::lost && r.kind != PsRequestKind::done) {
@@ -221,7 +258,10 @@ bool PsServer::may_answer(int64_t step) const {
 // The reply header, then the parameters; both sends complete before the next push changes
 // them. A worker that died meanwhile is lost, not fatal.
 void PsServer::answer(int worker) {
-  const PsPullReply reply{.version = shard_->version(), .stop_at = stop_at_};
+  const PsPullReply reply{
+      .version = shard_->version(),
+      .stop_at = stop_at_,
+      .live_workers = std::count(members_.begin(), members_.end(), Member::live)};
   const std::span<const float> params = shard_->params();
   const comm::RequestId ids[2] = {
       world_->isend(worker, kVersionTag, &reply, sizeof reply),
@@ -229,6 +269,11 @@ void PsServer::answer(int worker) {
   try {
     world_->wait(ids);
   } catch (const comm::PeerError& e) {
+    if (options_.layout.is_evaluator(worker)) {
+      evaluator_live_ = false;
+      log_warn("ps server ", options_.server, ": lost the evaluator (", e.what(), ")");
+      return;
+    }
     lose(worker, e.what());
   }
 }
@@ -243,7 +288,10 @@ void PsServer::answer_waiting_pulls() {
     return true;
   });
   for (const int worker : ready)
-    if (members_[static_cast<size_t>(worker)] == Member::live) answer(worker);
+    if (options_.layout.is_evaluator(worker)
+            ? evaluator_live_
+            : members_[static_cast<size_t>(worker)] == Member::live)
+      answer(worker);
 }
 
 PsServerStats PsServer::stats() const {

@@ -8,6 +8,9 @@
 // allows them. Each answer's sends complete before the next push changes the parameters, so
 // a worker never reads a half-updated range.
 //
+// An evaluator (PsLayout::evaluators) pulls the current model whenever it asks and may stop
+// the run; the server serves it until it says done, after the workers.
+//
 // Membership: a worker is lost when the transport reports its process gone (shared memory
 // notices at once), when a message to or from it fails, or when it stays silent past
 // worker_timeout. The server logs it by name and goes on: it no longer counts in sync steps
@@ -78,6 +81,7 @@ class PsServer {
  private:
   using Clock = std::chrono::steady_clock;
   void handle(const PsRequest& r, int source);
+  void handle_evaluator(const PsRequest& r, int source);
   bool may_answer(int64_t step) const;
   void finish_worker(int worker);
   void answer(int worker);
@@ -101,6 +105,7 @@ class PsServer {
   std::vector<Member> members_;
   std::vector<Clock::time_point> last_heard_;
   int64_t stop_at_ = -1;
+  bool evaluator_live_ = false;
   int64_t pushes_ = 0, pulls_ = 0;
   Clock::time_point started_;
   std::vector<int64_t> worker_pushes_;

@@ -15,9 +15,9 @@ PsWorker::PsWorker(std::unique_ptr<nn::Module> module, StepOptions options,
       layout_(layout),
       mode_(mode) {
   BRAID_CHECK(world_, "ps worker: needs the job's world group");
-  BRAID_CHECK(world_->size() == layout_.workers + layout_.servers, "ps worker: a job of ",
-              layout_.workers, " workers and ", layout_.servers, " servers has ",
-              layout_.workers + layout_.servers, " ranks, but the group has ", world_->size());
+  BRAID_CHECK(world_->size() == layout_.size(), "ps worker: a job of ", layout_.workers,
+              " workers and ", layout_.servers, " servers has ", layout_.size(),
+              " ranks, but the group has ", world_->size());
   BRAID_CHECK(layout_.is_worker(world_->rank()), "ps worker: rank ", world_->rank(),
               " is a server in this layout (workers are ranks 0..", layout_.workers - 1, ")");
   build();

@@ -53,8 +53,9 @@ class PsWorker : public Strategy {
   // Each worker's stop request is its own, in every mode: the servers end the others'
   // steps (a done worker's last step bounds what sync mode can still complete).
   bool ranks_step_together() const override { return false; }
-  // Only the chief evaluates: the others' models are the servers', which it reads too.
-  bool evaluates() const override { return world_->rank() == 0; }
+  // Only the chief evaluates (the others' models are the servers', which it reads too), and
+  // not even it when the job has an evaluator.
+  bool evaluates() const override { return world_->rank() == 0 && layout_.evaluators == 0; }
   void announce_stop(int64_t step) override;
   // The chief's checkpoint: every server writes its range and optimizer state into `dir`.
   void save_outside(const std::string& dir) override;

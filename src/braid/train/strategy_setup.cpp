@@ -3,6 +3,7 @@
 #include "comm/group.h"
 #include "parallel/ddp.h"
 #include "parallel/local_sgd.h"
+#include "parallel/ps_evaluator.h"
 #include "parallel/ps_worker.h"
 #include "parallel/single_process.h"
 
@@ -46,8 +47,14 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     BRAID_CHECK(!config.sync_batchnorm,
                 "sync_batchnorm needs every rank's batch statistics at each layer; parameter-"
                 "server workers do not talk during a step: drop sync_batchnorm");
+    BRAID_CHECK(config.clip_grad_norm == 0 || name == "fedavg",
+                "clip_grad_norm clips by the norm of the whole gradient, which no parameter "
+                "server sees (each holds a range): drop clip_grad_norm under strategy ps");
     const parallel::PsRules rules = ps_rules(config, ps->workers);
     parallel::validate(rules);
+    if (ps->is_evaluator(group->rank()))
+      return std::make_unique<parallel::PsEvaluator>(std::move(module), step_options(config),
+                                                     std::move(group), *ps);
     return std::make_unique<parallel::PsWorker>(std::move(module), step_options(config),
                                                 std::move(group), *ps, rules.mode);
   }

@@ -57,7 +57,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> world,
       rank_(group_ ? group_->rank() : 0),
       world_(ps.workers),
       model_(build_model(config.model, config.seq_len)) {
-  BRAID_CHECK(group_ && ps.is_worker(rank_),
+  BRAID_CHECK(group_ && (ps.is_worker(rank_) || ps.is_evaluator(rank_)),
               "Trainer: a parameter-server job's trainer runs on "
               "a worker (ranks 0..",
               ps.workers - 1, ")");
@@ -69,8 +69,12 @@ void Trainer::init(bool load_data) {
   // The data checks read the model, which then moves into the strategy.
   if (load_data) {
     // Without a group a rank runs alone over all the data (rank only decides who writes).
+    // The evaluator of a parameter-server job reads the data as one process would.
+    const bool evaluator = ps_ && ps_->is_evaluator(rank_);
     DataLoaders loaders =
-        make_loaders(config_, model_, DataPlacement{.rank = group_ ? rank_ : 0, .world = world_});
+        evaluator ? make_loaders(config_, model_, DataPlacement{})
+                  : make_loaders(config_, model_,
+                                 DataPlacement{.rank = group_ ? rank_ : 0, .world = world_});
     train_loader_ = std::move(loaders.train);
     eval_loader_ = std::move(loaders.eval);
     // The chief of a parameter-server job evaluates the whole split alone.
@@ -302,6 +306,7 @@ void Trainer::checkpoint_now() {
 RunOutcome Trainer::run(int64_t stop_at_step) {
   BRAID_CHECK(train_loader_, "run: this trainer was built without data");
   if (config_.strategy == "fedavg") return run_federated(stop_at_step);
+  if (ps_ && ps_->is_evaluator(rank_)) return run_evaluator();
   const bool writer = writes_outputs();
   if (writer) std::filesystem::create_directories(config_.out);
   MetricsLog metrics = writer ? MetricsLog(config_.out + "/metrics.jsonl") : MetricsLog();
@@ -453,7 +458,8 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
       // The chief's convergence decision, where it travels (parameter servers).
       if (strategy_->stop_announced()) {
         stop_rule = "announced";
-        log_info("stopping at step ", step_, ": the chief decided the run converged");
+        log_info("stopping at step ", step_,
+                 ": the run was judged converged (by the chief or the evaluator)");
         done = true;
         break;
       }

@@ -141,6 +141,8 @@ class Trainer {
   // run() for strategy fedavg: rounds of federated averaging instead of steps
   // (trainer_fedavg.cpp); step_ counts rounds.
   RunOutcome run_federated(int64_t stop_at_round);
+  // run() on a parameter-server job's evaluator (trainer_evaluator.cpp).
+  RunOutcome run_evaluator();
   int agreed_stop();  // the stop request every rank agrees on (0: none)
   void drain_vote();
   void write_timeline();

@@ -171,7 +171,8 @@ RunOutcome Trainer::run_federated(int64_t stop_at_round) {
     if ((stopped_by = stop_requested()) != 0) break;
     if (strategy_->stop_announced()) {
       stop_rule = "announced";
-      log_info("stopping at round ", step_, ": the chief decided the run converged");
+      log_info("stopping at round ", step_,
+               ": the run was judged converged (by the chief or the evaluator)");
       break;
     }
   }
