@@ -4,9 +4,11 @@
 # local SGD (H = 8). Prints one line per run: its name, best and final test accuracy; the
 # async run's staleness histogram from its server's ps-server-0.json.
 # FedAvg runs the same 5 epochs' worth of client training (K = 100 clients, C = 0.1, E = 1,
-# local batch 32, SGD 0.05 with momentum 0.9: 50 rounds), IID and Dirichlet(0.1) splits.
+# local batch 32, SGD 0.05 with momentum 0.9: 50 rounds), IID and Dirichlet(0.1) splits; the
+# runs ending in _b10 use McMahan et al.'s local batch of 10 instead.
 #   bench/ps_accuracy.sh [OUT_DIR] [RUNS...]
-#   (runs: one sync async ssp local_sgd fedavg_iid fedavg_dirichlet fedavgm_dirichlet;
+#   (runs: one sync async ssp local_sgd fedavg_iid fedavg_dirichlet fedavgm_dirichlet
+#    fedavg_iid_b10 fedavg_dirichlet_b10;
 #    default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +18,7 @@ shift || true
 runs=("$@")
 ((${#runs[@]})) || runs=(one sync async ssp local_sgd fedavg_iid fedavg_dirichlet fedavgm_dirichlet)
 fedavg=(--strategy fedavg --fedavg.clients 100 --fedavg.fraction 0.1 --fedavg.local-epochs 1
-  --batch 32 --optimizer sgd --lr 0.05 --momentum 0.9 --schedule constant --eval-every 10)
+  --optimizer sgd --lr 0.05 --momentum 0.9 --schedule constant --eval-every 10)
 mkdir -p "$out"
 common=(--model cnn --epochs 5 --threads 1 --log-every 100 --overwrite)
 for run in "${runs[@]}"; do
@@ -29,11 +31,13 @@ for run in "${runs[@]}"; do
     local_sgd)
       "$braid" launch -n 2 -- "$braid" train "${common[@]}" --batch 128 --strategy local_sgd \
         --local-sgd.period 8 --out "$dir" >"$out/$run.log" 2>&1 ;;
-    fedavg_iid | fedavg_dirichlet | fedavgm_dirichlet)
+    fedavg_iid | fedavg_dirichlet | fedavgm_dirichlet | fedavg_iid_b10 | fedavg_dirichlet_b10)
       split=(--fedavg.split iid)
-      [[ $run == *dirichlet ]] && split=(--fedavg.split dirichlet --fedavg.alpha 0.1)
+      [[ $run == *dirichlet* ]] && split=(--fedavg.split dirichlet --fedavg.alpha 0.1)
+      [[ $run == *_b10 ]] && split+=(--batch 10)
       server=()
       [[ $run == fedavgm_* ]] && server=(--fedavg.server-optimizer avgm --fedavg.server-momentum 0.5)
+      [[ $run == *_b10 ]] || split+=(--batch 32)
       "$braid" launch --servers 1 --workers 2 -- "$braid" train "${common[@]}" "${fedavg[@]}" \
         "${split[@]}" "${server[@]}" --out "$dir" >"$out/$run.log" 2>&1 ;;
     *) echo "unknown run '$run'" >&2; exit 2 ;;
