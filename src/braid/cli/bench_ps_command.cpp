@@ -60,7 +60,7 @@ void run_ps_bench(const PsBenchFlags& f) {
     return train::serve_parameters(config, job.world, layout, cluster->index);
 
   parallel::PsWorker worker(train::build_model(config.model, 0).module, train::step_options(config),
-                            job.world, layout, parallel::parse_ps_mode(f.mode));
+                            job.world, layout);
   std::fill(worker.params().grads(), worker.params().grads() + worker.params().size(), 0.0f);
   worker.pull(0);
   int64_t step = 0;

@@ -9,11 +9,8 @@
 namespace braid::parallel {
 
 PsWorker::PsWorker(std::unique_ptr<nn::Module> module, StepOptions options,
-                   std::shared_ptr<comm::Group> world, PsLayout layout, PsMode mode)
-    : Strategy(std::move(module), std::move(options)),
-      world_(std::move(world)),
-      layout_(layout),
-      mode_(mode) {
+                   std::shared_ptr<comm::Group> world, PsLayout layout)
+    : Strategy(std::move(module), std::move(options)), world_(std::move(world)), layout_(layout) {
   BRAID_CHECK(world_, "ps worker: needs the job's world group");
   BRAID_CHECK(world_->size() == layout_.size(), "ps worker: a job of ", layout_.workers,
               " workers and ", layout_.servers, " servers has ", layout_.size(),

@@ -26,7 +26,6 @@
 #include "comm/group.h"
 #include "parallel/micro_batches.h"
 #include "parallel/ps_protocol.h"
-#include "parallel/ps_shard.h"
 #include "parallel/strategy.h"
 
 namespace braid::parallel {
@@ -34,7 +33,7 @@ namespace braid::parallel {
 class PsWorker : public Strategy {
  public:
   PsWorker(std::unique_ptr<nn::Module> module, StepOptions options,
-           std::shared_ptr<comm::Group> world, PsLayout layout, PsMode mode = PsMode::sync);
+           std::shared_ptr<comm::Group> world, PsLayout layout);
   ~PsWorker() override;
 
   std::string_view name() const override { return "ps"; }
@@ -82,7 +81,6 @@ class PsWorker : public Strategy {
   std::shared_ptr<comm::Group> world_;
   std::shared_ptr<comm::Group> workers_;
   PsLayout layout_;
-  PsMode mode_;
   std::vector<KeyRange> ranges_;
   std::vector<int64_t> versions_;
   std::vector<PsPullReply> replies_;

@@ -56,7 +56,7 @@ std::unique_ptr<parallel::Strategy> make_strategy(
       return std::make_unique<parallel::PsEvaluator>(std::move(module), step_options(config),
                                                      std::move(group), *ps);
     return std::make_unique<parallel::PsWorker>(std::move(module), step_options(config),
-                                                std::move(group), *ps, rules.mode);
+                                                std::move(group), *ps);
   }
   if (name == "single") {
     BRAID_CHECK(world == 1, "strategy 'single' runs one process, but this job has ", world,
