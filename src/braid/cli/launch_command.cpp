@@ -59,8 +59,8 @@ void run_launch(const CLI::App& cmd, const LaunchFlags& f) {
     options.grace = std::chrono::milliseconds(static_cast<int64_t>(f.grace_s * 1000 + 0.5));
   const launch::LaunchResult result = launch::launch(options);
   if (result.exit_code == 0 && !result.lost_workers.empty())
-    std::fprintf(stderr, "braid launch: the job finished without %zu lost worker%s\n",
-                 result.lost_workers.size(), result.lost_workers.size() == 1 ? "" : "s");
+    std::fprintf(stderr, "braid launch: the job finished; %zu worker%s lost on the way\n",
+                 result.lost_workers.size(), result.lost_workers.size() == 1 ? " was" : "s were");
   if (result.exit_code != 0) {
     // The job's status is the launcher's: a script sees the failing rank's exit code.
     std::fprintf(stderr, "%s\n", result.message.c_str());
