@@ -146,4 +146,43 @@ TEST(Ps, SyncWithABackupWorkerStepsOnTheFirstWMinusOne) {
 }
 
 }  // namespace
+// ps-lite's calls: a pull started after a push, waited for first, already sees the push
+// applied (a server takes one worker's messages in order), on every server; a second pull
+// before the first is waited for is refused.
+TEST(Ps, TimestampedPullStartedAfterAPushSeesIt) {
+  const StepOptions o = options("sgd");
+  const PsLayout layout{1, 2};
+  const auto segments = segments_of(small_mlp(), o);
+  const int64_t size = buffer_size_of(small_mlp(), o);
+  const auto results = run_group(3, [&](comm::Group& g) {
+    auto world = g.split(0, g.rank());
+    if (layout.is_worker(world->rank())) {
+      PsWorker w(train::build_model(small_mlp()).module, o, world, layout);
+      w.pull(0);
+      std::fill(w.params().grads(), w.params().grads() + w.params().size(), 1.0f);
+      const int pushed = w.start_push(kLr, 0);
+      const int pulled = w.start_pull(1);
+      EXPECT_THROW(w.start_pull(2), Error);
+      w.wait(pulled);
+      w.wait(pushed);
+      for (const int64_t v : w.versions()) EXPECT_EQ(v, 1);
+      EXPECT_THROW(w.wait(pushed), Error);
+      w.finish();
+      return;
+    }
+    PsServerOptions so;
+    so.layout = layout;
+    so.server = world->rank() - 1;
+    so.segments = segments;
+    so.buffer_size = size;
+    so.optimizer = o.optimizer;
+    so.rules = PsRules{.mode = PsMode::async, .workers = 1};
+    PsServer server(world, std::move(so));
+    server.run();
+    EXPECT_EQ(server.shard().version(), 1);
+  });
+  for (size_t r = 0; r < results.size(); ++r)
+    if (results[r]) ADD_FAILURE() << "rank " << r << ": " << comm::testing::message(results[r]);
+}
+
 }  // namespace braid::parallel

@@ -37,7 +37,7 @@ void PsWorker::on_ready(int64_t begin, int64_t end) {
     if (overlap <= 0) continue;
     push_.final_floats[s] += overlap;
     if (push_.final_floats[s] == r.size() && !push_.started[s])
-      start_push(static_cast<int>(s), push_.lr, push_.step, 1);
+      send_range(static_cast<int>(s), push_.lr, push_.step, 1);
   }
 }
 
@@ -80,22 +80,37 @@ void PsWorker::wait_servers(std::span<const comm::RequestId> ids, const char* wh
   }
 }
 
-void PsWorker::pull(int64_t step) {
+int PsWorker::start_pull(int64_t step) {
+  for (const Pending& p : pending_)
+    BRAID_CHECK(!p.is_pull, "ps worker: pull ", p.timestamp,
+                " is still under way (pulls land in the parameter buffer): wait() for it first");
   seed_servers();
   // Both receives of every server are posted before any request goes out.
-  std::vector<comm::RequestId> ids;
-  ids.reserve(ranges_.size() * 2);
+  Pending p{next_timestamp_++, true, {}};
+  p.ids.reserve(ranges_.size() * 2);
   for (int s = 0; s < layout_.servers; ++s) {
     const KeyRange& r = ranges_[static_cast<size_t>(s)];
     const int rank = layout_.server_rank(s);
-    ids.push_back(
+    p.ids.push_back(
         world_->irecv(rank, kVersionTag, &replies_[static_cast<size_t>(s)], sizeof(PsPullReply)));
-    ids.push_back(world_->irecv(rank, kParamsTag, params_.params() + r.begin,
-                                static_cast<size_t>(r.size()) * sizeof(float)));
+    p.ids.push_back(world_->irecv(rank, kParamsTag, params_.params() + r.begin,
+                                  static_cast<size_t>(r.size()) * sizeof(float)));
   }
   for (int s = 0; s < layout_.servers; ++s)
     request(s, {.kind = PsRequestKind::pull, .worker = world_->rank(), .step = step});
-  wait_servers(ids, "pulling the parameters");
+  pending_.push_back(std::move(p));
+  return pending_.back().timestamp;
+}
+
+void PsWorker::wait(int timestamp) {
+  const auto it = std::find_if(pending_.begin(), pending_.end(),
+                               [&](const Pending& p) { return p.timestamp == timestamp; });
+  BRAID_CHECK(it != pending_.end(), "ps worker: no exchange with timestamp ", timestamp,
+              " is under way (waited for already, or never started)");
+  Pending p = std::move(*it);
+  pending_.erase(it);
+  wait_servers(p.ids, p.is_pull ? "pulling the parameters" : "pushing the gradient");
+  if (!p.is_pull) return;
   for (size_t s = 0; s < replies_.size(); ++s) {
     versions_[s] = replies_[s].version;
     if (replies_[s].stop_at >= 0 && (stop_at_ < 0 || replies_[s].stop_at < stop_at_))
@@ -127,7 +142,7 @@ void PsWorker::save_outside(const std::string& dir) {
   wait_servers(ids, "saving a checkpoint");
 }
 
-void PsWorker::start_push(int s, float lr, int64_t step, int64_t weight) {
+void PsWorker::send_range(int s, float lr, int64_t step, int64_t weight) {
   const auto i = static_cast<size_t>(s);
   const KeyRange& r = ranges_[i];
   push_.started[i] = true;
@@ -144,16 +159,20 @@ void PsWorker::start_push(int s, float lr, int64_t step, int64_t weight) {
                                     static_cast<size_t>(r.size()) * sizeof(float)));
 }
 
-void PsWorker::push(float lr, int64_t step, int64_t weight) {
+int PsWorker::start_push(float lr, int64_t step, int64_t weight) {
+  for (const Pending& p : pending_)
+    BRAID_CHECK(p.is_pull, "ps worker: push ", p.timestamp,
+                " is still under way (its requests are reused): wait() for it first");
   push_.armed = false;
   next_step_ = step + 1;  // what synchronize() waits for, whoever drives the steps
   for (int s = 0; s < layout_.servers; ++s)
-    if (!push_.started[static_cast<size_t>(s)]) start_push(s, lr, step, weight);
-  std::vector<comm::RequestId> ids;
-  ids.swap(push_.ids);
+    if (!push_.started[static_cast<size_t>(s)]) send_range(s, lr, step, weight);
+  Pending p{next_timestamp_++, false, {}};
+  p.ids.swap(push_.ids);
   std::fill(push_.started.begin(), push_.started.end(), false);
   std::fill(push_.final_floats.begin(), push_.final_floats.end(), 0);
-  wait_servers(ids, "pushing the gradient");
+  pending_.push_back(std::move(p));
+  return pending_.back().timestamp;
 }
 
 double PsWorker::step(const data::Batch& batch, float lr, int64_t step) {

@@ -38,8 +38,19 @@ class PsWorker : public Strategy {
 
   std::string_view name() const override { return "ps"; }
   double step(const data::Batch& batch, float lr, int64_t step) override;
+  // ps-lite's worker calls (KVWorker's Push, Pull and Wait): each starts its exchange with
+  // every server's range at once and returns a timestamp; wait(ts) completes it, and after a
+  // pull's wait the parameters and versions are in place. One pull and one push at a time
+  // (a pull lands in the parameter buffer, a push reuses its requests); a server's messages
+  // from this worker arrive in the order started, so a pull started after a push sees it.
+  int start_pull(int64_t step);
+  // Pushes the gradient buffer as step `step`'s at rate `lr` (fedavg: a change weighted by
+  // `weight` samples): the ranges not already pushed when backward made them final.
+  int start_push(float lr, int64_t step, int64_t weight = 1);
+  void wait(int timestamp);
   // Pulls the servers' current parameters (sync mode: after `step` updates).
-  void pull(int64_t step);
+  void pull(int64_t step) { wait(start_pull(step)); }
+  void push(float lr, int64_t step, int64_t weight = 1) { wait(start_push(lr, step, weight)); }
   // Pulls the parameters after the last step this worker took (sync mode: once every
   // worker's gradient of that step is applied), so evaluation and checkpoints see the
   // servers' model, not the one this worker computed its last step on.
@@ -61,9 +72,6 @@ class PsWorker : public Strategy {
   bool stop_announced() const override { return stop_at_ >= 0 && next_step_ >= stop_at_; }
   // Tells every server this worker trains no more (once).
   void finish();
-  // Pushes the gradient buffer to the servers as step `step`'s, at rate `lr` (step() does
-  // it after backward; benchmarks of the exchange alone call it directly).
-  void push(float lr, int64_t step, int64_t weight = 1);
 
   const std::vector<KeyRange>& ranges() const { return ranges_; }
   // The version of each server's range that the parameters hold now.
@@ -72,7 +80,7 @@ class PsWorker : public Strategy {
  private:
   void seed_servers();
   // Starts pushing server `s`'s range of the gradient (request and payload, not waited for).
-  void start_push(int s, float lr, int64_t step, int64_t weight);
+  void send_range(int s, float lr, int64_t step, int64_t weight);
   void on_ready(int64_t begin, int64_t end);
   void request(int server, const PsRequest& r);
   // Waits on requests to servers; a server's failure becomes an error naming it and `what`.
@@ -84,6 +92,14 @@ class PsWorker : public Strategy {
   std::vector<KeyRange> ranges_;
   std::vector<int64_t> versions_;
   std::vector<PsPullReply> replies_;
+  // Exchanges started and not yet waited for, by timestamp.
+  struct Pending {
+    int timestamp;
+    bool is_pull;
+    std::vector<comm::RequestId> ids;
+  };
+  std::vector<Pending> pending_;
+  int next_timestamp_ = 0;
   // The push under way: armed for the step's last backward, each server's floats reported
   // final so far, whether its push started, and the requests to wait for.
   struct PushInFlight {
