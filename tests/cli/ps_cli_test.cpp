@@ -146,7 +146,9 @@ TEST(PsCli, EvaluatorDecidesTheStopForEveryWorker) {
       run_braid("launch --servers 1 --workers 2 --evaluator -- " + std::string(BRAID_BINARY) +
                     " train " + tiny_mlp(tmp) +
                     "--optimizer adam --lr 0.003 --strategy ps --ps.mode async --eval-every 5 "
-                    "--stop.target 0.5 --steps 400 --out " +
+                    // Workers slowed to 5 ms a step: the evaluator starts (reads the data,
+                    // builds the model) long before they could finish, and decides after ~10.
+                    "--stop.target 0.5 --steps 4000 --slow-step-ms 5 --out " +
                     out,
                 "BRAID_TIMEOUT_S=30");
   ASSERT_EQ(r.code, 0) << r.output;

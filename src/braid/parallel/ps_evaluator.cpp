@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "parallel/ps_pull.h"
 
 namespace braid::parallel {
 
@@ -37,15 +38,8 @@ void PsEvaluator::request(int server, PsRequestKind kind, int64_t step) {
 }
 
 void PsEvaluator::synchronize() {
-  std::vector<comm::RequestId> ids;
-  for (int s = 0; s < layout_.servers; ++s) {
-    const KeyRange& r = ranges_[static_cast<size_t>(s)];
-    const int rank = layout_.server_rank(s);
-    ids.push_back(
-        world_->irecv(rank, kVersionTag, &replies_[static_cast<size_t>(s)], sizeof(PsPullReply)));
-    ids.push_back(world_->irecv(rank, kParamsTag, params_.params() + r.begin,
-                                static_cast<size_t>(r.size()) * sizeof(float)));
-  }
+  const std::vector<comm::RequestId> ids =
+      post_pull_receives(*world_, layout_, ranges_, replies_, params_.params());
   for (int s = 0; s < layout_.servers; ++s) request(s, PsRequestKind::pull, -1);
   world_->wait(ids);
   version_ = std::numeric_limits<int64_t>::max();

@@ -40,7 +40,8 @@ void validate(const PsRules& r) {
               "ps.staleness_lr applies to async and ssp modes; sync gradients are never stale");
   BRAID_CHECK(!r.federated || (r.mode == PsMode::sync && r.backup_workers == 0),
               "fedavg: rounds are synchronous and every live worker's clients count; drop "
-              "ps.mode ", ps_mode_name(r.mode), " and ps.backup_workers");
+              "ps.mode ",
+              ps_mode_name(r.mode), " and ps.backup_workers");
   if (r.federated) validate(*r.federated);
 }
 
@@ -94,8 +95,7 @@ int PsShard::push(const Push& p, std::span<const float> grads) {
 }
 
 int PsShard::complete_step(float lr) {
-  const int needed =
-      rules_.federated ? live_workers() : rules_.workers - rules_.backup_workers;
+  const int needed = rules_.federated ? live_workers() : rules_.workers - rules_.backup_workers;
   if (arrived_ == 0 || arrived_ < needed) return 0;
   if (rules_.federated) {
     server_optimizer_->step(params_, sum_, weight_sum_);
@@ -173,8 +173,8 @@ PsShardSnapshot PsShard::snapshot() const {
   s.params = params_;
   s.optimizer = optimizer_->state();
   if (server_optimizer_ && server_optimizer_->state_size() > 0) {
-    Tensor state = Tensor::empty(Shape{server_optimizer_->state_size()}, DType::f32,
-                                 MemCategory::optimizer);
+    Tensor state =
+        Tensor::empty(Shape{server_optimizer_->state_size()}, DType::f32, MemCategory::optimizer);
     std::copy(server_optimizer_->state().begin(), server_optimizer_->state().end(), state.f32());
     s.optimizer.emplace_back("fedavg_server_state", state);
   }
@@ -192,12 +192,12 @@ void PsShard::restore(const PsShardSnapshot& s) {
   optim::NamedTensors local = s.optimizer;
   const auto server = std::find_if(local.begin(), local.end(),
                                    [](const auto& t) { return t.first == "fedavg_server_state"; });
-  BRAID_CHECK((server != local.end()) ==
-                  (server_optimizer_ && server_optimizer_->state_size() > 0),
+  BRAID_CHECK((server != local.end()) == (server_optimizer_ && server_optimizer_->state_size() > 0),
               "ps shard: the checkpoint's federated server state does not fit this run's "
               "(fedavg.server_optimizer differs?)");
   if (server != local.end()) {
-    server_optimizer_->load_state({server->second.f32(), static_cast<size_t>(server->second.numel())});
+    server_optimizer_->load_state(
+        {server->second.f32(), static_cast<size_t>(server->second.numel())});
     local.erase(server);
   }
   optimizer_->load_state(local);

@@ -5,6 +5,7 @@
 #include "comm/collectives.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "parallel/ps_pull.h"
 
 namespace braid::parallel {
 
@@ -86,16 +87,8 @@ int PsWorker::start_pull(int64_t step) {
                 " is still under way (pulls land in the parameter buffer): wait() for it first");
   seed_servers();
   // Both receives of every server are posted before any request goes out.
-  Pending p{next_timestamp_++, true, {}};
-  p.ids.reserve(ranges_.size() * 2);
-  for (int s = 0; s < layout_.servers; ++s) {
-    const KeyRange& r = ranges_[static_cast<size_t>(s)];
-    const int rank = layout_.server_rank(s);
-    p.ids.push_back(
-        world_->irecv(rank, kVersionTag, &replies_[static_cast<size_t>(s)], sizeof(PsPullReply)));
-    p.ids.push_back(world_->irecv(rank, kParamsTag, params_.params() + r.begin,
-                                  static_cast<size_t>(r.size()) * sizeof(float)));
-  }
+  Pending p{next_timestamp_++, true,
+            post_pull_receives(*world_, layout_, ranges_, replies_, params_.params())};
   for (int s = 0; s < layout_.servers; ++s)
     request(s, {.kind = PsRequestKind::pull, .worker = world_->rank(), .step = step});
   pending_.push_back(std::move(p));
