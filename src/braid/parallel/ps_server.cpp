@@ -63,6 +63,8 @@ void PsServer::run() {
       continue;
     }
     handle(request, source);
+    // Under steady traffic the wait never times out: silence is looked at as requests come
+    // (the process check waits for a quiet moment, see above).
     wait_for = check_workers(false);
   }
   for (const WaitingPull& w : waiting_)
@@ -85,19 +87,17 @@ std::chrono::milliseconds PsServer::check_workers(bool may_lose) {
   }
   for (int w = 0; w < options_.layout.workers; ++w) {
     if (members_[static_cast<size_t>(w)] != Member::live) continue;
-    if (!may_lose) {
-      if (options_.worker_timeout.count() == 0) continue;
-      const auto silent =
-          std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard_[size_t(w)]);
-      next = std::min(next, options_.worker_timeout - silent);
-      continue;
+    if (may_lose) {
+      const std::string gone = world_->transport().peer_gone(world_->global_rank(w));
+      if (!gone.empty()) {
+        lose(w, gone);
+        continue;
+      }
     }
-    const std::string gone = world_->transport().peer_gone(world_->global_rank(w));
-    if (!gone.empty()) {
-      lose(w, gone);
-      continue;
-    }
-    if (options_.worker_timeout.count() == 0) continue;
+    // A worker waiting for its pull's answer (sync, ssp) is not silent: the server is.
+    const bool waiting = std::any_of(waiting_.begin(), waiting_.end(),
+                                     [&](const WaitingPull& p) { return p.worker == w; });
+    if (options_.worker_timeout.count() == 0 || waiting) continue;
     const auto silent =
         std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard_[size_t(w)]);
     if (silent >= options_.worker_timeout) {
@@ -258,6 +258,8 @@ bool PsServer::may_answer(int64_t step) const {
 // The reply header, then the parameters; both sends complete before the next push changes
 // them. A worker that died meanwhile is lost, not fatal.
 void PsServer::answer(int worker) {
+  // Its silence counts from now: it waited on the server until this answer.
+  if (options_.layout.is_worker(worker)) last_heard_[static_cast<size_t>(worker)] = Clock::now();
   const PsPullReply reply{
       .version = shard_->version(),
       .stop_at = stop_at_,

@@ -86,8 +86,9 @@ class PsServer {
   void finish_worker(int worker);
   void answer(int worker);
   void answer_waiting_pulls();
-  // With `may_lose`, marks workers gone or silent too long as lost. Returns how long to wait
-  // for a request before the next check.
+  // Marks workers silent past worker_timeout as lost (not those waiting for a pull's answer)
+  // and, with `may_lose` (after a quiet wait), those whose process is gone. Returns how long
+  // to wait for a request before the next check.
   std::chrono::milliseconds check_workers(bool may_lose);
   void lose(int worker, const std::string& why);
 
