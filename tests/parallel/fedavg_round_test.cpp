@@ -10,18 +10,10 @@
 #include <string>
 
 #include "core/error.h"
+#include "expect_error.h"
 
 namespace braid::parallel {
 namespace {
-
-void expect_error_naming(const auto& call, const std::string& key) {
-  try {
-    call();
-    ADD_FAILURE() << key << " was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
-  }
-}
 
 TEST(FedAvgRound, ClientsPerRoundIsCTimesKRoundedAndAtLeastOne) {
   EXPECT_EQ(clients_per_round(100, 0.1), 10);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "expect_error.h"
 #include "parallel/server_optimizer.h"
 
 namespace braid::parallel {
@@ -102,15 +103,6 @@ TEST(FedAvgServer, StateSavedAndLoadedContinuesTheSameRounds) {
     b.step(w_b, kSum2, kWeight2);
     EXPECT_EQ(w_b, w) << server_optimizer_name(kind);
     EXPECT_TRUE(std::equal(a.state().begin(), a.state().end(), b.state().begin()));
-  }
-}
-
-void expect_error_naming(const auto& call, const std::string& key) {
-  try {
-    call();
-    ADD_FAILURE() << key << " was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
   }
 }
 
