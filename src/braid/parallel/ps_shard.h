@@ -91,7 +91,6 @@ class PsShard {
   // A lost worker spoke again (async, ssp: it was only slow): it counts again from the
   // steps it has pushed.
   void readmit_worker(int worker);
-  bool is_live(int worker) const { return live_[static_cast<size_t>(worker)]; }
   int64_t clock(int worker) const { return clock_[static_cast<size_t>(worker)]; }  // steps pushed
   const PsRules& rules() const { return rules_; }
 

@@ -27,6 +27,8 @@ struct DataPlacement {
   // Validate on a split of the training data (splits.h) instead of the test split. Only for
   // indexed datasets (fashion-mnist, npy); kind none keeps the test split.
   data::SplitSpec validation{};
+  // Evaluate on the whole split whatever the rank (a parameter-server chief evaluates alone).
+  bool evaluate_whole_split = false;
 };
 
 DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,

@@ -58,9 +58,8 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> world,
       world_(ps.workers),
       model_(build_model(config.model, config.seq_len)) {
   BRAID_CHECK(group_ && (ps.is_worker(rank_) || ps.is_evaluator(rank_)),
-              "Trainer: a parameter-server job's trainer runs on "
-              "a worker (ranks 0..",
-              ps.workers - 1, ")");
+              "Trainer: a parameter-server job's trainer runs on a worker (ranks 0..",
+              ps.workers - 1, ") or the evaluator (rank ", ps.workers + ps.servers, ")");
   init(load_data);
 }
 
@@ -70,15 +69,16 @@ void Trainer::init(bool load_data) {
   if (load_data) {
     // Without a group a rank runs alone over all the data (rank only decides who writes).
     // The evaluator of a parameter-server job reads the data as one process would.
+    // The chief of a parameter-server job evaluates the whole split alone.
     const bool evaluator = ps_ && ps_->is_evaluator(rank_);
-    DataLoaders loaders =
-        evaluator ? make_loaders(config_, model_, DataPlacement{})
-                  : make_loaders(config_, model_,
-                                 DataPlacement{.rank = group_ ? rank_ : 0, .world = world_});
+    DataLoaders loaders = make_loaders(
+        config_, model_,
+        evaluator ? DataPlacement{}
+                  : DataPlacement{.rank = group_ ? rank_ : 0,
+                                  .world = world_,
+                                  .evaluate_whole_split = ps_.has_value() && rank_ == 0});
     train_loader_ = std::move(loaders.train);
     eval_loader_ = std::move(loaders.eval);
-    // The chief of a parameter-server job evaluates the whole split alone.
-    if (ps_ && rank_ == 0) eval_loader_ = make_loaders(config_, model_, DataPlacement{}).eval;
   }
   strategy_ = make_strategy(config_, std::move(model_.module), group_, batchnorm_reducer_, ps_);
   if (config_.ema_decay > 0)
