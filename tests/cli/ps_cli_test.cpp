@@ -75,10 +75,12 @@ TEST(PsCli, ChiefsStopDecisionEndsEveryWorker) {
   for (const char* mode : {"sync", "async"}) {
     const TempDir tmp;
     const std::string out = tmp.file("out");
-    const BraidResult r =
-        launch_ps(1, 2,
-                  tiny_mlp(tmp) + "--optimizer adam --lr 0.003 --strategy ps --ps.mode " + mode +
-                      " --eval-every 5 --stop.target 0.5 --steps 400 --out " + out);
+    const BraidResult r = launch_ps(
+        1, 2,
+        tiny_mlp(tmp) + "--optimizer adam --lr 0.003 --strategy ps --ps.mode " + mode +
+            // 5 ms a step: in async, worker 1 must not finish its steps before the
+            // chief's decision at step 5 (unslowed, it raced it on a loaded machine).
+            " --eval-every 5 --stop.target 0.5 --steps 4000 --slow-step-ms 5 --out " + out);
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_TRUE(has_text(r.output, "[worker 0] converged (stop.target) at step"));
     EXPECT_TRUE(has_text(r.output, "[worker 1] [braid I] stopping at step "));

@@ -181,12 +181,18 @@ const Tensor& Gpt::forward(const Tensor& x, Cache& cache, const ForwardContext& 
   auto& c = static_cast<GptCache&>(cache);
   const Shape out_shape = output_shape(x.shape());
   const int64_t B = out_shape[0], T = out_shape[1], D = config_.d_model, V = config_.vocab;
+  const ParamSet::Id blocks_first = block_params_.empty() ? ln_f_first_ : block_params_[0].first;
+  params_->about_to_use(first_, blocks_first);       // wte (also the head) and wpe
   const Tensor& tok = wte_.forward(x, *c.wte, ctx);  // checks dtype and ids
   c.x0.ensure({B, T, D});
   const float* pos = params_->param(wpe_.weight_id()).f32();
   for (int64_t b = 0; b < B; ++b) add(tok.f32() + b * T * D, pos, c.x0.f32() + b * T * D, T * D);
   const Tensor* h = &c.x0;
-  for (size_t i = 0; i < blocks_.size(); ++i) h = &blocks_[i]->forward(*h, *c.blocks[i], ctx);
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    params_->about_to_use(block_params_[i].first, block_params_[i].second);
+    h = &blocks_[i]->forward(*h, *c.blocks[i], ctx);
+  }
+  params_->about_to_use(ln_f_first_, end_);
   const Tensor& hf = ln_f_.forward(*h, *c.ln_f, ctx);
   c.out.ensure(out_shape);
   // logits[BT, V] = hf[BT, D] wte[V, D]^T

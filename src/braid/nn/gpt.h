@@ -68,6 +68,7 @@ class Gpt : public Module {
   double forward_flops(const Shape& in) const override;
   // ln_f, then each block as its backward ends, then the embeddings (the head shares wte).
   bool reports_ready() const override { return true; }
+  bool announces_use() const override { return true; }
 
   const GptConfig& config() const { return config_; }
 

@@ -62,6 +62,10 @@ class Module {
   // Whether backward() reports its own parameters final (ParamSet::mark_ready) as it goes,
   // as containers do; a container reports the ranges of children that do not.
   virtual bool reports_ready() const { return false; }
+  // Whether forward() announces every parameter before reading it
+  // (ParamSet::about_to_use), as containers do for their children; a strategy whose
+  // parameters arrive during forward must otherwise have them all in place first.
+  virtual bool announces_use() const { return false; }
   // Multiply-adds x2 of one forward pass over a batch of shape `in`, for GFLOP/s figures.
   virtual double forward_flops(const Shape& in) const {
     (void)in;

@@ -57,6 +57,8 @@ using FlatAllocator = std::function<FlatMemory(size_t bytes, MemCategory categor
 
 // Hears that the gradients in [begin, end) (floats into the flat buffers) are final.
 using ReadyListener = std::function<void(int64_t begin, int64_t end)>;
+// Hears that forward is about to read the parameters in [begin, end) (floats).
+using UseListener = std::function<void(int64_t begin, int64_t end)>;
 
 class ParamSet {
  public:
@@ -121,6 +123,17 @@ class ParamSet {
   // After backward: reports the parameters no module reported, last first.
   void finish_backward();
 
+  // "Forward is about to read parameters [first, end)", the forward counterpart of
+  // mark_ready(): a strategy whose parameters arrive while forward runs (a parameter
+  // server's pull, ZeRO stage 3's gather) waits in its listener until the range is in
+  // place, so the first layers compute while the last ones are still on the way.
+  // Containers call it before each child's forward (Module::announces_use()). One
+  // listener at a time; nullptr removes it.
+  void set_use_listener(UseListener listener) { use_listener_ = std::move(listener); }
+  void about_to_use(Id first, Id end) const {
+    if (use_listener_ && first < end) use_listener_(range_begin(first), range_end(end));
+  }
+
  private:
   std::vector<ParamInfo> layout_;
   std::vector<NamedBuffer> buffers_;
@@ -132,6 +145,7 @@ class ParamSet {
   std::vector<uint8_t> ready_;  // ready_[id]: reported final in this backward
   bool in_backward_ = false;    // between begin_backward() and finish_backward()
   std::vector<ReadyListener> listeners_;
+  UseListener use_listener_;
   std::shared_ptr<void> params_owner_, grads_owner_;  // memory from an allocator
   float* params_ptr_ = nullptr;
   float* grads_ptr_ = nullptr;

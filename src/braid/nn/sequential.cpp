@@ -52,7 +52,11 @@ std::unique_ptr<Cache> Sequential::make_cache() const {
 const Tensor& Sequential::forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) {
   auto& c = static_cast<SequentialCache&>(cache);
   const Tensor* h = &x;
-  for (size_t i = 0; i < children_.size(); ++i) h = &children_[i]->forward(*h, *c.children[i], ctx);
+  for (size_t i = 0; i < children_.size(); ++i) {
+    if (params_ != nullptr && i < child_params_.size())
+      params_->about_to_use(child_params_[i].first, child_params_[i].second);
+    h = &children_[i]->forward(*h, *c.children[i], ctx);
+  }
   return *h;
 }
 

@@ -31,6 +31,8 @@ class Sequential : public Module {
   // shared between children): reported at once, so an optimizer or a bucket's allreduce
   // can start on them while backward goes on.
   bool reports_ready() const override { return true; }
+  // Each child's parameters are announced before its forward.
+  bool announces_use() const override { return true; }
 
  private:
   std::vector<std::unique_ptr<Module>> children_;
@@ -56,6 +58,7 @@ class Residual : public Module {
   const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
   double forward_flops(const Shape& in) const override { return body_->forward_flops(in); }
   bool reports_ready() const override { return true; }  // its body does
+  bool announces_use() const override { return true; }  // its body does
 
  private:
   std::unique_ptr<Sequential> body_;

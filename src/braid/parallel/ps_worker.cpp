@@ -27,7 +27,29 @@ PsWorker::PsWorker(std::unique_ptr<nn::Module> module, StepOptions options,
   push_.final_floats.assign(ranges_.size(), 0);
   push_.started.assign(ranges_.size(), false);
   push_.requests.assign(ranges_.size(), PsRequest{});
+  pull_arrived_.assign(ranges_.size(), true);
   params_.add_ready_listener([this](int64_t begin, int64_t end) { on_ready(begin, end); });
+  params_.set_use_listener([this](int64_t begin, int64_t end) { on_use(begin, end); });
+}
+
+void PsWorker::on_use(int64_t begin, int64_t end) {
+  const auto pull =
+      std::find_if(pending_.begin(), pending_.end(), [](const Pending& p) { return p.is_pull; });
+  if (pull == pending_.end()) return;
+  Stopwatch watch;
+  for (size_t s = 0; s < ranges_.size(); ++s)
+    if (std::min(end, ranges_[s].end) > std::max(begin, ranges_[s].begin))
+      receive_pull_from(s, pull->ids);
+  waited_in_forward_ += watch.elapsed();
+}
+
+void PsWorker::receive_pull_from(size_t s, std::span<const comm::RequestId> ids) {
+  if (pull_arrived_[s]) return;
+  wait_servers(ids.subspan(2 * s, 2), "pulling the parameters");
+  pull_arrived_[s] = true;
+  versions_[s] = replies_[s].version;
+  if (replies_[s].stop_at >= 0 && (stop_at_ < 0 || replies_[s].stop_at < stop_at_))
+    stop_at_ = replies_[s].stop_at;
 }
 
 void PsWorker::on_ready(int64_t begin, int64_t end) {
@@ -37,7 +59,7 @@ void PsWorker::on_ready(int64_t begin, int64_t end) {
     const int64_t overlap = std::min(end, r.end) - std::max(begin, r.begin);
     if (overlap <= 0) continue;
     push_.final_floats[s] += overlap;
-    if (push_.final_floats[s] == r.size() && !push_.started[s])
+    if (push_.final_floats[s] == r.size() && !push_.started[s] && pull_arrived_[s])
       send_range(static_cast<int>(s), push_.lr, push_.step, 1);
   }
 }
@@ -91,6 +113,7 @@ int PsWorker::start_pull(int64_t step) {
             post_pull_receives(*world_, layout_, ranges_, replies_, params_.params())};
   for (int s = 0; s < layout_.servers; ++s)
     request(s, {.kind = PsRequestKind::pull, .worker = world_->rank(), .step = step});
+  std::fill(pull_arrived_.begin(), pull_arrived_.end(), false);
   pending_.push_back(std::move(p));
   return pending_.back().timestamp;
 }
@@ -102,13 +125,11 @@ void PsWorker::wait(int timestamp) {
               " is under way (waited for already, or never started)");
   Pending p = std::move(*it);
   pending_.erase(it);
-  wait_servers(p.ids, p.is_pull ? "pulling the parameters" : "pushing the gradient");
-  if (!p.is_pull) return;
-  for (size_t s = 0; s < replies_.size(); ++s) {
-    versions_[s] = replies_[s].version;
-    if (replies_[s].stop_at >= 0 && (stop_at_ < 0 || replies_[s].stop_at < stop_at_))
-      stop_at_ = replies_[s].stop_at;
+  if (!p.is_pull) {
+    wait_servers(p.ids, "pushing the gradient");
+    return;
   }
+  for (size_t s = 0; s < ranges_.size(); ++s) receive_pull_from(s, p.ids);
 }
 
 void PsWorker::announce_stop(int64_t step) {
@@ -171,8 +192,11 @@ int PsWorker::start_push(float lr, int64_t step, int64_t weight) {
 double PsWorker::step(const data::Batch& batch, float lr, int64_t step) {
   Stopwatch watch;
   times_ = {};
-  pull(step);
+  // Forward waits for each server's range just before its first layer that reads it.
+  const int pull = start_pull(step);
+  if (!module_->announces_use()) wait(pull);
   times_.communication_exposed += watch.lap();
+  waited_in_forward_ = 0;
   micro_.split(batch, options_.accumulate_steps);
   // A range is final when the one backward reports it; with micro-batches, only after the
   // last, so those push after backward.
@@ -180,7 +204,10 @@ double PsWorker::step(const data::Batch& batch, float lr, int64_t step) {
   push_.lr = lr;
   push_.step = step;
   const double loss = accumulate_micro_batches(micro_, step, world_->rank(), layout_.workers);
+  times_.forward -= waited_in_forward_;
+  times_.communication_exposed += waited_in_forward_;
   watch.lap();
+  if (module_->announces_use()) wait(pull);  // every range arrived in forward: nothing waits
   push(lr, step);
   times_.communication_exposed += watch.lap();
   times_.total = watch.elapsed();

@@ -16,11 +16,14 @@
 //
 // A server's range is pushed as soon as backward has made all of it final (the last layers'
 // server first), so pushes overlap the rest of backward; with micro-batches, after the last.
-// Every range is pulled before forward. One thread drives the world group: the rank's
-// compute thread.
+// Every range is requested before forward, the first layers' server first, and forward
+// waits for a server's range only before the first layer that reads it
+// (ParamSet::about_to_use), so the first layers compute while the rest is on the way. One
+// thread drives the world group: the rank's compute thread.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "comm/group.h"
@@ -82,6 +85,10 @@ class PsWorker : public Strategy {
   // Starts pushing server `s`'s range of the gradient (request and payload, not waited for).
   void send_range(int s, float lr, int64_t step, int64_t weight);
   void on_ready(int64_t begin, int64_t end);
+  // Forward is about to read [begin, end): completes the pull from the servers holding it.
+  void on_use(int64_t begin, int64_t end);
+  // Completes server `s`'s answer to the pull whose receives are `ids` (once).
+  void receive_pull_from(size_t s, std::span<const comm::RequestId> ids);
   void request(int server, const PsRequest& r);
   // Waits on requests to servers; a server's failure becomes an error naming it and `what`.
   void wait_servers(std::span<const comm::RequestId> ids, const char* what);
@@ -92,6 +99,10 @@ class PsWorker : public Strategy {
   std::vector<KeyRange> ranges_;
   std::vector<int64_t> versions_;
   std::vector<PsPullReply> replies_;
+  // pull_arrived_[s]: the pull under way has received server s's answer (all true when
+  // no pull is under way).
+  std::vector<bool> pull_arrived_;
+  double waited_in_forward_ = 0;  // seconds this step's forward waited for pulls
   // Exchanges started and not yet waited for, by timestamp.
   struct Pending {
     int timestamp;
