@@ -17,6 +17,7 @@
 
 #include "fashion_mnist_data.h"
 #include "run_braid.h"
+#include "same_checkpoint.h"
 #include "temp_dir.h"
 
 namespace {
@@ -26,12 +27,9 @@ using braid::testing::TempDir;
 using nlohmann::json;
 
 using Result = braid::testing::BraidResult;
+using braid::testing::read_bytes;
 using braid::testing::run_braid;
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using braid::testing::same_checkpoint;
 
 int count_lines(const std::string& path) {
   const std::string text = read_bytes(path);
@@ -41,16 +39,6 @@ int count_lines(const std::string& path) {
 ::testing::AssertionResult contains(const std::string& text, const std::string& part) {
   if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "\n  output: " << text << "\n  lacks:  " << part;
-}
-
-// Two runs' checkpoints hold the same bits: weights and optimizer state.
-::testing::AssertionResult same_checkpoint(const std::string& a, const std::string& b) {
-  for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
-    const std::string x = read_bytes(a + "/" + file), y = read_bytes(b + "/" + file);
-    if (x.empty() || x != y)
-      return ::testing::AssertionFailure() << file << " differs between " << a << " and " << b;
-  }
-  return ::testing::AssertionSuccess();
 }
 
 // `braid train ARGS` as a child process whose output the test reads line by line, as a

@@ -29,8 +29,11 @@ class Process {
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry = *e;
       const std::string name = entry.substr(0, entry.find('='));
-      // A test run under some launcher must not hand its variables to these ranks.
-      if (vars.count(name) == 0 && name.rfind("BRAID_", 0) != 0) env.push_back(entry);
+      // A test run under some launcher must not hand its variables to these ranks; the
+      // suite's kernel choices (CMakeLists.txt) go on.
+      const bool braid_var =
+          name.rfind("BRAID_", 0) == 0 && name != "BRAID_GEMM" && name != "BRAID_CONV";
+      if (vars.count(name) == 0 && !braid_var) env.push_back(entry);
     }
     for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
     std::vector<std::string> all = args;

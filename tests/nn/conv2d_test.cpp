@@ -3,7 +3,9 @@
 // stride 2, output channels that are not a multiple of 16, rows wider than 8 pixels.
 #include "nn/conv2d.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "gradcheck.h"
 
@@ -79,8 +81,8 @@ TEST(Conv2d, ForwardMatchesNaiveLoopsForBothAlgorithms) {
       ASSERT_EQ(y.shape(), ref.shape());
       for (int64_t i = 0; i < y.numel(); ++i)
         ASSERT_NEAR(y.f32()[i], ref.f32()[i], 1e-4)
-            << "C=" << f.C << " O=" << f.O << " k=" << f.k << " direct=" << l.conv.uses_direct()
-            << " at " << i;
+            << "C=" << f.C << " O=" << f.O << " k=" << f.k
+            << " direct=" << (algo == Conv2d::Algorithm::direct) << " at " << i;
     }
   }
 }
@@ -141,10 +143,37 @@ TEST(Conv2d, SteadyStateStepAllocatesNothing) {
   }
 }
 
-TEST(Conv2d, AutomaticPicksDirectOnlyForFewTaps) {
-  EXPECT_TRUE(Conv2d(1, 32, 3).uses_direct());
-  EXPECT_TRUE(Conv2d(3, 32, 3).uses_direct());
-  EXPECT_FALSE(Conv2d(32, 64, 3).uses_direct());
+// Automatic: the first forward of a geometry times both algorithms and records the faster;
+// its output is bitwise that algorithm's; a forced policy times nothing.
+TEST(Conv2d, AutomaticMeasuresEachGeometryOnceAndRunsTheFaster) {
+  clear_conv_choices();
+  for (const Config& f : {kConfigs[0], kConfigs[3]}) {
+    Layer automatic(f, Conv2d::Algorithm::automatic);
+    const Tensor x = random_input({f.B, f.H, f.W, f.C});
+    auto cache = automatic.conv.make_cache();
+    const Tensor& y = automatic.conv.forward(x, *cache, ForwardContext());
+    ConvGeometry g;
+    g.B = f.B, g.H = f.H, g.W = f.W, g.C = f.C, g.O = f.O, g.k = f.k, g.stride = f.stride,
+    g.pad = f.pad;
+    const std::optional<ConvChoice> choice = find_conv_choice(g);
+    ASSERT_TRUE(choice.has_value());
+    EXPECT_GT(choice->gemm_s, 0);
+    EXPECT_GT(choice->direct_s, 0);
+    EXPECT_EQ(choice->direct, choice->direct_s < choice->gemm_s);
+    Layer forced(f, choice->direct ? Conv2d::Algorithm::direct : Conv2d::Algorithm::gemm);
+    auto forced_cache = forced.conv.make_cache();
+    const Tensor& expected = forced.conv.forward(x, *forced_cache, ForwardContext());
+    ASSERT_EQ(y.numel(), expected.numel());
+    EXPECT_TRUE(std::equal(y.f32(), y.f32() + y.numel(), expected.f32()));
+  }
+  EXPECT_EQ(conv_choices().size(), 2u);
+  clear_conv_choices();
+  set_conv_policy(ConvPolicy::direct);
+  Layer l(kConfigs[3], Conv2d::Algorithm::automatic);
+  auto cache = l.conv.make_cache();
+  l.conv.forward(random_input({2, 6, 6, 8}), *cache, ForwardContext());
+  set_conv_policy(ConvPolicy::automatic);
+  EXPECT_TRUE(conv_choices().empty());
 }
 
 TEST(Conv2d, ParametersUsePyTorchLayoutAndInit) {

@@ -162,6 +162,9 @@ TEST(Trainer, GptTinyValidationLossFalls) {
   c.max_steps = 60;
   c.optimizer.name = "adamw";
   c.optimizer.lr = 3e-3;
+  // As GPT recipes do: unclipped, this lr spikes the loss in some of the last steps on some
+  // summation orders (OpenBLAS on 2 threads: eval 4.25 at step 60 against 3.36 with oneDNN).
+  c.clip_grad_norm = 1.0;
   c.eval_batches = 4;
   const TempDir tmp;
   c.out = tmp.path();

@@ -2,12 +2,15 @@
 // command per file; maps errors to exit codes and one clear line for the user.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/gemm_choice.h"
 #include "core/log.h"
+#include "nn/conv_choice.h"
 
 namespace {
 
@@ -25,6 +28,23 @@ int report(const char* kind, const braid::Error& e, int code) {
   return code;
 }
 
+// BRAID_GEMM and BRAID_CONV force one GEMM library or convolution algorithm instead of
+// timing the candidates (core/gemm_choice.h, nn/conv_choice.h).
+void apply_kernel_policies() {
+  try {
+    if (const char* v = std::getenv("BRAID_GEMM"); v != nullptr && *v != '\0')
+      braid::set_gemm_policy(braid::parse_gemm_policy(v));
+  } catch (const braid::Error& e) {
+    BRAID_THROW(braid::Error, "environment variable BRAID_GEMM: ", e.what());
+  }
+  try {
+    if (const char* v = std::getenv("BRAID_CONV"); v != nullptr && *v != '\0')
+      braid::nn::set_conv_policy(braid::nn::parse_conv_policy(v));
+  } catch (const braid::Error& e) {
+    BRAID_THROW(braid::Error, "environment variable BRAID_CONV: ", e.what());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -38,6 +58,7 @@ int main(int argc, char** argv) {
   braid::cli::add_launch_command(app);
   braid::cli::add_comm_check_command(app);
   try {
+    apply_kernel_policies();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // CLI11 says "A subcommand is required" or "The following argument was not expected:

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/gemm_choice.h"
 #include "core/log.h"
 
 extern "C" {
@@ -49,25 +50,6 @@ const char* gemm_library_name(GemmLibrary library) {
   return library == GemmLibrary::onednn ? "onednn" : "openblas";
 }
 
-// On AVX2 (Zen 3), one thread, medians of alternated runs over every product in the
-// built-in models' steps (2026-11-23); in brackets oneDNN's time over OpenBLAS's:
-// - A B^T (linear forwards, the conv input gradient): oneDNN leads or ties everywhere
-//   (gpt-tiny 0.67-0.97, mlp 0.98-1.0, conv 0.58, 10-wide outputs 0.77).
-// - A B (linear input gradients, the conv forward): oneDNN leads while K <= 512 and the
-//   output is at least 128 wide (gpt-tiny 0.74-0.96); OpenBLAS with K = 1024 (mlp fc2:
-//   1.06-1.11) and at the conv forward's 64-wide output (1.07).
-// - A^T B (weight gradients): oneDNN leads with K <= 128 and no thin side (mlp fc2 0.83);
-//   OpenBLAS with a 10-row output (1.14-1.19) and at gpt-tiny's K = 4096 (up to 1.33).
-GemmLibrary gemm_library_for(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {
-  constexpr int64_t kThin = 32;
-  if (!trans_a && trans_b) return GemmLibrary::onednn;
-  if (!trans_a && !trans_b)
-    return K <= 512 && N >= 128 ? GemmLibrary::onednn : GemmLibrary::openblas;
-  if (trans_a && !trans_b)
-    return K <= 128 && std::min(M, N) >= kThin ? GemmLibrary::onednn : GemmLibrary::openblas;
-  return GemmLibrary::openblas;  // A^T B^T: no model multiplies this way
-}
-
 void sgemm_with(GemmLibrary library, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                 float alpha, const float* A, const float* B, float beta, float* C, int64_t lda,
                 int64_t ldb, int64_t ldc) {
@@ -91,8 +73,14 @@ void sgemm_with(GemmLibrary library, bool trans_a, bool trans_b, int64_t M, int6
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
            const float* B, float beta, float* C, int64_t lda, int64_t ldb, int64_t ldc) {
-  sgemm_with(gemm_library_for(trans_a, trans_b, M, N, K), trans_a, trans_b, M, N, K, alpha, A, B,
-             beta, C, lda, ldb, ldc);
+  if (M == 0 || N == 0) return;
+  if (lda == 0) lda = trans_a ? M : K;
+  if (ldb == 0) ldb = trans_b ? K : N;
+  if (ldc == 0) ldc = N;
+  const GemmShape shape{trans_a, trans_b, M, N, K};
+  std::optional<GemmLibrary> library = chosen_gemm_library(shape);
+  if (!library) library = measure_gemm_choice(shape, alpha, A, lda, B, ldb, beta, C, ldc);
+  sgemm_with(*library, trans_a, trans_b, M, N, K, alpha, A, B, beta, C, lda, ldb, ldc);
 }
 
 std::string blas_config() {

@@ -1,10 +1,9 @@
 // GEMM: row-major C[M,N] = alpha * op(A) op(B) + beta * C, where op(X) is X or its
 // transpose; lda/ldb/ldc default to the packed row length.
 //
-// Two libraries multiply: OpenBLAS and oneDNN. Which one runs a call is a fixed rule on
-// its transposes and sizes (gemm_library_for), taken from `braid bench peak`, which times
-// both at the models' shapes; it is never decided by timing at run time, so a run
-// computes the same bits every time. Both run on the threads set_blas_threads() gives.
+// Two libraries multiply: OpenBLAS and oneDNN. Which one runs a shape is measured on this
+// CPU the first time the shape is multiplied, or forced (gemm_choice.h). Both run on the
+// threads set_blas_threads() gives.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +14,6 @@ namespace braid {
 enum class GemmLibrary { openblas, onednn };
 
 const char* gemm_library_name(GemmLibrary library);
-GemmLibrary gemm_library_for(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K);
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
            const float* B, float beta, float* C, int64_t lda = 0, int64_t ldb = 0, int64_t ldc = 0);

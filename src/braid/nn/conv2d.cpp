@@ -3,9 +3,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
 
 #include "core/gemm.h"
 #include "core/kernels.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "nn/conv_choice.h"
 
 namespace braid::nn {
 namespace {
@@ -74,9 +80,56 @@ ConvGeometry Conv2d::geometry(const Shape& in) const {
   return g;
 }
 
-bool Conv2d::uses_direct() const {
-  if (algorithm_ == Algorithm::automatic) return in_ * k_ * k_ < kDirectMaxTaps;
-  return algorithm_ == Algorithm::direct;
+bool Conv2d::choose_direct(const ConvGeometry& g, const float* x) {
+  if (algorithm_ != Algorithm::automatic) return algorithm_ == Algorithm::direct;
+  if (conv_policy() != ConvPolicy::automatic) return conv_policy() == ConvPolicy::direct;
+  if (const std::optional<ConvChoice> c = find_conv_choice(g)) return c->direct;
+  return find_or_measure_conv_choice(g, [&] { return measure_algorithms(g, x); }).direct;
+}
+
+// Forward plus weight gradient each way on the layer's own input and weights, into
+// scratch (y stands in for dy: timing only), best of a few alternated rounds after one
+// untimed round (first touch of the scratch, the GEMM choices of these shapes).
+ConvChoice Conv2d::measure_algorithms(const ConvGeometry& g, const float* x) const {
+  const int64_t M = g.pixels(), T = g.taps();
+  std::vector<float> y(static_cast<size_t>(M * g.O)), dwt(static_cast<size_t>(T * g.O)),
+      cols(static_cast<size_t>(M * T)), xpad;
+  if (pad_ > 0) xpad.resize(static_cast<size_t>(g.B * g.padded_h() * g.padded_w() * g.C));
+  const float* wt = wt_.f32();
+  auto gemm = [&] {
+    Stopwatch watch;
+    im2col(g, x, cols.data());
+    sgemm(false, false, M, g.O, T, 1.0f, cols.data(), wt, 0.0f, y.data());
+    sgemm(true, false, T, g.O, M, 1.0f, cols.data(), y.data(), 0.0f, dwt.data());
+    return watch.elapsed();
+  };
+  auto direct = [&] {
+    Stopwatch watch;
+    const float* xp = x;
+    if (pad_ > 0) {
+      pad_input(g, x, xpad.data());
+      xp = xpad.data();
+    }
+    conv_direct_forward(g, xp, wt, nullptr, y.data());
+    std::fill(dwt.begin(), dwt.end(), 0.0f);
+    conv_direct_weight_grad(g, xp, y.data(), dwt.data(), nullptr);
+    return watch.elapsed();
+  };
+  ConvChoice c;
+  c.geometry = g;
+  c.gemm_s = c.direct_s = std::numeric_limits<double>::infinity();
+  gemm();
+  direct();
+  for (int round = 0; round < 3; ++round) {
+    // Alternated, so neither always runs second on a warm cache.
+    if (round % 2 == 0) c.gemm_s = std::min(c.gemm_s, gemm());
+    c.direct_s = std::min(c.direct_s, direct());
+    if (round % 2 == 1) c.gemm_s = std::min(c.gemm_s, gemm());
+  }
+  c.direct = c.direct_s < c.gemm_s;
+  log_debug(describe(), " at ", nn::describe(g), ": gemm ", c.gemm_s * 1e3, " ms, direct ",
+            c.direct_s * 1e3, " ms -> ", c.direct ? "direct" : "gemm");
+  return c;
 }
 
 std::unique_ptr<Cache> Conv2d::make_cache() const { return std::make_unique<Conv2dCache>(); }
@@ -96,10 +149,10 @@ const Tensor& Conv2d::forward(const Tensor& x, Cache& cache_base, const ForwardC
   auto& cache = static_cast<Conv2dCache&>(cache_base);
   const ConvGeometry g = geometry(x.shape());
   cache.g = g;
-  cache.direct = uses_direct();
   cache.x = x;
   cache.out.ensure({g.B, g.OH, g.OW, g.O});
   repack_weight();
+  cache.direct = choose_direct(g, x.f32());
   float* y = cache.out.f32();
   const float* bias = has_bias_ ? params_->param(bias_).f32() : nullptr;
   if (cache.direct) {

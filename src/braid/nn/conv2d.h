@@ -8,13 +8,12 @@
 //  - gemm: im2col over the whole batch into the cache (cols [B*OH*OW, k*k*in]), then one
 //    GEMM whose [B*OH*OW, out] result is the NHWC output itself. Backward: one GEMM for
 //    the weight gradient, and for dx one GEMM into columns plus col2im.
-//  - direct: for few input channels (k*k*in < 32, e.g. a 1-channel first layer) a K=9
-//    GEMM wastes the machine, so a direct kernel vectorised over output channels runs
-//    instead (conv2d_kernels.h). dx, when asked for, still goes through col2im.
-// `automatic` picks direct below the threshold and gemm above it. (Single-threaded, the
-// direct kernels also beat gemm on the 32->64 3x3 layer, ~14 vs ~19 ms for forward plus
-// weight gradient at batch 128, but they do not scale with BLAS threads; set_algorithm
-// chooses explicitly.)
+//  - direct: a kernel vectorised over output channels (conv2d_kernels.h), made for few
+//    input channels (a 1-channel first layer, where a K=9 GEMM wastes the machine); dx,
+//    when asked for, still goes through col2im.
+// `automatic` takes the algorithm measured fastest for the geometry on this CPU
+// (nn/conv_choice.h): single-threaded the direct kernels can win on wider layers too, but
+// they do not scale with BLAS threads. set_algorithm forces one (tests, benchmarks).
 //
 // Columns are in tap order (ky, kx, c), not PyTorch's (c, ky, kx): in NHWC a window row
 // is then one contiguous copy. The weight is repacked to match on every call, which is
@@ -26,6 +25,7 @@
 #pragma once
 
 #include "nn/conv2d_kernels.h"
+#include "nn/conv_choice.h"
 #include "nn/module.h"
 
 namespace braid::nn {
@@ -33,8 +33,6 @@ namespace braid::nn {
 class Conv2d : public Module {
  public:
   enum class Algorithm { automatic, gemm, direct };
-  // k*k*in below this uses the direct kernel under Algorithm::automatic.
-  static constexpr int64_t kDirectMaxTaps = 32;
 
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride = 1,
          int64_t padding = 0, bool bias = true);
@@ -50,7 +48,6 @@ class Conv2d : public Module {
 
   // For tests and benchmarks: force one algorithm (default automatic).
   void set_algorithm(Algorithm a) { algorithm_ = a; }
-  bool uses_direct() const;
 
   int64_t in_channels() const { return in_; }
   int64_t out_channels() const { return out_; }
@@ -62,6 +59,9 @@ class Conv2d : public Module {
   ConvGeometry geometry(const Shape& in) const;
   // wt_[taps, out] = weight in tap-major order (see conv2d_kernels.h).
   void repack_weight();
+  // Whether this forward runs the direct kernels: forced, or measured (conv_choice.h).
+  bool choose_direct(const ConvGeometry& g, const float* x);
+  ConvChoice measure_algorithms(const ConvGeometry& g, const float* x) const;
 
   int64_t in_, out_, k_, stride_, pad_;
   bool has_bias_;

@@ -37,6 +37,8 @@ struct TrainConfig {
   int64_t batch = 128;
   uint64_t seed = 0;
   int threads = 1;
+  // A run whose kernel choices to replay (train/kernel_record.h); empty: time them here.
+  std::string kernel_choices;
 
   // The optimizer's settings in the form make_optimizer takes (one struct from the file to
   // the optimizer; lr and base_batch are read by the schedule).

@@ -120,6 +120,12 @@ std::vector<Setting> make_settings() {
   t.push_back(integer(
       "threads", kRun, 1, kMaxBlasThreads, "BLAS threads (more than the cores slows a step down)",
       [](auto& c) -> auto& { return c.threads; }));
+  t.push_back(text(
+      "kernel_choices", kRun, {},
+      "replay a run's GEMM library and convolution algorithm choices (its output directory "
+      "or checkpoint) instead of timing them: bitwise that run's arithmetic (BRAID_GEMM and "
+      "BRAID_CONV force one)",
+      [](auto& c) -> auto& { return c.kernel_choices; }));
 
   t.push_back(text(
       "strategy", kParallel, {"auto", "single", "ddp", "local_sgd", "ps", "fedavg"},

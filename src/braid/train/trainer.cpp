@@ -18,6 +18,7 @@
 #include "optim/schedule.h"
 #include "parallel/strategy.h"
 #include "train/data_setup.h"
+#include "train/kernel_record.h"
 #include "train/metrics.h"
 #include "train/stop_signal.h"
 #include "train/strategy_setup.h"
@@ -65,6 +66,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> world,
 
 void Trainer::init(bool load_data) {
   validate(config_);
+  if (!config_.kernel_choices.empty()) apply_kernel_record_at(config_.kernel_choices);
   // The data checks read the model, which then moves into the strategy.
   if (load_data) {
     // Without a group a rank runs alone over all the data (rank only decides who writes).
@@ -122,6 +124,9 @@ float Trainer::learning_rate() const { return schedule_->lr(step_); }
 
 double Trainer::train_step(const data::Batch& batch) {
   const double loss = strategy_->step(batch, learning_rate(), step_);
+  // Every kernel of a step has been chosen by now (train/kernel_record.h): said once.
+  if (!kernels_described_ && writes_outputs()) log_info(describe_kernel_choices());
+  kernels_described_ = true;
   if (config_.slow_step_ms > 0) {
     // Drawn per (rank, step): a benchmark's jitter, apart from every stream training uses.
     const double ms = config_.slow_step_random

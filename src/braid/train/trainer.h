@@ -163,7 +163,8 @@ class Trainer {
   int64_t step_ = 0;
   int64_t epoch_ = 0;
   bool resume_mid_epoch_ = false;
-  bool loader_started_ = false;  // the loader was restored to a position inside epoch_
+  bool kernels_described_ = false;  // the kernel choices were logged
+  bool loader_started_ = false;     // the loader was restored to a position inside epoch_
   StepTimes times_;
   double votes_[2] = {0, 0};  // agreed_stop's vote in flight
   int my_vote_ = 0;

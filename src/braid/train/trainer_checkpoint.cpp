@@ -8,6 +8,7 @@
 #include "optim/schedule.h"
 #include "parallel/strategy.h"
 #include "train/checkpoint.h"
+#include "train/kernel_record.h"
 #include "train/trainer.h"
 
 namespace braid::train {
@@ -81,6 +82,7 @@ void Trainer::save_checkpoint(const std::string& dir) const {
   }
   if (average_) state["ema_updates"] = average_->updates();
   state["stop_rules"] = stop_rules_.state();
+  state["kernels"] = kernel_record();  // what --resume replays: the same arithmetic
   train::save_checkpoint(dir, strategy_->params(), opt_state, state,
                          average_ ? &average_->state_dict() : nullptr);
   strategy_->save_outside(dir);
@@ -157,6 +159,10 @@ void Trainer::load_checkpoint(const std::string& path) {
   // The recorded position is checked before the model changes.
   if (!rounds) check_position(read_train_state(dir), dir);
   LoadedCheckpoint ck = train::load_checkpoint(dir, params());
+  // The run's kernel choices, so the resumed steps compute its bits (older checkpoints have
+  // none; a kernel_choices key given with --resume wins).
+  if (ck.train_state.contains("kernels") && config_.kernel_choices.empty())
+    apply_kernel_record(ck.train_state["kernels"], "checkpoint '" + dir + "' kernels");
   optim::NamedTensors opt_state;
   for (auto& t : ck.optimizer_state) opt_state.emplace_back(t.name, t.tensor);
   strategy_->optimizer().load_state(opt_state);

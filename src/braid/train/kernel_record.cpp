@@ -1,0 +1,165 @@
+#include "train/kernel_record.h"
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "core/cpu.h"
+#include "core/error.h"
+#include "core/gemm_choice.h"
+#include "nn/conv_choice.h"
+#include "train/checkpoint.h"
+
+namespace braid::train {
+
+using nlohmann::json;
+
+json kernel_record() {
+  json gemm = json::array(), conv = json::array();
+  for (const GemmChoice& c : gemm_choices())
+    gemm.push_back({{"m", c.shape.M},
+                    {"n", c.shape.N},
+                    {"k", c.shape.K},
+                    {"trans_a", c.shape.trans_a},
+                    {"trans_b", c.shape.trans_b},
+                    {"library", gemm_library_name(c.library)},
+                    {"openblas_us", c.openblas_s * 1e6},
+                    {"onednn_us", c.onednn_s * 1e6}});
+  for (const nn::ConvChoice& c : nn::conv_choices())
+    conv.push_back({{"geometry", c.key()},
+                    {"algorithm", c.direct ? "direct" : "gemm"},
+                    {"gemm_us", c.gemm_s * 1e6},
+                    {"direct_us", c.direct_s * 1e6}});
+  return {{"cpu", cpu_description()},
+          {"gemm_policy", gemm_policy_name(gemm_policy())},
+          {"conv_policy", nn::conv_policy_name(nn::conv_policy())},
+          {"gemm", std::move(gemm)},
+          {"conv", std::move(conv)}};
+}
+
+namespace {
+
+std::vector<GemmChoice> parse_gemm(const json& entries, const std::string& source) {
+  std::vector<GemmChoice> out;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const json& e = entries[i];
+    const std::string where = source + ": gemm[" + std::to_string(i) + "]";
+    auto size = [&](const char* key) {
+      BRAID_CHECK(e.is_object() && e.contains(key) && e[key].is_number_integer() &&
+                      e[key].get<int64_t>() > 0,
+                  where, ": '", key, "' must be a positive integer");
+      return e[key].get<int64_t>();
+    };
+    auto flag = [&](const char* key) {
+      BRAID_CHECK(e.contains(key) && e[key].is_boolean(), where, ": '", key,
+                  "' must be true or false");
+      return e[key].get<bool>();
+    };
+    GemmChoice c;
+    c.shape = {flag("trans_a"), flag("trans_b"), size("m"), size("n"), size("k")};
+    const std::string library = e.value("library", std::string());
+    BRAID_CHECK(library == "openblas" || library == "onednn", where, ": 'library' is '", library,
+                "'; it must be openblas or onednn");
+    c.library = library == "onednn" ? GemmLibrary::onednn : GemmLibrary::openblas;
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<nn::ConvChoice> parse_conv(const json& entries, const std::string& source) {
+  std::vector<nn::ConvChoice> out;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const json& e = entries[i];
+    const std::string where = source + ": conv[" + std::to_string(i) + "]";
+    BRAID_CHECK(e.is_object() && e.contains("geometry") && e["geometry"].is_array() &&
+                    e["geometry"].size() == nn::ConvKey().size(),
+                where, ": 'geometry' must be [B, H, W, C, O, k, stride, pad]");
+    nn::ConvKey key{};
+    for (size_t j = 0; j < key.size(); ++j) {
+      const json& v = e["geometry"][j];
+      BRAID_CHECK(v.is_number_integer() && v.get<int64_t>() >= (j == 7 ? 0 : 1), where,
+                  ": 'geometry' must hold positive integers (padding may be 0)");
+      key[j] = v.get<int64_t>();
+    }
+    const std::string algorithm = e.value("algorithm", std::string());
+    BRAID_CHECK(algorithm == "gemm" || algorithm == "direct", where, ": 'algorithm' is '",
+                algorithm, "'; it must be gemm or direct");
+    nn::ConvChoice c;
+    c.geometry = nn::conv_geometry(key);
+    c.direct = algorithm == "direct";
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+void apply_kernel_record(const json& record, const std::string& source) {
+  BRAID_CHECK(record.is_object(), source, ": a kernel record is a JSON object");
+  const json none = json::array();
+  const json& gemm = record.contains("gemm") ? record["gemm"] : none;
+  const json& conv = record.contains("conv") ? record["conv"] : none;
+  BRAID_CHECK(gemm.is_array() && conv.is_array(), source,
+              ": 'gemm' and 'conv' must be arrays of choices");
+  // Both parsed before either is applied: a bad entry changes nothing.
+  const std::vector<GemmChoice> g = parse_gemm(gemm, source);
+  const std::vector<nn::ConvChoice> c = parse_conv(conv, source);
+  set_gemm_choices(g);
+  nn::set_conv_choices(c);
+}
+
+void apply_kernel_record_at(const std::string& path) {
+  if (std::filesystem::is_directory(path)) {
+    const std::string dir = find_checkpoint_dir(path);
+    const json state = read_train_state(dir);
+    BRAID_CHECK(state.contains("kernels"), "kernel_choices: checkpoint '", dir,
+                "' records no kernel choices (written before braid recorded them); run once "
+                "and replay that run's checkpoint");
+    apply_kernel_record(state["kernels"], "checkpoint '" + dir + "/state.json' kernels");
+    return;
+  }
+  std::ifstream in(path);
+  if (!in) BRAID_THROW(IoError, "kernel_choices: cannot read '", path, "'");
+  json record;
+  try {
+    record = json::parse(in);
+  } catch (const json::exception& e) {
+    BRAID_THROW(Error, "kernel_choices: '", path, "' is not JSON: ", e.what());
+  }
+  // A checkpoint's state.json holds the record inside its train_state.
+  if (record.contains("train_state") && record["train_state"].contains("kernels")) {
+    apply_kernel_record(record["train_state"]["kernels"], "'" + path + "' train_state.kernels");
+    return;
+  }
+  apply_kernel_record(record, "'" + path + "'");
+}
+
+std::string describe_kernel_choices() {
+  std::string gemm, conv;
+  if (gemm_policy() != GemmPolicy::automatic) {
+    gemm = std::string("GEMMs on ") + gemm_policy_name(gemm_policy()) + " (BRAID_GEMM)";
+  } else {
+    int onednn = 0, openblas = 0, timed = 0;
+    for (const GemmChoice& c : gemm_choices()) {
+      (c.library == GemmLibrary::onednn ? onednn : openblas) += 1;
+      timed += c.openblas_s > 0 ? 1 : 0;
+    }
+    gemm = detail::concat("GEMM: ", onednn + openblas, " shapes (", timed,
+                          " timed on this CPU, the rest recorded): oneDNN for ", onednn,
+                          ", OpenBLAS for ", openblas);
+  }
+  if (nn::conv_policy() != nn::ConvPolicy::automatic) {
+    conv = std::string("convolutions ") + nn::conv_policy_name(nn::conv_policy()) + " (BRAID_CONV)";
+  } else {
+    int direct = 0, total = 0;
+    for (const nn::ConvChoice& c : nn::conv_choices()) {
+      direct += c.direct ? 1 : 0;
+      ++total;
+    }
+    if (total > 0)
+      conv = detail::concat("convolution: direct for ", direct, " of ", total, " geometries");
+  }
+  return conv.empty() ? gemm : gemm + "; " + conv;
+}
+
+}  // namespace braid::train

@@ -1,0 +1,154 @@
+// The run-time GEMM choice: under the automatic policy sgemm measures both libraries on a
+// shape's first product and gives exactly what the chosen one gives (C updated once, with
+// beta and padded leading dimensions honoured); a forced policy runs that library; a
+// recorded table is obeyed and read back; ranks as threads share one choice per shape.
+// (That each library is right: gemm_test.cpp.)
+#include "core/gemm_choice.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace braid {
+namespace {
+
+std::vector<float> random_values(int64_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = rng.uniform(-1.0f, 1.0f);
+  return v;
+}
+
+// Restores the automatic policy and an empty table around each test.
+class GemmChoice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    set_gemm_policy(GemmPolicy::automatic);
+    clear_gemm_choices();
+  }
+  void TearDown() override { SetUp(); }
+};
+
+struct Operands {
+  GemmShape shape;
+  int64_t lda, ldb, ldc;
+  std::vector<float> A, B, C;
+};
+
+// Operands with 2 padding columns on every matrix, so leading dimensions are exercised.
+Operands operands(const GemmShape& s, uint64_t seed) {
+  Operands o{s, (s.trans_a ? s.M : s.K) + 2, (s.trans_b ? s.K : s.N) + 2, s.N + 2, {}, {}, {}};
+  o.A = random_values((s.trans_a ? s.K : s.M) * o.lda, seed);
+  o.B = random_values((s.trans_b ? s.N : s.K) * o.ldb, seed + 1);
+  o.C = random_values(s.M * o.ldc, seed + 2);
+  return o;
+}
+
+std::vector<float> product(const Operands& o, float beta, std::optional<GemmLibrary> library) {
+  std::vector<float> C = o.C;
+  const GemmShape& s = o.shape;
+  if (library)
+    sgemm_with(*library, s.trans_a, s.trans_b, s.M, s.N, s.K, 0.5f, o.A.data(), o.B.data(), beta,
+               C.data(), o.lda, o.ldb, o.ldc);
+  else
+    sgemm(s.trans_a, s.trans_b, s.M, s.N, s.K, 0.5f, o.A.data(), o.B.data(), beta, C.data(), o.lda,
+          o.ldb, o.ldc);
+  return C;
+}
+
+const GemmShape kShapes[] = {{false, true, 64, 96, 200},
+                             {true, false, 150, 40, 64},
+                             {false, false, 33, 130, 48},
+                             {true, true, 20, 24, 16}};
+
+TEST_F(GemmChoice, AutomaticMeasuresOnceAndGivesTheChosenLibrarysBits) {
+  for (const float beta : {0.0f, 1.0f}) {
+    clear_gemm_choices();
+    for (const GemmShape& s : kShapes) {
+      SCOPED_TRACE(s.str() + " beta " + std::to_string(beta));
+      const Operands o = operands(s, 11);
+      ASSERT_FALSE(chosen_gemm_library(s).has_value());
+      const std::vector<float> first = product(o, beta, std::nullopt);  // measures
+      const std::optional<GemmLibrary> chosen = chosen_gemm_library(s);
+      ASSERT_TRUE(chosen.has_value());
+      // The caller's C was updated exactly once, by the chosen library.
+      EXPECT_EQ(first, product(o, beta, *chosen));
+      EXPECT_EQ(product(o, beta, std::nullopt), first);  // looked up, not measured again
+    }
+  }
+  const std::vector<braid::GemmChoice> table = gemm_choices();
+  ASSERT_EQ(table.size(), std::size(kShapes));
+  for (const braid::GemmChoice& c : table) {
+    EXPECT_GT(c.openblas_s, 0) << c.shape.str();
+    EXPECT_GT(c.onednn_s, 0) << c.shape.str();
+    EXPECT_EQ(c.library, c.onednn_s < c.openblas_s ? GemmLibrary::onednn : GemmLibrary::openblas);
+  }
+}
+
+TEST_F(GemmChoice, AForcedPolicyRunsThatLibrary) {
+  for (const GemmLibrary forced : {GemmLibrary::openblas, GemmLibrary::onednn}) {
+    set_gemm_policy(forced == GemmLibrary::onednn ? GemmPolicy::onednn : GemmPolicy::openblas);
+    for (const GemmShape& s : kShapes) {
+      const Operands o = operands(s, 5);
+      EXPECT_EQ(chosen_gemm_library(s), forced);
+      EXPECT_EQ(product(o, 1.0f, std::nullopt), product(o, 1.0f, forced)) << s.str();
+    }
+  }
+  EXPECT_TRUE(gemm_choices().empty()) << "a forced policy measures nothing";
+}
+
+TEST_F(GemmChoice, ARecordedTableIsObeyedAndReadBack) {
+  // Record each shape as the library it would not necessarily pick, both ways.
+  for (const GemmLibrary recorded : {GemmLibrary::openblas, GemmLibrary::onednn}) {
+    std::vector<braid::GemmChoice> table;
+    for (const GemmShape& s : kShapes) table.push_back({s, recorded, 0, 0});
+    set_gemm_choices(table);
+    for (const GemmShape& s : kShapes) {
+      const Operands o = operands(s, 9);
+      EXPECT_EQ(product(o, 0.0f, std::nullopt), product(o, 0.0f, recorded)) << s.str();
+    }
+    const std::vector<braid::GemmChoice> back = gemm_choices();
+    ASSERT_EQ(back.size(), table.size());
+    for (const braid::GemmChoice& c : back) {
+      EXPECT_EQ(c.library, recorded);
+      EXPECT_EQ(c.openblas_s, 0) << "a recorded choice was measured again";
+    }
+  }
+}
+
+TEST_F(GemmChoice, RanksAsThreadsShareOneChoicePerShape) {
+  const GemmShape s{false, true, 96, 64, 128};
+  const Operands o = operands(s, 3);
+  std::vector<std::vector<float>> results(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < results.size(); ++t)
+    threads.emplace_back([&, t] { results[t] = product(o, 0.0f, std::nullopt); });
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(gemm_choices().size(), 1u);
+  for (const auto& r : results) EXPECT_EQ(r, product(o, 0.0f, chosen_gemm_library(s)));
+}
+
+TEST_F(GemmChoice, PoliciesParseAndABadNameSaysWhatIsAccepted) {
+  EXPECT_EQ(parse_gemm_policy("auto"), GemmPolicy::automatic);
+  EXPECT_EQ(parse_gemm_policy("openblas"), GemmPolicy::openblas);
+  EXPECT_EQ(parse_gemm_policy("onednn"), GemmPolicy::onednn);
+  for (const GemmPolicy p : {GemmPolicy::automatic, GemmPolicy::openblas, GemmPolicy::onednn})
+    EXPECT_EQ(parse_gemm_policy(gemm_policy_name(p)), p);
+  try {
+    parse_gemm_policy("mkl");
+    FAIL() << "mkl accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'mkl'"), std::string::npos) << what;
+    EXPECT_NE(what.find("auto"), std::string::npos) << what;
+    EXPECT_NE(what.find("openblas"), std::string::npos) << what;
+    EXPECT_NE(what.find("onednn"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace braid
