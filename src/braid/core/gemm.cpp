@@ -23,18 +23,8 @@ void openblas_set_num_threads(int);
 namespace braid {
 namespace {
 
-// oneDNN runs on OpenMP, whose thread count is per calling thread: each thread that
-// multiplies applies the latest set_blas_threads() value before its next call.
 std::atomic<int> g_threads{1};
 std::atomic<int> g_threads_generation{1};
-
-void apply_onednn_threads() {
-  thread_local int applied_generation = 0;
-  const int generation = g_threads_generation.load(std::memory_order_acquire);
-  if (applied_generation == generation) return;
-  omp_set_num_threads(g_threads.load(std::memory_order_relaxed));
-  applied_generation = generation;
-}
 
 // The CPUs this process may run on (its affinity mask: taskset, cgroup cpusets), which
 // can be fewer than the machine has.
@@ -45,6 +35,16 @@ int usable_cores() {
 }
 
 }  // namespace
+
+// oneDNN runs on OpenMP, whose thread count is per calling thread: each thread that
+// multiplies applies the latest set_blas_threads() value before its next call.
+void apply_onednn_threads() {
+  thread_local int applied_generation = 0;
+  const int generation = g_threads_generation.load(std::memory_order_acquire);
+  if (applied_generation == generation) return;
+  omp_set_num_threads(g_threads.load(std::memory_order_relaxed));
+  applied_generation = generation;
+}
 
 const char* gemm_library_name(GemmLibrary library) {
   return library == GemmLibrary::onednn ? "onednn" : "openblas";

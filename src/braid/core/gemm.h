@@ -32,5 +32,8 @@ inline constexpr int kMaxBlasThreads = 1024;
 // [1, kMaxBlasThreads]; warns once per process when `threads` exceeds the cores this
 // process may run on (oversubscribed BLAS threads make each step slower, not faster).
 void set_blas_threads(int threads);
+// Applies set_blas_threads()'s count to oneDNN on the calling thread (OpenMP's count is
+// per thread); every oneDNN call makes it first.
+void apply_onednn_threads();
 
 }  // namespace braid
