@@ -47,6 +47,7 @@ struct TrainBenchFlags {
   std::string model = "mlp";
   std::string strategy = "single";
   std::string transport = "auto";
+  std::string precision = "fp32";
   int64_t batch = 128;
   int steps = 30, warmup = 5, repeats = 5, threads = 1, ranks = 0;
   double bucket_mb = 25;
@@ -61,6 +62,7 @@ train::TrainConfig bench_config(const TrainBenchFlags& f) {
   config.strategy = f.strategy;
   config.bucket_mb = f.bucket_mb;
   config.deterministic = f.deterministic;
+  config.precision = f.precision;
   if (f.model == "gpt-tiny") {  // as bench/pytorch_train_bench.py: AdamW for the language model
     config.dataset = "text";
     config.optimizer.name = "adamw";
@@ -244,7 +246,8 @@ void run_train_bench(const TrainBenchFlags& f) {
                         {"comm_exposed_ms", exposed * 1e3},
                         {"data_wait_ms", waited * 1e3},
                         {"steady_state_allocations", allocations},
-                        {"data", f.synthetic ? "synthetic" : "real"}};
+                        {"data", f.synthetic ? "synthetic" : "real"},
+                        {"precision", f.precision}};
   std::vector<double> round_rates;
   for (double r : rounds.seconds) round_rates.push_back(per_step * f.steps / r);
   out["round_" + std::string(unit)] = round_rates;
@@ -321,6 +324,8 @@ void add_train_bench(CLI::App& bench) {
   tr->add_option("--threads", f->threads, "BLAS threads per rank");
   tr->add_option("--bucket-mb", f->bucket_mb, "ddp: gradient bucket size in MiB");
   tr->add_flag("--deterministic", f->deterministic, "ddp: rank-ordered reductions");
+  tr->add_option("--precision", f->precision, "the GEMMs' arithmetic: fp32 or bf16")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   tr->add_flag("--json", f->json, "one JSON object instead of a table");
   tr->add_flag("--synthetic", f->synthetic, "random inputs instead of the dataset");
   tr->callback([f] { run_train_bench(*f); });

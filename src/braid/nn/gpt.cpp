@@ -21,6 +21,8 @@ class GptCache : public Cache {
   std::vector<std::unique_ptr<Cache>> blocks;
   Tensor x0;  // [B, T, D] token + position embeddings
   Tensor dh;  // [B, T, D] dL/d ln_f(x)
+  Precision precision = Precision::fp32;
+  Tensor hf_bf16;  // bf16: ln_f's output rounded, for the head's weight gradient
 };
 
 // Checked before any member is built, so a bad config fails with the GPT's own message.
@@ -195,9 +197,10 @@ const Tensor& Gpt::forward(const Tensor& x, Cache& cache, const ForwardContext& 
   params_->about_to_use(ln_f_first_, end_);
   const Tensor& hf = ln_f_.forward(*h, *c.ln_f, ctx);
   c.out.ensure(out_shape);
+  c.precision = ctx.precision;
   // logits[BT, V] = hf[BT, D] wte[V, D]^T
-  sgemm(false, true, B * T, V, D, 1.0f, hf.f32(), params_->param(wte_.weight_id()).f32(), 0.0f,
-        c.out.f32());
+  head_.forward(c.precision, hf.f32(), params_->param(wte_.weight_id()).f32(), B * T, D, V, 0.0f,
+                c.out.f32(), c.hf_bf16);
   return c.out;
 }
 
@@ -214,9 +217,10 @@ const Tensor& Gpt::backward(const Tensor& dy, Cache& cache, bool need_dx) {
   // The tied head: dwte[V, D] (+)= dlogits^T[V, BT] hf[BT, D]; dh[BT, D] = dlogits wte.
   bool overwrite = false;
   float* dwte = params_->grad_for_write(wte, overwrite).f32();
-  sgemm(true, false, V, D, B * T, 1.0f, dy.f32(), hf.f32(), overwrite ? 0.0f : 1.0f, dwte);
+  head_.take_dy(c.precision, dy.f32(), B * T, V);
+  head_.weight_grad(c.precision, dy.f32(), hf.f32(), c.hf_bf16, B * T, D, V, overwrite, dwte);
   c.dh.ensure({B, T, D});
-  sgemm(false, false, B * T, D, V, 1.0f, dy.f32(), params_->param(wte).f32(), 0.0f, c.dh.f32());
+  head_.input_grad(c.precision, dy.f32(), params_->param(wte).f32(), B * T, D, V, c.dh.f32());
   const Tensor* g = &ln_f_.backward(c.dh, *c.ln_f, true);
   params_->mark_ready(ln_f_first_, end_);
   for (size_t i = blocks_.size(); i-- > 0;) {

@@ -81,6 +81,7 @@ class Gpt : public Module {
   ParamSet::Id first_ = 0, end_ = 0;  // this model's range of ids in the ParamSet
   std::vector<std::pair<ParamSet::Id, ParamSet::Id>> block_params_;  // from declare()
   ParamSet::Id ln_f_first_ = 0;
+  XWtProduct head_;  // the tied head's products
 };
 
 std::unique_ptr<Module> make_gpt(const GptConfig& config);

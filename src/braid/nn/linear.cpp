@@ -7,6 +7,17 @@
 #include "core/kernels.h"
 
 namespace braid::nn {
+namespace {
+
+class LinearCache : public Cache {
+ public:
+  Precision precision = Precision::fp32;
+  Tensor x_bf16;  // bf16: the input rounded, for the weight gradient
+};
+
+}  // namespace
+
+std::unique_ptr<Cache> Linear::make_cache() const { return std::make_unique<LinearCache>(); }
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
     : in_(in_features), out_(out_features), has_bias_(bias) {
@@ -39,9 +50,11 @@ Shape Linear::output_shape(const Shape& in) const {
   return out;
 }
 
-const Tensor& Linear::forward(const Tensor& x, Cache& cache, const ForwardContext&) {
+const Tensor& Linear::forward(const Tensor& x, Cache& cache_base, const ForwardContext& ctx) {
+  auto& cache = static_cast<LinearCache&>(cache_base);
   const int64_t rows = x.numel() / in_;
   cache.x = x;
+  cache.precision = ctx.precision;
   cache.out.ensure(output_shape(x.shape()));
   float* y = cache.out.f32();
   if (has_bias_) {
@@ -49,23 +62,26 @@ const Tensor& Linear::forward(const Tensor& x, Cache& cache, const ForwardContex
     const float* b = params_->param(bias_).f32();
     for (int64_t r = 0; r < rows; ++r) std::copy(b, b + out_, y + r * out_);
   }
-  sgemm(false, true, rows, out_, in_, 1.0f, x.f32(), params_->param(weight_).f32(),
-        has_bias_ ? 1.0f : 0.0f, y);
+  product_.forward(cache.precision, x.f32(), params_->param(weight_).f32(), rows, in_, out_,
+                   has_bias_ ? 1.0f : 0.0f, y, cache.x_bf16);
   return cache.out;
 }
 
-const Tensor& Linear::backward(const Tensor& dy, Cache& cache, bool need_dx) {
+const Tensor& Linear::backward(const Tensor& dy, Cache& cache_base, bool need_dx) {
+  auto& cache = static_cast<LinearCache&>(cache_base);
   const int64_t rows = dy.numel() / out_;
+  product_.take_dy(cache.precision, dy.f32(), rows, out_);
   // dW[out, in] (+)= dy^T[out, rows] x[rows, in]
   bool overwrite = false;
   float* dw = params_->grad_for_write(weight_, overwrite).f32();
-  sgemm(true, false, out_, in_, rows, 1.0f, dy.f32(), cache.x.f32(), overwrite ? 0.0f : 1.0f, dw);
+  product_.weight_grad(cache.precision, dy.f32(), cache.x.f32(), cache.x_bf16, rows, in_, out_,
+                       overwrite, dw);
   if (has_bias_) sum_rows_into(dy.f32(), params_->grad(bias_).f32(), rows, out_);
   if (!need_dx) return no_grad();
   // dx[rows, in] = dy[rows, out] W[out, in]
   cache.dx.ensure(cache.x.shape());
-  sgemm(false, false, rows, in_, out_, 1.0f, dy.f32(), params_->param(weight_).f32(), 0.0f,
-        cache.dx.f32());
+  product_.input_grad(cache.precision, dy.f32(), params_->param(weight_).f32(), rows, in_, out_,
+                      cache.dx.f32());
   return cache.dx;
 }
 

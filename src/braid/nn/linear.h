@@ -1,8 +1,10 @@
 // Linear: y = x W^T + b, as torch.nn.Linear. W is [out, in] (PyTorch's layout), b [out].
-// Input [..., in] (leading dimensions are flattened into rows), output [..., out].
+// Input [..., in] (leading dimensions are flattened into rows), output [..., out]. Under
+// Precision::bf16 its products take bf16 operands (xwt_product.h).
 #pragma once
 
 #include "nn/module.h"
+#include "nn/xwt_product.h"
 
 namespace braid::nn {
 
@@ -16,6 +18,7 @@ class Linear : public Module {
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
+  std::unique_ptr<Cache> make_cache() const override;
   double forward_flops(const Shape& in) const override;
 
   int64_t in_features() const { return in_; }
@@ -27,6 +30,7 @@ class Linear : public Module {
   bool has_bias_;
   ParamSet* params_ = nullptr;
   ParamSet::Id weight_ = 0, bias_ = 0;
+  XWtProduct product_;
 };
 
 }  // namespace braid::nn

@@ -28,11 +28,17 @@ namespace braid::nn {
 
 enum class Mode { train, eval };
 
+// The arithmetic of GEMMs (Linear, the GPT's head): fp32, or bf16 operands with fp32
+// accumulation and fp32 outputs (autocast; the parameters and their gradients stay fp32,
+// the optimizer's master copy). Everything else (normalisation, softmax, losses) is fp32.
+enum class Precision { fp32, bf16 };
+
 struct ForwardContext {
   Mode mode = Mode::train;
   // Randomness for this forward pass (dropout); a module forks it with its own id so
   // masks are a pure function of (seed, step, module).
   Rng rng = Rng();
+  Precision precision = Precision::fp32;
 };
 
 class Cache {

@@ -203,7 +203,7 @@ double FedAvgClient::local_step(int64_t begin, int64_t rows, const data::FillCon
   nn::Module& module = model_.module();
   const StepOptions& step = model_.options();
   params.zero_grads();
-  const Tensor& logits = module.forward(x, *cache_, {nn::Mode::train, rng});
+  const Tensor& logits = module.forward(x, *cache_, {nn::Mode::train, rng, step.precision});
   const double loss =
       nn::softmax_cross_entropy(logits, y, &dlogits_, {.label_smoothing = step.label_smoothing})
           .loss;

@@ -57,7 +57,8 @@ double Strategy::forward_loss(const data::Batch& b, int64_t step, int64_t micro,
   const int64_t t0 = timeline_ ? Timeline::now() : 0;
   Rng rng = Rng(options_.seed, kForwardStream, 0).fork(static_cast<uint64_t>(step));
   if (micro > 0) rng = rng.fork(static_cast<uint64_t>(micro));
-  const Tensor& logits = module_->forward(b.inputs, *cache_, {nn::Mode::train, rng});
+  const Tensor& logits =
+      module_->forward(b.inputs, *cache_, {nn::Mode::train, rng, options_.precision});
   const double loss = nn::softmax_cross_entropy(
                           logits, b.targets, &dlogits_,
                           {.grad_scale = grad_scale, .label_smoothing = options_.label_smoothing})

@@ -42,6 +42,8 @@ struct StepOptions {
   // Sum every reduction (micro-batches, then ranks) in a fixed order, so a run equals a
   // run at another world size with the same global batch bit for bit.
   bool deterministic = false;
+  // The GEMMs' arithmetic in forward and backward (nn/module.h).
+  nn::Precision precision = nn::Precision::fp32;
 };
 
 // Where a step's time went, in seconds; communication_exposed is the part of the

@@ -37,6 +37,7 @@ struct TrainConfig {
   int64_t batch = 128;
   uint64_t seed = 0;
   int threads = 1;
+  std::string precision = "fp32";  // fp32, bf16: the GEMMs' arithmetic (nn::Precision)
   // A run whose kernel choices to replay (train/kernel_record.h); empty: time them here.
   std::string kernel_choices;
 

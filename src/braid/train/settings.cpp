@@ -121,6 +121,11 @@ std::vector<Setting> make_settings() {
       "threads", kRun, 1, kMaxBlasThreads, "BLAS threads (more than the cores slows a step down)",
       [](auto& c) -> auto& { return c.threads; }));
   t.push_back(text(
+      "precision", kRun, {"fp32", "bf16"},
+      "arithmetic of the GEMMs: fp32, or bf16 operands with fp32 accumulation (weights, "
+      "gradients and the optimizer stay fp32; normalisation, softmax and losses too)",
+      [](auto& c) -> auto& { return c.precision; }));
+  t.push_back(text(
       "kernel_choices", kRun, {},
       "replay a run's GEMM library and convolution algorithm choices (its output directory "
       "or checkpoint) instead of timing them: bitwise that run's arithmetic (BRAID_GEMM and "

@@ -17,6 +17,7 @@ parallel::StepOptions step_options(const TrainConfig& config) {
   o.seed = config.seed;
   o.accumulate_steps = static_cast<int>(config.accumulate_steps);
   o.deterministic = config.deterministic;
+  o.precision = config.precision == "bf16" ? nn::Precision::bf16 : nn::Precision::fp32;
   return o;
 }
 

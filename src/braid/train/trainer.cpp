@@ -193,7 +193,8 @@ EvalResult Trainer::evaluate(int64_t max_batches) {
   BRAID_CHECK(eval_loader_, "evaluate: this trainer was built without data");
   strategy_->synchronize();
   auto cache = module().make_cache();
-  const nn::ForwardContext ctx{nn::Mode::eval, Rng(config_.seed, kForwardStream)};
+  const nn::ForwardContext ctx{nn::Mode::eval, Rng(config_.seed, kForwardStream),
+                               step_options(config_).precision};
   data::EvalTally tally;
   int64_t batches = 0;
   eval_loader_->start_epoch(0);

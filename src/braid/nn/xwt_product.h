@@ -1,0 +1,36 @@
+// The three products of y = x W^T, shared by Linear and the GPT's tied head, under a
+// Precision (module.h): fp32 sgemm, or bf16 operands with fp32 accumulation
+// (core/gemm_bf16.h). x and dy are rounded to bf16 as they arrive, W once per forward
+// into scratch; y, dx and dW are fp32, so the parameters and the optimizer stay fp32.
+//
+// Per step: forward() (x kept in bf16 in the caller's cache for the weight gradient), then
+// in backward take_dy() once, then weight_grad() and input_grad() in either order. The
+// scratch is the module's: the weight copy stays valid from forward to backward.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "nn/module.h"
+
+namespace braid::nn {
+
+class XWtProduct {
+ public:
+  // y[rows, out] = x[rows, in] W[out, in]^T + beta y; under bf16, x_bf16 receives x rounded.
+  void forward(Precision precision, const float* x, const float* w, int64_t rows, int64_t in,
+               int64_t out, float beta, float* y, Tensor& x_bf16);
+  // Rounds dy[rows, out] to bf16 for the two products below (bf16 only).
+  void take_dy(Precision precision, const float* dy, int64_t rows, int64_t out);
+  // dW[out, in] (+)= dy^T x: overwrite (beta 0) or accumulate; x or x_bf16 by precision.
+  void weight_grad(Precision precision, const float* dy, const float* x, const Tensor& x_bf16,
+                   int64_t rows, int64_t in, int64_t out, bool overwrite, float* dw);
+  // dx[rows, in] = dy W.
+  void input_grad(Precision precision, const float* dy, const float* w, int64_t rows, int64_t in,
+                  int64_t out, float* dx);
+
+ private:
+  Tensor w_bf16_, dy_bf16_;  // MemCategory::workspace
+};
+
+}  // namespace braid::nn
