@@ -6,7 +6,8 @@ comparable to one braid rank on one core. Reports the median over --steps timed 
 after --warmup untimed ones (the median shrugs off noise from a shared machine).
 Image models: inputs N(0,1) [B,1,28,28], labels uniform in 0..9, SGD(lr 0.01, momentum 0.9).
 gpt-tiny: random bytes [B,128] -> next byte, AdamW(lr 1e-3, betas (0.9,0.95), wd 0.1);
-throughput is tokens/s = B*128 / step time.
+throughput is tokens/s = B*128 / step time. --precision bf16: forward and loss under
+torch.autocast("cpu", dtype=torch.bfloat16) (fp32 weights and optimizer), as braid's.
 
   /usr/bin/python3 bench/pytorch_train_bench.py --model cnn --batch 64 [--json]
 """
@@ -43,7 +44,7 @@ def make_batch(name, batch, gen):
     return x, y
 
 
-def run(name, batch, steps, warmup, threads, seed=0):
+def run(name, batch, steps, warmup, threads, seed=0, precision="fp32"):
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     model = build_model(name)
@@ -54,8 +55,9 @@ def run(name, batch, steps, warmup, threads, seed=0):
     for i in range(warmup + steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            logits = model(x)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1))
         loss.backward()
         opt.step()
         dt = time.perf_counter() - t0
@@ -74,6 +76,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps before timing")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--json", action="store_true", help="print one JSON line instead of text")
     a = ap.parse_args()
     if a.batch < 1 or a.steps < 1 or a.warmup < 0 or a.threads < 1:
@@ -83,14 +86,15 @@ def main():
     except RuntimeError:
         pass
 
-    step_s, last_loss = run(a.model, a.batch, a.steps, a.warmup, a.threads, a.seed)
+    step_s, last_loss = run(a.model, a.batch, a.steps, a.warmup, a.threads, a.seed, a.precision)
     lm = is_language_model(a.model)
     rate = a.batch * (128 if lm else 1) / step_s
     key = "tokens_per_s" if lm else "samples_per_s"
     if a.json:
         print(json.dumps({"model": a.model, "batch": a.batch, "threads": a.threads,
                           key: round(rate, 1), "step_ms_median": round(step_s * 1e3, 3),
-                          "steps": a.steps, "torch": torch.__version__}))
+                          "steps": a.steps, "torch": torch.__version__,
+                          "precision": a.precision}))
     else:
         unit = "tokens/s" if lm else "samples/s"
         print(f"pytorch {torch.__version__} {a.model} batch {a.batch} threads {a.threads}: "

@@ -7,7 +7,9 @@
 #include <optional>
 #include <vector>
 
+#include "core/convert.h"
 #include "core/gemm.h"
+#include "core/gemm_bf16.h"
 #include "core/kernels.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -20,7 +22,9 @@ class Conv2dCache : public Cache {
  public:
   ConvGeometry g;
   bool direct = false;
-  Tensor cols;  // gemm: im2col of x, [B*OH*OW, taps]
+  Tensor cols;        // gemm: im2col of x, [B*OH*OW, taps]
+  bool bf16 = false;  // gemm under Precision::bf16: cols_bf16 and the products in bf16
+  Tensor cols_bf16;
   Tensor xpad;  // direct with padding: x with a zero border, [B, H+2p, W+2p, C]
 };
 
@@ -80,27 +84,44 @@ ConvGeometry Conv2d::geometry(const Shape& in) const {
   return g;
 }
 
-bool Conv2d::choose_direct(const ConvGeometry& g, const float* x) {
+bool Conv2d::choose_direct(const ConvGeometry& g, const float* x, Precision precision) {
   if (algorithm_ != Algorithm::automatic) return algorithm_ == Algorithm::direct;
   if (conv_policy() != ConvPolicy::automatic) return conv_policy() == ConvPolicy::direct;
-  if (const std::optional<ConvChoice> c = find_conv_choice(g)) return c->direct;
-  return find_or_measure_conv_choice(g, [&] { return measure_algorithms(g, x); }).direct;
+  if (const std::optional<ConvChoice> c = find_conv_choice(g, precision)) return c->direct;
+  return find_or_measure_conv_choice(g, precision,
+                                     [&] { return measure_algorithms(g, x, precision); })
+      .direct;
 }
 
 // Forward plus weight gradient each way on the layer's own input and weights, into
 // scratch (y stands in for dy: timing only), best of a few alternated rounds after one
 // untimed round (first touch of the scratch, the GEMM choices of these shapes).
-ConvChoice Conv2d::measure_algorithms(const ConvGeometry& g, const float* x) const {
+ConvChoice Conv2d::measure_algorithms(const ConvGeometry& g, const float* x, Precision precision) {
   const int64_t M = g.pixels(), T = g.taps();
   std::vector<float> y(static_cast<size_t>(M * g.O)), dwt(static_cast<size_t>(T * g.O)),
       cols(static_cast<size_t>(M * T)), xpad;
   if (pad_ > 0) xpad.resize(static_cast<size_t>(g.B * g.padded_h() * g.padded_w() * g.C));
   const float* wt = wt_.f32();
+  // Under bf16 the gemm path as forward runs it: columns and weight rounded, bf16 products.
+  std::vector<BFloat16> cols16, wt16, y16;
+  if (precision == Precision::bf16) {
+    cols16.resize(cols.size());
+    wt16.resize(static_cast<size_t>(T * g.O));
+    y16.resize(y.size());
+  }
   auto gemm = [&] {
     Stopwatch watch;
     im2col(g, x, cols.data());
-    sgemm(false, false, M, g.O, T, 1.0f, cols.data(), wt, 0.0f, y.data());
-    sgemm(true, false, T, g.O, M, 1.0f, cols.data(), y.data(), 0.0f, dwt.data());
+    if (precision == Precision::bf16) {
+      f32_to_bf16(cols.data(), cols16.data(), M * T);
+      f32_to_bf16(wt, wt16.data(), T * g.O);
+      gemm_bf16(false, false, M, g.O, T, 1.0f, cols16.data(), wt16.data(), 0.0f, y.data());
+      f32_to_bf16(y.data(), y16.data(), M * g.O);
+      gemm_bf16(true, false, T, g.O, M, 1.0f, cols16.data(), y16.data(), 0.0f, dwt.data());
+    } else {
+      sgemm(false, false, M, g.O, T, 1.0f, cols.data(), wt, 0.0f, y.data());
+      sgemm(true, false, T, g.O, M, 1.0f, cols.data(), y.data(), 0.0f, dwt.data());
+    }
     return watch.elapsed();
   };
   auto direct = [&] {
@@ -117,6 +138,7 @@ ConvChoice Conv2d::measure_algorithms(const ConvGeometry& g, const float* x) con
   };
   ConvChoice c;
   c.geometry = g;
+  c.precision = precision;
   c.gemm_s = c.direct_s = std::numeric_limits<double>::infinity();
   gemm();
   direct();
@@ -127,8 +149,9 @@ ConvChoice Conv2d::measure_algorithms(const ConvGeometry& g, const float* x) con
     if (round % 2 == 1) c.gemm_s = std::min(c.gemm_s, gemm());
   }
   c.direct = c.direct_s < c.gemm_s;
-  log_debug(describe(), " at ", nn::describe(g), ": gemm ", c.gemm_s * 1e3, " ms, direct ",
-            c.direct_s * 1e3, " ms -> ", c.direct ? "direct" : "gemm");
+  log_debug(describe(), " at ", nn::describe(g), precision == Precision::bf16 ? " bf16" : "",
+            ": gemm ", c.gemm_s * 1e3, " ms, direct ", c.direct_s * 1e3, " ms -> ",
+            c.direct ? "direct" : "gemm");
   return c;
 }
 
@@ -145,14 +168,15 @@ void Conv2d::repack_weight() {
       for (int64_t s = 0; s < kk; ++s) wt[(s * in_ + c) * out_ + o] = w[(o * in_ + c) * kk + s];
 }
 
-const Tensor& Conv2d::forward(const Tensor& x, Cache& cache_base, const ForwardContext&) {
+const Tensor& Conv2d::forward(const Tensor& x, Cache& cache_base, const ForwardContext& ctx) {
   auto& cache = static_cast<Conv2dCache&>(cache_base);
   const ConvGeometry g = geometry(x.shape());
   cache.g = g;
   cache.x = x;
   cache.out.ensure({g.B, g.OH, g.OW, g.O});
   repack_weight();
-  cache.direct = choose_direct(g, x.f32());
+  cache.direct = choose_direct(g, x.f32(), ctx.precision);
+  cache.bf16 = !cache.direct && ctx.precision == Precision::bf16;
   float* y = cache.out.f32();
   const float* bias = has_bias_ ? params_->param(bias_).f32() : nullptr;
   if (cache.direct) {
@@ -171,6 +195,15 @@ const Tensor& Conv2d::forward(const Tensor& x, Cache& cache_base, const ForwardC
   im2col(g, x.f32(), cache.cols.f32());
   if (bias)
     for (int64_t r = 0; r < M; ++r) std::copy(bias, bias + g.O, y + r * g.O);
+  if (cache.bf16) {
+    cache.cols_bf16.ensure({M, T}, DType::bf16, MemCategory::activations);
+    f32_to_bf16(cache.cols.f32(), cache.cols_bf16.data<BFloat16>(), M * T);
+    wt_bf16_.ensure({T, g.O}, DType::bf16, MemCategory::workspace);
+    f32_to_bf16(wt_.f32(), wt_bf16_.data<BFloat16>(), T * g.O);
+    gemm_bf16(false, false, M, g.O, T, 1.0f, cache.cols_bf16.data<BFloat16>(),
+              wt_bf16_.data<BFloat16>(), bias ? 1.0f : 0.0f, y);
+    return cache.out;
+  }
   sgemm(false, false, M, g.O, T, 1.0f, cache.cols.f32(), wt_.f32(), bias ? 1.0f : 0.0f, y);
   return cache.out;
 }
@@ -189,6 +222,12 @@ const Tensor& Conv2d::backward(const Tensor& dy, Cache& cache_base, bool need_dx
     dwt_.zero();
     conv_direct_weight_grad(g, pad_ > 0 ? cache.xpad.f32() : cache.x.f32(), dy.f32(), dwt_.f32(),
                             db);
+  } else if (cache.bf16) {
+    dy_bf16_.ensure({M, g.O}, DType::bf16, MemCategory::workspace);
+    f32_to_bf16(dy.f32(), dy_bf16_.data<BFloat16>(), M * g.O);
+    gemm_bf16(true, false, T, g.O, M, 1.0f, cache.cols_bf16.data<BFloat16>(),
+              dy_bf16_.data<BFloat16>(), 0.0f, dwt_.f32());
+    if (db) sum_rows_into(dy.f32(), db, M, g.O);
   } else {
     sgemm(true, false, T, g.O, M, 1.0f, cache.cols.f32(), dy.f32(), 0.0f, dwt_.f32());
     if (db) sum_rows_into(dy.f32(), db, M, g.O);
@@ -205,7 +244,11 @@ const Tensor& Conv2d::backward(const Tensor& dy, Cache& cache_base, bool need_dx
   // dcols[M, T] = dy[M, O] wt[T, O]^T, then scatter the columns back onto the pixels.
   repack_weight();
   dcols_.ensure({M, T}, DType::f32, MemCategory::workspace);
-  sgemm(false, true, M, T, g.O, 1.0f, dy.f32(), wt_.f32(), 0.0f, dcols_.f32());
+  if (cache.bf16)
+    gemm_bf16(false, true, M, T, g.O, 1.0f, dy_bf16_.data<BFloat16>(), wt_bf16_.data<BFloat16>(),
+              0.0f, dcols_.f32());
+  else
+    sgemm(false, true, M, T, g.O, 1.0f, dy.f32(), wt_.f32(), 0.0f, dcols_.f32());
   col2im(g, dcols_.f32(), cache.dx.f32());
   return cache.dx;
 }

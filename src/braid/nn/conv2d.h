@@ -11,6 +11,9 @@
 //  - direct: a kernel vectorised over output channels (conv2d_kernels.h), made for few
 //    input channels (a 1-channel first layer, where a K=9 GEMM wastes the machine); dx,
 //    when asked for, still goes through col2im.
+// Under Precision::bf16 the gemm path's three products take bf16 operands (columns,
+// repacked weight and dy rounded; fp32 accumulation and outputs); the direct kernels stay
+// fp32 (they serve layers too thin for a GEMM to matter).
 // `automatic` takes the algorithm measured fastest for the geometry on this CPU
 // (nn/conv_choice.h): single-threaded the direct kernels can win on wider layers too, but
 // they do not scale with BLAS threads. set_algorithm forces one (tests, benchmarks).
@@ -60,15 +63,16 @@ class Conv2d : public Module {
   // wt_[taps, out] = weight in tap-major order (see conv2d_kernels.h).
   void repack_weight();
   // Whether this forward runs the direct kernels: forced, or measured (conv_choice.h).
-  bool choose_direct(const ConvGeometry& g, const float* x);
-  ConvChoice measure_algorithms(const ConvGeometry& g, const float* x) const;
+  bool choose_direct(const ConvGeometry& g, const float* x, Precision precision);
+  ConvChoice measure_algorithms(const ConvGeometry& g, const float* x, Precision precision);
 
   int64_t in_, out_, k_, stride_, pad_;
   bool has_bias_;
   Algorithm algorithm_ = Algorithm::automatic;
   ParamSet* params_ = nullptr;
   ParamSet::Id weight_ = 0, bias_ = 0;
-  Tensor wt_, dwt_, dcols_;  // per-call scratch (MemCategory::workspace)
+  Tensor wt_, dwt_, dcols_;   // per-call scratch (MemCategory::workspace)
+  Tensor wt_bf16_, dy_bf16_;  // the same under Precision::bf16
 };
 
 }  // namespace braid::nn

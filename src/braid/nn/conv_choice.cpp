@@ -35,7 +35,9 @@ const char* conv_policy_name(ConvPolicy policy) {
 void set_conv_policy(ConvPolicy policy) { g_policy.store(policy, std::memory_order_relaxed); }
 ConvPolicy conv_policy() { return g_policy.load(std::memory_order_relaxed); }
 
-ConvKey conv_key(const ConvGeometry& g) { return {g.B, g.H, g.W, g.C, g.O, g.k, g.stride, g.pad}; }
+ConvKey conv_key(const ConvGeometry& g, Precision precision) {
+  return {g.B, g.H, g.W, g.C, g.O, g.k, g.stride, g.pad, precision == Precision::bf16 ? 1 : 0};
+}
 
 ConvGeometry conv_geometry(const ConvKey& key) {
   ConvGeometry g;
@@ -56,8 +58,8 @@ ChoiceTable<ConvKey, ConvChoice>& conv_choice_table() {
   return table;
 }
 
-std::optional<ConvChoice> find_conv_choice(const ConvGeometry& g) {
-  return conv_choice_table().find(conv_key(g));
+std::optional<ConvChoice> find_conv_choice(const ConvGeometry& g, Precision precision) {
+  return conv_choice_table().find(conv_key(g, precision));
 }
 std::vector<ConvChoice> conv_choices() { return conv_choice_table().all(); }
 void set_conv_choices(std::span<const ConvChoice> choices) { conv_choice_table().set(choices); }

@@ -25,11 +25,14 @@ json kernel_record() {
                     {"library", gemm_library_name(c.library)},
                     {"openblas_us", c.openblas_s * 1e6},
                     {"onednn_us", c.onednn_s * 1e6}});
-  for (const nn::ConvChoice& c : nn::conv_choices())
-    conv.push_back({{"geometry", c.key()},
+  for (const nn::ConvChoice& c : nn::conv_choices()) {
+    const nn::ConvKey key = c.key();
+    conv.push_back({{"geometry", std::vector<int64_t>(key.begin(), key.begin() + 8)},
+                    {"precision", c.precision == nn::Precision::bf16 ? "bf16" : "fp32"},
                     {"algorithm", c.direct ? "direct" : "gemm"},
                     {"gemm_us", c.gemm_s * 1e6},
                     {"direct_us", c.direct_s * 1e6}});
+  }
   return {{"cpu", cpu_description()},
           {"gemm_policy", gemm_policy_name(gemm_policy())},
           {"conv_policy", nn::conv_policy_name(nn::conv_policy())},
@@ -71,11 +74,12 @@ std::vector<nn::ConvChoice> parse_conv(const json& entries, const std::string& s
   for (size_t i = 0; i < entries.size(); ++i) {
     const json& e = entries[i];
     const std::string where = source + ": conv[" + std::to_string(i) + "]";
+    constexpr size_t kSizes = 8;  // the key without its precision
     BRAID_CHECK(e.is_object() && e.contains("geometry") && e["geometry"].is_array() &&
-                    e["geometry"].size() == nn::ConvKey().size(),
+                    e["geometry"].size() == kSizes,
                 where, ": 'geometry' must be [B, H, W, C, O, k, stride, pad]");
     nn::ConvKey key{};
-    for (size_t j = 0; j < key.size(); ++j) {
+    for (size_t j = 0; j < kSizes; ++j) {
       const json& v = e["geometry"][j];
       BRAID_CHECK(v.is_number_integer() && v.get<int64_t>() >= (j == 7 ? 0 : 1), where,
                   ": 'geometry' must hold positive integers (padding may be 0)");
@@ -84,8 +88,12 @@ std::vector<nn::ConvChoice> parse_conv(const json& entries, const std::string& s
     const std::string algorithm = e.value("algorithm", std::string());
     BRAID_CHECK(algorithm == "gemm" || algorithm == "direct", where, ": 'algorithm' is '",
                 algorithm, "'; it must be gemm or direct");
+    const std::string precision = e.value("precision", std::string("fp32"));
+    BRAID_CHECK(precision == "fp32" || precision == "bf16", where, ": 'precision' is '", precision,
+                "'; it must be fp32 or bf16");
     nn::ConvChoice c;
     c.geometry = nn::conv_geometry(key);
+    c.precision = precision == "bf16" ? nn::Precision::bf16 : nn::Precision::fp32;
     c.direct = algorithm == "direct";
     out.push_back(c);
   }
@@ -138,7 +146,7 @@ std::string describe_kernel_choices() {
   std::string gemm, conv;
   if (gemm_policy() != GemmPolicy::automatic) {
     gemm = std::string("GEMMs on ") + gemm_policy_name(gemm_policy()) + " (BRAID_GEMM)";
-  } else {
+  } else if (!gemm_choices().empty()) {
     int onednn = 0, openblas = 0, timed = 0;
     for (const GemmChoice& c : gemm_choices()) {
       (c.library == GemmLibrary::onednn ? onednn : openblas) += 1;
@@ -159,7 +167,8 @@ std::string describe_kernel_choices() {
     if (total > 0)
       conv = detail::concat("convolution: direct for ", direct, " of ", total, " geometries");
   }
-  return conv.empty() ? gemm : gemm + "; " + conv;
+  if (gemm.empty() || conv.empty()) return gemm + conv;
+  return gemm + "; " + conv;
 }
 
 }  // namespace braid::train

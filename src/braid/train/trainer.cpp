@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "comm/group.h"
+#include "core/gemm_bf16.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "data/eval_tally.h"
@@ -125,7 +126,13 @@ float Trainer::learning_rate() const { return schedule_->lr(step_); }
 double Trainer::train_step(const data::Batch& batch) {
   const double loss = strategy_->step(batch, learning_rate(), step_);
   // Every kernel of a step has been chosen by now (train/kernel_record.h): said once.
-  if (!kernels_described_ && writes_outputs()) log_info(describe_kernel_choices());
+  if (!kernels_described_ && writes_outputs()) {
+    std::string kernels = describe_kernel_choices();
+    if (config_.precision == "bf16")
+      kernels += std::string(kernels.empty() ? "" : "; ") + "bf16 products on " +
+                 bf16_gemm_path_name(bf16_gemm_path());
+    log_info(kernels);
+  }
   kernels_described_ = true;
   if (config_.slow_step_ms > 0) {
     // Drawn per (rank, step): a benchmark's jitter, apart from every stream training uses.
