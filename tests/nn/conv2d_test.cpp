@@ -155,7 +155,7 @@ TEST(Conv2d, AutomaticMeasuresEachGeometryOnceAndRunsTheFaster) {
     ConvGeometry g;
     g.B = f.B, g.H = f.H, g.W = f.W, g.C = f.C, g.O = f.O, g.k = f.k, g.stride = f.stride,
     g.pad = f.pad;
-    const std::optional<ConvChoice> choice = find_conv_choice(g);
+    const std::optional<ConvChoice> choice = find_conv_choice(g, Precision::fp32);
     ASSERT_TRUE(choice.has_value());
     EXPECT_GT(choice->gemm_s, 0);
     EXPECT_GT(choice->direct_s, 0);

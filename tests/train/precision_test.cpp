@@ -2,7 +2,8 @@
 // evaluation losses within a stated bound. Per step, bf16 products move each GEMM's
 // outputs by under 2^-7 of their terms (nn/bf16_autocast_test.cpp); over a run these
 // perturbations act like a little gradient noise, which a few hundred SGD or AdamW steps
-// absorb: the bound is 0.05 in loss (about 1.5 % of where these runs start).
+// absorb: the bounds are 0.05 (mlp) and 0.03 (gpt-tiny) in evaluation loss, a few percent
+// of where these runs start and about 10x what was measured.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,15 +50,18 @@ TEST(Precision, Bf16GptTinyTracksFp32) {
   c.dataset = "text";
   c.seq_len = 64;
   c.batch = 8;
-  c.max_steps = 100;
+  c.max_steps = 150;
   c.optimizer.name = "adamw";
-  c.optimizer.lr = 3e-3;
+  // At 3e-3 this short run is chaotic: two fp32 runs that differ only in summation order
+  // (OpenBLAS against oneDNN) ended 0.115 apart at step 100, so no bound on bf16 could be
+  // tighter than fp32's own. At 1e-3 they agree to 1e-5 and bf16 lands 0.002 away.
+  c.optimizer.lr = 1e-3;
   c.clip_grad_norm = 1.0;
-  c.eval_batches = 4;
+  c.eval_batches = 8;
   const EvalResult fp32 = train_and_evaluate(c, "fp32");
   const EvalResult bf16 = train_and_evaluate(c, "bf16");
-  EXPECT_LT(fp32.loss, 3.5) << "the reference run did not train";
-  EXPECT_NEAR(bf16.loss, fp32.loss, 0.05);
+  EXPECT_LT(fp32.loss, 3.0) << "the reference run did not train";
+  EXPECT_NEAR(bf16.loss, fp32.loss, 0.03);
 }
 
 }  // namespace
