@@ -48,6 +48,7 @@ struct TrainBenchFlags {
   std::string strategy = "single";
   std::string transport = "auto";
   std::string precision = "fp32";
+  std::string comm_dtype = "fp32";
   int64_t batch = 128;
   int steps = 30, warmup = 5, repeats = 5, threads = 1, ranks = 0;
   double bucket_mb = 25;
@@ -63,6 +64,7 @@ train::TrainConfig bench_config(const TrainBenchFlags& f) {
   config.bucket_mb = f.bucket_mb;
   config.deterministic = f.deterministic;
   config.precision = f.precision;
+  config.comm_dtype = f.comm_dtype;
   if (f.model == "gpt-tiny") {  // as bench/pytorch_train_bench.py: AdamW for the language model
     config.dataset = "text";
     config.optimizer.name = "adamw";
@@ -258,6 +260,14 @@ void run_train_bench(const TrainBenchFlags& f) {
     out["bucket_mb"] = f.bucket_mb;
     auto* ddp = dynamic_cast<parallel::Ddp*>(&trainer.strategy());
     BRAID_CHECK(ddp != nullptr, "bench train: the ddp strategy was not built");
+    out["comm_dtype"] = f.comm_dtype;
+    // What one rank sends a step: a ring allreduce sends 2 (N-1)/N of each bucket.
+    const int n = ranks.size();
+    double bucket_bytes = 0;
+    for (const auto& b : ddp->buckets())
+      bucket_bytes += static_cast<double>(b.end - b.begin) * (f.comm_dtype == "fp32" ? 4 : 2);
+    out["gradient_bytes"] = bucket_bytes;
+    out["ring_bytes_sent_per_rank"] = bucket_bytes * 2.0 * (n - 1) / n;
     out["buckets"] = ddp->buckets().size();
     alone_comm = communication_alone(*ddp, ranks, std::max(5, f.repeats));
     alone_compute = compute_alone(f, ranks, seed);
@@ -326,6 +336,8 @@ void add_train_bench(CLI::App& bench) {
   tr->add_flag("--deterministic", f->deterministic, "ddp: rank-ordered reductions");
   tr->add_option("--precision", f->precision, "the GEMMs' arithmetic: fp32 or bf16")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  tr->add_option("--comm-dtype", f->comm_dtype, "ddp: gradients on the wire: fp32, bf16, fp16")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   tr->add_flag("--json", f->json, "one JSON object instead of a table");
   tr->add_flag("--synthetic", f->synthetic, "random inputs instead of the dataset");
   tr->callback([f] { run_train_bench(*f); });

@@ -6,6 +6,7 @@
 #include "comm/collectives.h"
 #include "comm/group.h"
 #include "core/checksum.h"
+#include "core/convert.h"
 #include "core/memory.h"
 #include "core/timer.h"
 #include "nn/loss.h"
@@ -55,6 +56,21 @@ Ddp::Ddp(std::unique_ptr<nn::Module> module, StepOptions options,
     return {static_cast<float*>(buffer->data()), buffer};
   });
   make_buckets();
+  if (ddp_.comm_dtype != DType::f32) {
+    BRAID_CHECK(ddp_.comm_dtype == DType::bf16 || ddp_.comm_dtype == DType::f16,
+                "ddp: comm_dtype must be fp32, bf16 or fp16, got ", dtype_name(ddp_.comm_dtype));
+    BRAID_CHECK(!options_.deterministic, "ddp: comm_dtype ", dtype_name(ddp_.comm_dtype),
+                " cannot be combined with deterministic (its rank-ordered exchange is fp32); "
+                "drop one of them");
+    const auto bytes = static_cast<size_t>(params_.size()) * sizeof(uint16_t);
+    if (ddp_.shared_gradients) {
+      shared_comm_ = comm::allocate_shared(*group_, bytes);
+      comm_ = shared_comm_.as<uint16_t>();
+    } else {
+      private_comm_.assign(static_cast<size_t>(params_.size()), 0);
+      comm_ = private_comm_.data();
+    }
+  }
   if (options_.deterministic) {
     // The exchange of the largest bucket, in shares of a whole number of floats per rank.
     const int n = group_->size();
@@ -148,9 +164,30 @@ void Ddp::start_bucket(size_t index) {
   const comm::OpLabel label("allreduce of gradient bucket", static_cast<int64_t>(index));
   if (options_.deterministic) {
     b.handle = engine_->submit(label, [this, &b](comm::Group& g) { ordered_allreduce(g, b); });
+  } else if (comm_ != nullptr) {
+    narrow_bucket(b);
+    b.handle = engine_->iallreduce(comm_ + b.begin, count, ddp_.comm_dtype, ReduceOp::sum, label);
   } else {
     b.handle = engine_->iallreduce(data, count, DType::f32, ReduceOp::sum, label);
   }
+}
+
+void Ddp::narrow_bucket(const Bucket& b) {
+  const float* g = params_.grad_memory() + b.begin;
+  uint16_t* out = comm_ + b.begin;
+  if (ddp_.comm_dtype == DType::bf16)
+    f32_to_bf16(g, reinterpret_cast<BFloat16*>(out), b.end - b.begin);
+  else
+    f32_to_f16(g, reinterpret_cast<Half*>(out), b.end - b.begin);
+}
+
+void Ddp::widen_bucket(const Bucket& b) {
+  float* g = params_.grad_memory() + b.begin;
+  const uint16_t* in = comm_ + b.begin;
+  if (ddp_.comm_dtype == DType::bf16)
+    bf16_to_f32(reinterpret_cast<const BFloat16*>(in), g, b.end - b.begin);
+  else
+    f16_to_f32(reinterpret_cast<const Half*>(in), g, b.end - b.begin);
 }
 
 double Ddp::communicate_alone() {
@@ -265,12 +302,14 @@ double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
             std::chrono::duration_cast<std::chrono::nanoseconds>(p.time_since_epoch()).count());
       };
       const TimelineArg bucket{"bucket", static_cast<int64_t>(i)};
-      timeline_->record(TimelineLane::kComm, "allreduce", ns(t.started), ns(t.finished), bucket,
-                        {"bytes", (b.end - b.begin) * 4});
+      timeline_->record(
+          TimelineLane::kComm, "allreduce", ns(t.started), ns(t.finished), bucket,
+          {"bytes", (b.end - b.begin) * static_cast<int64_t>(dtype_size(ddp_.comm_dtype))});
       timeline_->record(TimelineLane::kCompute, "wait for allreduce", t0, Timeline::now(), bucket);
     }
     const TimelineSpan span(timeline_, TimelineLane::kCompute, "optimizer",
                             {"bucket", static_cast<int64_t>(i)});
+    if (comm_ != nullptr) widen_bucket(b);
     if (terms > 1) scale_into(grads + b.begin, grads + b.begin, b.end - b.begin, average);
     if (fused) optimizer_->step_range(params_.params(), grads, lr, b.begin, b.end);
     times_.optimizer += watch.lap();

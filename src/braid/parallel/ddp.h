@@ -19,6 +19,11 @@
 // - Deterministic mode sums every bucket in rank order (ranks exchange their shares with
 //   an all-to-all, each rank adds the N copies of its share in order 0, 1, ..., then an
 //   allgather), so N ranks give the bits of one process accumulating N micro-batches.
+// - comm_dtype bf16 or f16: each bucket is rounded into a 16-bit communication buffer (shared
+//   like the gradients) as it becomes final and reduced there, half the bytes on the wire;
+//   every addition is done in fp32 and rounded back (core/reduce.h), so with 2 ranks the
+//   sum is rounded once. The result is widened back into the fp32 gradients before the
+//   update. Not with deterministic mode (its exchange is fp32).
 // - Buffers (BatchNorm's running statistics) are broadcast from rank 0 before each step,
 //   as PyTorch's broadcast_buffers.
 // Nothing is allocated per step. Errors from the progress thread (a dead or stalled peer,
@@ -51,6 +56,8 @@ struct DdpOptions {
   bool shared_gradients = true;
   // Parameters there too (strategies that average parameters: local SGD).
   bool shared_parameters = false;
+  // The gradients' type on the wire: f32, bf16 or f16.
+  DType comm_dtype = DType::f32;
 };
 
 class Ddp : public Strategy {
@@ -92,12 +99,19 @@ class Ddp : public Strategy {
   void on_ready(int64_t begin, int64_t end);
   void start_bucket(size_t index);
   void ordered_allreduce(comm::Group& g, Bucket& b);
+  // comm_dtype 16-bit: the bucket's gradients rounded into comm_, and widened back.
+  void narrow_bucket(const Bucket& b);
+  void widen_bucket(const Bucket& b);
   void broadcast_buffers();
 
   std::shared_ptr<comm::Group> group_;
   DdpOptions ddp_;
   comm::SharedBuffer shared_grads_;
   comm::SharedBuffer shared_params_;
+  // comm_dtype 16-bit: the buckets' communication buffer (the flat layout, 2 bytes a float).
+  comm::SharedBuffer shared_comm_;
+  std::vector<uint16_t> private_comm_;
+  uint16_t* comm_ = nullptr;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_param_;  // parameter id -> bucket
   MicroBatches micro_;

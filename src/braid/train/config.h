@@ -56,6 +56,7 @@ struct TrainConfig {
   // step is batch x world size.
   std::string strategy = "auto";  // auto, single, ddp, local_sgd, ps, fedavg
   double bucket_mb = 25;
+  std::string comm_dtype = "fp32";  // ddp: fp32, bf16, fp16 on the wire
   struct LocalSgd {
     int64_t period = 8;      // local steps between parameter averages (H)
     int64_t start_step = 0;  // steps before it are synchronous DDP steps (post-local SGD)

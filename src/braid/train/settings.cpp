@@ -218,6 +218,11 @@ std::vector<Setting> make_settings() {
       "fedavg.server_eps", kParallel, kPositive,
       "fedavg server adam: the denominator's epsilon (tau)",
       [](auto& c) -> auto& { return c.fedavg.server_eps; }));
+  t.push_back(text(
+      "comm_dtype", kParallel, {"fp32", "bf16", "fp16"},
+      "ddp: the gradients' type on the wire (bf16, fp16: half the bytes; each addition in "
+      "fp32, rounded back)",
+      [](auto& c) -> auto& { return c.comm_dtype; }));
   t.push_back(number(
       "bucket_mb", kParallel, kPositive,
       "ddp: MiB of gradients per allreduce bucket (the first is 1 MiB, as PyTorch's, or less)",

@@ -70,6 +70,9 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     parallel::DdpOptions d;
     d.bucket_bytes = static_cast<size_t>(config.bucket_mb * (1 << 20));
     d.batchnorm_reducer = std::move(batchnorm_reducer);
+    d.comm_dtype = config.comm_dtype == "bf16"   ? DType::bf16
+                   : config.comm_dtype == "fp16" ? DType::f16
+                                                 : DType::f32;
     if (name == "ddp")
       return std::make_unique<parallel::Ddp>(std::move(module), step_options(config),
                                              std::move(group), d);
