@@ -18,12 +18,14 @@ namespace {
 
 using braid::testing::TempDir;
 
-EvalResult train_and_evaluate(TrainConfig c, const std::string& precision) {
+EvalResult train_and_evaluate(TrainConfig c, const std::string& precision,
+                              int64_t* skipped = nullptr) {
   c.precision = precision;
   const TempDir tmp;
   c.out = tmp.path();
   Trainer t(c);
   t.run();
+  if (skipped) *skipped = t.skipped_steps();
   return t.evaluate(c.eval_batches);
 }
 
@@ -40,6 +42,26 @@ TEST(Precision, Bf16MlpTracksFp32) {
   EXPECT_LT(fp32.loss, 0.8) << "the reference run did not train";
   EXPECT_NEAR(bf16.loss, fp32.loss, 0.05);
   EXPECT_NEAR(bf16.accuracy, fp32.accuracy, 0.02);
+}
+
+// fp16 keeps 11 significant bits (bf16 8): with the loss scaled, it tracks fp32 at least as
+// closely. A short scale window makes the scale grow past fp16's range during the run, so
+// steps overflow and are skipped on the way; the run still lands within the bound.
+TEST(Precision, Fp16MlpWithLossScalingTracksFp32) {
+  REQUIRE_FASHION_MNIST();
+  TrainConfig c;
+  c.model = "mlp";
+  c.batch = 64;
+  c.max_steps = 200;
+  c.optimizer.lr = 0.05;
+  c.eval_batches = 20;
+  c.fp16.loss_scale_window = 20;
+  const EvalResult fp32 = train_and_evaluate(c, "fp32");
+  int64_t skipped = 0;
+  const EvalResult fp16 = train_and_evaluate(c, "fp16", &skipped);
+  EXPECT_GT(skipped, 0) << "no step overflowed: the scale never reached fp16's limit";
+  EXPECT_NEAR(fp16.loss, fp32.loss, 0.05);
+  EXPECT_NEAR(fp16.accuracy, fp32.accuracy, 0.02);
 }
 
 TEST(Precision, Bf16GptTinyTracksFp32) {

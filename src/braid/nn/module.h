@@ -28,10 +28,12 @@ namespace braid::nn {
 
 enum class Mode { train, eval };
 
-// The arithmetic of GEMMs (Linear, the GPT's head): fp32, or bf16 operands with fp32
-// accumulation and fp32 outputs (autocast; the parameters and their gradients stay fp32,
-// the optimizer's master copy). Everything else (normalisation, softmax, losses) is fp32.
-enum class Precision { fp32, bf16 };
+// The arithmetic of GEMMs (Linear, the GPT's head, convolutions): fp32, or bf16 operands
+// with fp32 accumulation and fp32 outputs (autocast; the parameters and their gradients
+// stay fp32, the optimizer's master copy), or fp16 operands likewise (Linear and the head;
+// overflows to inf past 65504, which loss scaling catches). Everything else
+// (normalisation, softmax, losses) is fp32.
+enum class Precision { fp32, bf16, fp16 };
 
 struct ForwardContext {
   Mode mode = Mode::train;

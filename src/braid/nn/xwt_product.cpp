@@ -5,11 +5,29 @@
 #include "core/gemm_bf16.h"
 
 namespace braid::nn {
+namespace {
+
+// out = in rounded to binary16 and widened back (kept in fp32 for sgemm).
+void round_to_f16(const float* in, float* out, int64_t n, Tensor& staging) {
+  staging.ensure({n}, DType::f16, MemCategory::workspace);
+  f32_to_f16(in, staging.data<Half>(), n);
+  f16_to_f32(staging.data<Half>(), out, n);
+}
+
+}  // namespace
 
 void XWtProduct::forward(Precision precision, const float* x, const float* w, int64_t rows,
                          int64_t in, int64_t out, float beta, float* y, Tensor& x_bf16) {
   if (precision == Precision::fp32) {
     sgemm(false, true, rows, out, in, 1.0f, x, w, beta, y);
+    return;
+  }
+  if (precision == Precision::fp16) {
+    x_bf16.ensure({rows, in}, DType::f32, MemCategory::activations);
+    round_to_f16(x, x_bf16.f32(), rows * in, half_);
+    w_bf16_.ensure({out, in}, DType::f32, MemCategory::workspace);
+    round_to_f16(w, w_bf16_.f32(), out * in, half_);
+    sgemm(false, true, rows, out, in, 1.0f, x_bf16.f32(), w_bf16_.f32(), beta, y);
     return;
   }
   x_bf16.ensure({rows, in}, DType::bf16, MemCategory::activations);
@@ -22,6 +40,11 @@ void XWtProduct::forward(Precision precision, const float* x, const float* w, in
 
 void XWtProduct::take_dy(Precision precision, const float* dy, int64_t rows, int64_t out) {
   if (precision == Precision::fp32) return;
+  if (precision == Precision::fp16) {
+    dy_bf16_.ensure({rows, out}, DType::f32, MemCategory::workspace);
+    round_to_f16(dy, dy_bf16_.f32(), rows * out, half_);
+    return;
+  }
   dy_bf16_.ensure({rows, out}, DType::bf16, MemCategory::workspace);
   f32_to_bf16(dy, dy_bf16_.data<BFloat16>(), rows * out);
 }
@@ -32,6 +55,8 @@ void XWtProduct::weight_grad(Precision precision, const float* dy, const float* 
   const float beta = overwrite ? 0.0f : 1.0f;
   if (precision == Precision::fp32)
     sgemm(true, false, out, in, rows, 1.0f, dy, x, beta, dw);
+  else if (precision == Precision::fp16)
+    sgemm(true, false, out, in, rows, 1.0f, dy_bf16_.f32(), x_bf16.f32(), beta, dw);
   else
     gemm_bf16(true, false, out, in, rows, 1.0f, dy_bf16_.data<BFloat16>(), x_bf16.data<BFloat16>(),
               beta, dw);
@@ -41,6 +66,8 @@ void XWtProduct::input_grad(Precision precision, const float* dy, const float* w
                             int64_t in, int64_t out, float* dx) {
   if (precision == Precision::fp32)
     sgemm(false, false, rows, in, out, 1.0f, dy, w, 0.0f, dx);
+  else if (precision == Precision::fp16)
+    sgemm(false, false, rows, in, out, 1.0f, dy_bf16_.f32(), w_bf16_.f32(), 0.0f, dx);
   else
     gemm_bf16(false, false, rows, in, out, 1.0f, dy_bf16_.data<BFloat16>(),
               w_bf16_.data<BFloat16>(), 0.0f, dx);

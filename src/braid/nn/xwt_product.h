@@ -2,6 +2,9 @@
 // Precision (module.h): fp32 sgemm, or bf16 operands with fp32 accumulation
 // (core/gemm_bf16.h). x and dy are rounded to bf16 as they arrive, W once per forward
 // into scratch; y, dx and dW are fp32, so the parameters and the optimizer stay fp32.
+// fp16 rounds the operands to binary16 alike (values past 65504 become inf, as in fp16
+// training) and multiplies them widened, with sgemm: no CPU braid runs on multiplies fp16
+// faster than fp32 (that needs AVX512-FP16), so fp16 is there for its semantics.
 //
 // Per step: forward() (x kept in bf16 in the caller's cache for the weight gradient), then
 // in backward take_dy() once, then weight_grad() and input_grad() in either order. The
@@ -17,7 +20,8 @@ namespace braid::nn {
 
 class XWtProduct {
  public:
-  // y[rows, out] = x[rows, in] W[out, in]^T + beta y; under bf16, x_bf16 receives x rounded.
+  // y[rows, out] = x[rows, in] W[out, in]^T + beta y; under bf16 (fp16), x_bf16 receives x
+  // rounded (and kept as fp32 values).
   void forward(Precision precision, const float* x, const float* w, int64_t rows, int64_t in,
                int64_t out, float beta, float* y, Tensor& x_bf16);
   // Rounds dy[rows, out] to bf16 for the two products below (bf16 only).
@@ -30,7 +34,8 @@ class XWtProduct {
                   int64_t out, float* dx);
 
  private:
-  Tensor w_bf16_, dy_bf16_;  // MemCategory::workspace
+  Tensor w_bf16_, dy_bf16_;  // MemCategory::workspace; fp32 holding fp16 values under fp16
+  Tensor half_;              // fp16: the rounding's staging
 };
 
 }  // namespace braid::nn

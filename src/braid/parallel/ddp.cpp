@@ -286,7 +286,7 @@ double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
   watch.lap();
   // Buckets in the order they went out; without clipping each bucket's update runs while
   // later buckets are still on the wire.
-  const bool fused = options_.clip_grad_norm == 0;
+  const bool fused = !update_needs_whole_gradient();
   // The mean over the global batch: deterministic mode scales its sum once, here.
   const int terms = options_.deterministic ? n * m : n;
   const float average = 1.0f / static_cast<float>(terms);
@@ -317,8 +317,7 @@ double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
   if (fused) {
     optimizer_->finish_step();
   } else {
-    optim::clip_grad_norm(grads, optimizer_->segments(), options_.clip_grad_norm);
-    optimizer_->step(params_.params(), grads, lr);
+    clip_and_step(lr);
     times_.optimizer += watch.lap();
   }
   times_.total = watch.elapsed();

@@ -26,7 +26,7 @@ double SingleProcess::step(const data::Batch& batch, float lr, int64_t step) {
   const int m = options_.accumulate_steps;
   micro_.split(batch, m);
   const bool ordered = options_.deterministic && m > 1;
-  const bool fused = options_.clip_grad_norm == 0 && !ordered;
+  const bool fused = !update_needs_whole_gradient() && !ordered;
   // Accumulated in place, each micro-batch's mean loss counts 1/m; in ordered mode the
   // micro-batches are summed in tree_sum.h's order and scaled once at the end, as DDP's
   // ranks' sums are.

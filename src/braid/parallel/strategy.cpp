@@ -4,6 +4,7 @@
 #include "data/loader.h"
 #include "nn/loss.h"
 #include "optim/clip.h"
+#include "parallel/tree_sum.h"
 
 namespace braid::parallel {
 namespace {
@@ -25,6 +26,7 @@ Strategy::Strategy(std::unique_ptr<nn::Module> module, StepOptions options)
   BRAID_CHECK(module_, "a strategy needs a model");
   BRAID_CHECK(options_.accumulate_steps >= 1, "accumulate_steps must be >= 1, got ",
               options_.accumulate_steps);
+  if (options_.loss_scaling) scaler_.emplace(*options_.loss_scaling);
 }
 
 Strategy::~Strategy() = default;
@@ -59,10 +61,11 @@ double Strategy::forward_loss(const data::Batch& b, int64_t step, int64_t micro,
   if (micro > 0) rng = rng.fork(static_cast<uint64_t>(micro));
   const Tensor& logits =
       module_->forward(b.inputs, *cache_, {nn::Mode::train, rng, options_.precision});
-  const double loss = nn::softmax_cross_entropy(
-                          logits, b.targets, &dlogits_,
-                          {.grad_scale = grad_scale, .label_smoothing = options_.label_smoothing})
-                          .loss;
+  const double loss =
+      nn::softmax_cross_entropy(logits, b.targets, &dlogits_,
+                                {.grad_scale = scaler_ ? grad_scale * scaler_->scale() : grad_scale,
+                                 .label_smoothing = options_.label_smoothing})
+          .loss;
   times_.forward += watch.elapsed();
   if (timeline_) {
     last_ready_ns_ = Timeline::now();
@@ -94,6 +97,14 @@ double Strategy::accumulate_micro_batches(const MicroBatches& micro, int64_t ste
 }
 
 void Strategy::clip_and_step(float lr) {
+  if (scaler_) {
+    float* grads = params_.grads();
+    const float scale = scaler_->scale();  // what this step's gradients were computed at
+    const bool overflow =
+        optim::LossScaler::has_overflow({grads, static_cast<size_t>(params_.size())});
+    if (scaler_->update(overflow)) return;  // skipped: the weights never see the inf
+    scale_into(grads, grads, params_.size(), 1.0f / scale);
+  }
   if (options_.clip_grad_norm > 0)
     optim::clip_grad_norm(params_.grads(), optimizer_->segments(), options_.clip_grad_norm);
   optimizer_->step(params_.params(), params_.grads(), lr);

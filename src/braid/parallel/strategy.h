@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,7 @@
 #include "core/timeline.h"
 #include "nn/module.h"
 #include "nn/params.h"
+#include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "parallel/micro_batches.h"
 
@@ -44,6 +46,9 @@ struct StepOptions {
   bool deterministic = false;
   // The GEMMs' arithmetic in forward and backward (nn/module.h).
   nn::Precision precision = nn::Precision::fp32;
+  // fp16: dynamic loss scaling (optim/loss_scaler.h); a step with an inf or NaN gradient is
+  // skipped. Set by precision fp16; the strategies that support it: single and ddp.
+  std::optional<optim::LossScalerConfig> loss_scaling;
 };
 
 // Where a step's time went, in seconds; communication_exposed is the part of the
@@ -118,6 +123,9 @@ class Strategy {
   optim::Optimizer& optimizer() { return *optimizer_; }
   const optim::Optimizer& optimizer() const { return *optimizer_; }
   const StepTimes& last_times() const { return times_; }
+  // fp16's loss scaler (null without loss scaling): its scale and skipped steps.
+  const optim::LossScaler* loss_scaler() const { return scaler_ ? &*scaler_ : nullptr; }
+  optim::LossScaler* loss_scaler() { return scaler_ ? &*scaler_ : nullptr; }
   const StepOptions& options() const { return options_; }
   // Records forward, backward per reported range, each bucket's communication and the
   // optimizer into `timeline` (null: nothing), which must outlive the strategy's steps.
@@ -143,8 +151,15 @@ class Strategy {
   // Returns the mean loss.
   double accumulate_micro_batches(const MicroBatches& micro, int64_t step, int rank, int ranks);
   // Clips the gradients by global norm when the options ask, then steps the optimizer over
-  // the whole buffer: the update after backward when it cannot be fused into it.
+  // the whole buffer: the update after backward when it cannot be fused into it. Under loss
+  // scaling, first: a gradient with an inf or NaN skips the step (the scaler moves the
+  // scale), else the gradients are divided by the scale they were computed at.
   void clip_and_step(float lr);
+  // The update cannot run range by range during backward (clipping or loss scaling needs
+  // the whole gradient first).
+  bool update_needs_whole_gradient() const {
+    return options_.clip_grad_norm > 0 || scaler_.has_value();
+  }
 
   std::unique_ptr<nn::Module> module_;
   StepOptions options_;
@@ -156,6 +171,7 @@ class Strategy {
   Timeline* timeline_ = nullptr;
   int64_t last_ready_ns_ = 0;  // timeline: the end of forward, then of the last range
   bool declared_ = false;
+  std::optional<optim::LossScaler> scaler_;
 };
 
 }  // namespace braid::parallel

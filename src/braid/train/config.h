@@ -37,7 +37,12 @@ struct TrainConfig {
   int64_t batch = 128;
   uint64_t seed = 0;
   int threads = 1;
-  std::string precision = "fp32";  // fp32, bf16: the GEMMs' arithmetic (nn::Precision)
+  std::string precision = "fp32";  // fp32, bf16, fp16: the GEMMs' arithmetic (nn::Precision)
+  struct Fp16 {                    // fp16's dynamic loss scaling (optim/loss_scaler.h)
+    int64_t initial_scale_power = 16;
+    int64_t loss_scale_window = 1000;
+    int64_t hysteresis = 2;
+  } fp16;
   // A run whose kernel choices to replay (train/kernel_record.h); empty: time them here.
   std::string kernel_choices;
 

@@ -121,10 +121,23 @@ std::vector<Setting> make_settings() {
       "threads", kRun, 1, kMaxBlasThreads, "BLAS threads (more than the cores slows a step down)",
       [](auto& c) -> auto& { return c.threads; }));
   t.push_back(text(
-      "precision", kRun, {"fp32", "bf16"},
-      "arithmetic of the GEMMs: fp32, or bf16 operands with fp32 accumulation (weights, "
-      "gradients and the optimizer stay fp32; normalisation, softmax and losses too)",
+      "precision", kRun, {"fp32", "bf16", "fp16"},
+      "arithmetic of the GEMMs: fp32, or bf16 / fp16 operands with fp32 accumulation (weights, "
+      "gradients and the optimizer stay fp32; normalisation, softmax and losses too); fp16 "
+      "scales the loss dynamically (fp16.*)",
       [](auto& c) -> auto& { return c.precision; }));
+  t.push_back(integer(
+      "fp16.initial_scale_power", kRun, 0, 64,
+      "fp16: the loss scale starts at 2^this (DeepSpeed's initial_scale_power)",
+      [](auto& c) -> auto& { return c.fp16.initial_scale_power; }));
+  t.push_back(integer(
+      "fp16.loss_scale_window", kRun, 1, kMaxSteps,
+      "fp16: steps without an overflow before the scale doubles",
+      [](auto& c) -> auto& { return c.fp16.loss_scale_window; }));
+  t.push_back(integer(
+      "fp16.hysteresis", kRun, 1, 1 << 20,
+      "fp16: overflows (since the last growth) before the scale halves",
+      [](auto& c) -> auto& { return c.fp16.hysteresis; }));
   t.push_back(text(
       "kernel_choices", kRun, {},
       "replay a run's GEMM library and convolution algorithm choices (its output directory "

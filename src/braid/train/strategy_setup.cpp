@@ -1,5 +1,7 @@
 #include "train/strategy_setup.h"
 
+#include <cmath>
+
 #include "comm/group.h"
 #include "parallel/ddp.h"
 #include "parallel/local_sgd.h"
@@ -17,7 +19,14 @@ parallel::StepOptions step_options(const TrainConfig& config) {
   o.seed = config.seed;
   o.accumulate_steps = static_cast<int>(config.accumulate_steps);
   o.deterministic = config.deterministic;
-  o.precision = config.precision == "bf16" ? nn::Precision::bf16 : nn::Precision::fp32;
+  o.precision = config.precision == "bf16"   ? nn::Precision::bf16
+                : config.precision == "fp16" ? nn::Precision::fp16
+                                             : nn::Precision::fp32;
+  if (o.precision == nn::Precision::fp16)
+    o.loss_scaling = optim::LossScalerConfig{
+        .initial_scale = std::ldexp(1.0f, static_cast<int>(config.fp16.initial_scale_power)),
+        .window = config.fp16.loss_scale_window,
+        .hysteresis = static_cast<int>(config.fp16.hysteresis)};
   return o;
 }
 
@@ -59,6 +68,10 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     return std::make_unique<parallel::PsWorker>(std::move(module), step_options(config),
                                                 std::move(group), *ps);
   }
+  BRAID_CHECK(config.precision != "fp16" || name == "single" || name == "ddp",
+              "precision fp16 needs its loss scaler in the update, which strategy '", name,
+              "' does not run on this rank; use strategy single or ddp, or precision bf16 "
+              "(no loss scaling needed)");
   if (name == "single") {
     BRAID_CHECK(world == 1, "strategy 'single' runs one process, but this job has ", world,
                 " ranks; use strategy 'ddp' (or 'auto'), or run without a launcher");

@@ -121,6 +121,11 @@ std::unique_ptr<optim::Schedule> Trainer::make_schedule(int64_t total_steps) con
   return optim::make_schedule(sc, static_cast<float>(lr));
 }
 
+int64_t Trainer::skipped_steps() const {
+  const optim::LossScaler* s = strategy_->loss_scaler();
+  return s ? s->skipped() : 0;
+}
+
 float Trainer::learning_rate() const { return schedule_->lr(step_); }
 
 double Trainer::train_step(const data::Batch& batch) {
@@ -417,11 +422,14 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
         timeline_.record(TimelineLane::kData, "data wait", Timeline::now() - waited,
                          Timeline::now());
       }
+      const int64_t skipped_before = skipped_steps();
       const double loss = train_step(*batch);
       times_.total = step_watch.elapsed();
-      BRAID_CHECK(std::isfinite(loss), "training diverged: loss is ", loss, " at step ", step_,
-                  "; lower the learning rate (optimizer.lr) or enable clip_grad_norm");
-      window_loss += loss;
+      // Under fp16 an overflow skips the step (the loss scaler's business), not a divergence.
+      const bool skipped = skipped_steps() > skipped_before;
+      BRAID_CHECK(std::isfinite(loss) || skipped, "training diverged: loss is ", loss, " at step ",
+                  step_, "; lower the learning rate (optimizer.lr) or enable clip_grad_norm");
+      if (std::isfinite(loss)) window_loss += loss;
       window_seconds += times_.total;
       window_comm += times_.communication_exposed;
       window_wait += times_.data_wait;
@@ -443,6 +451,11 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
                        {"comm_exposed_ms", 1e3 * window_comm / static_cast<double>(window_steps)},
                        {"data_wait_ms", 1e3 * window_wait / static_cast<double>(window_steps)},
                        {"seconds", run_watch.elapsed()}});
+        if (const optim::LossScaler* s = strategy_->loss_scaler())
+          metrics.write({{"event", "loss_scale"},
+                         {"step", step_},
+                         {"scale", s->scale()},
+                         {"skipped_steps", s->skipped()}});
         progress.update(detail::concat("epoch ", epoch_ + 1, "/", config_.epochs, "  step ", step_,
                                        "/", total_steps, "  loss ", mean_loss, "  ",
                                        static_cast<int64_t>(rate), " ", sample_unit, "  ETA ",

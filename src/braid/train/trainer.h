@@ -87,6 +87,8 @@ class Trainer {
   RunOutcome run(int64_t stop_at_step = 0);
   // One optimisation step on `batch` (this rank's share); returns its loss.
   double train_step(const data::Batch& batch);
+  // Steps skipped so far by fp16's loss scaler (an inf or NaN gradient); 0 without one.
+  int64_t skipped_steps() const;
   // One step on the loader's next batch (starting the next epoch when one ends); returns
   // the seconds spent waiting for the batch. For benchmarks.
   double train_one_batch();

@@ -83,6 +83,7 @@ void Trainer::save_checkpoint(const std::string& dir) const {
   if (average_) state["ema_updates"] = average_->updates();
   state["stop_rules"] = stop_rules_.state();
   state["kernels"] = kernel_record();  // what --resume replays: the same arithmetic
+  if (const optim::LossScaler* s = strategy_->loss_scaler()) state["loss_scaler"] = s->state();
   train::save_checkpoint(dir, strategy_->params(), opt_state, state,
                          average_ ? &average_->state_dict() : nullptr);
   strategy_->save_outside(dir);
@@ -185,6 +186,8 @@ void Trainer::load_checkpoint(const std::string& path) {
     }
   }
   if (!rounds) warn_if_horizon_changed(ck.train_state, dir);
+  if (optim::LossScaler* s = strategy_->loss_scaler(); s && ck.train_state.contains("loss_scaler"))
+    s->load(ck.train_state["loss_scaler"], dir + "/state.json");
   // Absent from checkpoints older than the rules: they start afresh.
   stop_rules_.load(ck.train_state.value("stop_rules", json()), dir + "/state.json");
   if (average_ && !ck.averaged_model.empty()) {
