@@ -6,11 +6,15 @@
 // The widened fallback (a CPU without oneDNN's bf16) gives the same within fp32 rounding.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
+#include "core/convert.h"
 #include "core/gemm_bf16.h"
 #include "gradcheck.h"
+#include "nn/conv2d.h"
 #include "nn/gpt.h"
 #include "nn/linear.h"
 #include "nn/params.h"
@@ -104,6 +108,59 @@ TEST(Bf16Autocast, TheWidenedFallbackGivesTheFastPathsResults) {
   for (const auto& [a, b] : {std::pair{&fast.y, &widened.y}, std::pair{&fast.dx, &widened.dx},
                              std::pair{&fast.dw, &widened.dw}})
     for (size_t i = 0; i < a->size(); ++i) ASSERT_NEAR((*a)[i], (*b)[i], 1e-4) << i;
+}
+
+// Convolutions' gemm path: a bf16 step equals an fp32 step on the operands rounded to bf16
+// (x, W and dy), since products of bf16 values are exact in fp32; only the order of the
+// fp32 sums differs (1e-5 of the largest output bounds it here).
+TEST(Bf16Autocast, ConvolutionEqualsFp32OnTheRoundedOperands) {
+  struct Case {
+    int64_t B, H, W, C, O, k, stride, pad;
+  };
+  for (const Case& f : {Case{2, 9, 11, 8, 16, 3, 1, 1}, Case{2, 10, 10, 5, 12, 3, 2, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "C=" << f.C << " stride " << f.stride << " pad " << f.pad);
+    auto round = [](Tensor& t) {
+      for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = bf16_to_float(float_to_bf16(t.f32()[i]));
+    };
+    auto run = [&](bool rounded, Precision p, std::vector<float>& y, std::vector<float>& dx,
+                   std::vector<float>& dw) {
+      Conv2d conv(f.C, f.O, f.k, f.stride, f.pad);
+      conv.set_algorithm(Conv2d::Algorithm::gemm);
+      ParamSet params;
+      conv.declare(params, "");
+      params.allocate();
+      Rng rng(4);
+      conv.init(rng);
+      Tensor x = random_input({f.B, f.H, f.W, f.C}, 1);
+      Tensor dy = random_input(conv.output_shape(x.shape()), 2);
+      if (rounded) {
+        round(x);
+        round(dy);
+        Tensor w = params.param(0);
+        round(w);
+      }
+      auto cache = conv.make_cache();
+      ForwardContext ctx;
+      ctx.precision = p;
+      const Tensor& out = conv.forward(x, *cache, ctx);
+      y.assign(out.f32(), out.f32() + out.numel());
+      params.zero_grads();
+      const Tensor& g = conv.backward(dy, *cache, true);
+      dx.assign(g.f32(), g.f32() + g.numel());
+      dw.assign(params.grads(), params.grads() + params.info(0).numel());
+    };
+    std::vector<float> y16, dx16, dw16, y32, dx32, dw32;
+    run(false, Precision::bf16, y16, dx16, dw16);
+    run(true, Precision::fp32, y32, dx32, dw32);
+    for (const auto& [got, want, what] :
+         {std::tuple{&y16, &y32, "y"}, std::tuple{&dx16, &dx32, "dx"},
+          std::tuple{&dw16, &dw32, "dW"}}) {
+      double largest = 0;
+      for (const float v : *want) largest = std::max(largest, std::fabs(static_cast<double>(v)));
+      for (size_t i = 0; i < got->size(); ++i)
+        ASSERT_NEAR((*got)[i], (*want)[i], 1e-5 * largest) << what << "[" << i << "]";
+    }
+  }
 }
 
 TEST(Bf16Autocast, GptLogitsAndGradientsTrackFp32) {

@@ -103,22 +103,24 @@ ConvChoice Conv2d::measure_algorithms(const ConvGeometry& g, const float* x, Pre
   if (pad_ > 0) xpad.resize(static_cast<size_t>(g.B * g.padded_h() * g.padded_w() * g.C));
   const float* wt = wt_.f32();
   // Under bf16 the gemm path as forward runs it: columns and weight rounded, bf16 products.
-  std::vector<BFloat16> cols16, wt16, y16;
+  std::vector<BFloat16> x16, cols16, wt16, y16;
   if (precision == Precision::bf16) {
+    x16.resize(static_cast<size_t>(g.B * g.H * g.W * g.C));
     cols16.resize(cols.size());
     wt16.resize(static_cast<size_t>(T * g.O));
     y16.resize(y.size());
   }
   auto gemm = [&] {
     Stopwatch watch;
-    im2col(g, x, cols.data());
     if (precision == Precision::bf16) {
-      f32_to_bf16(cols.data(), cols16.data(), M * T);
+      f32_to_bf16(x, x16.data(), static_cast<int64_t>(x16.size()));
+      im2col(g, x16.data(), cols16.data());
       f32_to_bf16(wt, wt16.data(), T * g.O);
       gemm_bf16(false, false, M, g.O, T, 1.0f, cols16.data(), wt16.data(), 0.0f, y.data());
       f32_to_bf16(y.data(), y16.data(), M * g.O);
       gemm_bf16(true, false, T, g.O, M, 1.0f, cols16.data(), y16.data(), 0.0f, dwt.data());
     } else {
+      im2col(g, x, cols.data());
       sgemm(false, false, M, g.O, T, 1.0f, cols.data(), wt, 0.0f, y.data());
       sgemm(true, false, T, g.O, M, 1.0f, cols.data(), y.data(), 0.0f, dwt.data());
     }
@@ -191,19 +193,22 @@ const Tensor& Conv2d::forward(const Tensor& x, Cache& cache_base, const ForwardC
   }
   // y[M, O] = cols[M, T] wt[T, O] (+ bias broadcast first, GEMM with beta = 1).
   const int64_t M = g.pixels(), T = g.taps();
-  cache.cols.ensure({M, T}, DType::f32, MemCategory::workspace);
-  im2col(g, x.f32(), cache.cols.f32());
   if (bias)
     for (int64_t r = 0; r < M; ++r) std::copy(bias, bias + g.O, y + r * g.O);
   if (cache.bf16) {
+    // The input rounded once, then columns straight in bf16: no fp32 columns at all.
+    x_bf16_.ensure(x.shape(), DType::bf16, MemCategory::workspace);
+    f32_to_bf16(x.f32(), x_bf16_.data<BFloat16>(), x.numel());
     cache.cols_bf16.ensure({M, T}, DType::bf16, MemCategory::activations);
-    f32_to_bf16(cache.cols.f32(), cache.cols_bf16.data<BFloat16>(), M * T);
+    im2col(g, x_bf16_.data<BFloat16>(), cache.cols_bf16.data<BFloat16>());
     wt_bf16_.ensure({T, g.O}, DType::bf16, MemCategory::workspace);
     f32_to_bf16(wt_.f32(), wt_bf16_.data<BFloat16>(), T * g.O);
     gemm_bf16(false, false, M, g.O, T, 1.0f, cache.cols_bf16.data<BFloat16>(),
               wt_bf16_.data<BFloat16>(), bias ? 1.0f : 0.0f, y);
     return cache.out;
   }
+  cache.cols.ensure({M, T}, DType::f32, MemCategory::workspace);
+  im2col(g, x.f32(), cache.cols.f32());
   sgemm(false, false, M, g.O, T, 1.0f, cache.cols.f32(), wt_.f32(), bias ? 1.0f : 0.0f, y);
   return cache.out;
 }

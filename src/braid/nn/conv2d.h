@@ -71,8 +71,8 @@ class Conv2d : public Module {
   Algorithm algorithm_ = Algorithm::automatic;
   ParamSet* params_ = nullptr;
   ParamSet::Id weight_ = 0, bias_ = 0;
-  Tensor wt_, dwt_, dcols_;   // per-call scratch (MemCategory::workspace)
-  Tensor wt_bf16_, dy_bf16_;  // the same under Precision::bf16
+  Tensor wt_, dwt_, dcols_;            // per-call scratch (MemCategory::workspace)
+  Tensor wt_bf16_, dy_bf16_, x_bf16_;  // the same under Precision::bf16
 };
 
 }  // namespace braid::nn

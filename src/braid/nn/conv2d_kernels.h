@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace braid::nn {
 
 // The shapes of one convolution: input [B, H, W, C], output [B, OH, OW, O], square
@@ -31,6 +33,8 @@ struct ConvGeometry {
 // cols[B*OH*OW, taps] = the receptive field of every output pixel, zeros where the
 // window reaches into the padding.
 void im2col(const ConvGeometry& g, const float* x, float* cols);
+// The same on bf16 values (Precision::bf16: the input rounded once, columns in bf16).
+void im2col(const ConvGeometry& g, const BFloat16* x, BFloat16* cols);
 // dx[B, H, W, C] = sum of each column entry back into the pixel it was read from
 // (overwrites dx).
 void col2im(const ConvGeometry& g, const float* dcols, float* dx);

@@ -12,34 +12,38 @@
 
 namespace braid::nn {
 
-BRAID_MULTIVERSION void im2col(const ConvGeometry& g, const float* x, float* cols) {
+namespace {
+
+// One body for fp32 and bf16 columns: the copies do not care what a 4- or 2-byte value is.
+template <typename T>
+inline void im2col_of(const ConvGeometry& g, const T* x, T* cols) {
   const int64_t k = g.k, C = g.C, K = g.taps(), span = k * C;
   for (int64_t b = 0; b < g.B; ++b) {
-    const float* xb = x + b * g.H * g.W * C;
+    const T* xb = x + b * g.H * g.W * C;
     for (int64_t oy = 0; oy < g.OH; ++oy) {
       for (int64_t ox = 0; ox < g.OW; ++ox) {
-        float* row = cols + ((b * g.OH + oy) * g.OW + ox) * K;
+        T* row = cols + ((b * g.OH + oy) * g.OW + ox) * K;
         const int64_t ix0 = ox * g.stride - g.pad;
         for (int64_t ky = 0; ky < k; ++ky) {
           const int64_t iy = oy * g.stride - g.pad + ky;
-          float* dst = row + ky * span;
+          T* dst = row + ky * span;
           if (iy < 0 || iy >= g.H) {
-            std::fill(dst, dst + span, 0.0f);
+            std::fill(dst, dst + span, T{});
             continue;
           }
-          const float* src = xb + iy * g.W * C;
+          const T* src = xb + iy * g.W * C;
           if (ix0 >= 0 && ix0 + k <= g.W) {
-            const float* s = src + ix0 * C;
+            const T* s = src + ix0 * C;
             for (int64_t i = 0; i < span; ++i) dst[i] = s[i];
             continue;
           }
           for (int64_t kx = 0; kx < k; ++kx) {
             const int64_t ix = ix0 + kx;
-            float* d = dst + kx * C;
+            T* d = dst + kx * C;
             if (ix < 0 || ix >= g.W) {
-              std::fill(d, d + C, 0.0f);
+              std::fill(d, d + C, T{});
             } else {
-              const float* s = src + ix * C;
+              const T* s = src + ix * C;
               for (int64_t c = 0; c < C; ++c) d[c] = s[c];
             }
           }
@@ -48,6 +52,14 @@ BRAID_MULTIVERSION void im2col(const ConvGeometry& g, const float* x, float* col
     }
   }
 }
+
+}  // namespace
+
+BRAID_MULTIVERSION void im2col(const ConvGeometry& g, const float* x, float* cols) {
+  im2col_of(g, x, cols);
+}
+
+void im2col(const ConvGeometry& g, const BFloat16* x, BFloat16* cols) { im2col_of(g, x, cols); }
 
 BRAID_MULTIVERSION void col2im(const ConvGeometry& g, const float* dcols, float* dx) {
   const int64_t k = g.k, C = g.C, K = g.taps(), span = k * C;
