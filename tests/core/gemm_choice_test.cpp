@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -48,12 +49,12 @@ Operands operands(const GemmShape& s, uint64_t seed) {
   return o;
 }
 
-std::vector<float> product(const Operands& o, float beta, std::optional<GemmLibrary> library) {
+std::vector<float> product(const Operands& o, float beta, std::optional<GemmMethod> method) {
   std::vector<float> C = o.C;
   const GemmShape& s = o.shape;
-  if (library)
-    sgemm_with(*library, s.trans_a, s.trans_b, s.M, s.N, s.K, 0.5f, o.A.data(), o.B.data(), beta,
-               C.data(), o.lda, o.ldb, o.ldc);
+  if (method)
+    sgemm_by(*method, s.trans_a, s.trans_b, s.M, s.N, s.K, 0.5f, o.A.data(), o.lda, o.B.data(),
+             o.ldb, beta, C.data(), o.ldc);
   else
     sgemm(s.trans_a, s.trans_b, s.M, s.N, s.K, 0.5f, o.A.data(), o.B.data(), beta, C.data(), o.lda,
           o.ldb, o.ldc);
@@ -71,9 +72,9 @@ TEST_F(GemmChoice, AutomaticMeasuresOnceAndGivesTheChosenLibrarysBits) {
     for (const GemmShape& s : kShapes) {
       SCOPED_TRACE(s.str() + " beta " + std::to_string(beta));
       const Operands o = operands(s, 11);
-      ASSERT_FALSE(chosen_gemm_library(s).has_value());
+      ASSERT_FALSE(chosen_gemm_method(s).has_value());
       const std::vector<float> first = product(o, beta, std::nullopt);  // measures
-      const std::optional<GemmLibrary> chosen = chosen_gemm_library(s);
+      const std::optional<GemmMethod> chosen = chosen_gemm_method(s);
       ASSERT_TRUE(chosen.has_value());
       // The caller's C was updated exactly once, by the chosen library.
       EXPECT_EQ(first, product(o, beta, *chosen));
@@ -83,9 +84,10 @@ TEST_F(GemmChoice, AutomaticMeasuresOnceAndGivesTheChosenLibrarysBits) {
   const std::vector<braid::GemmChoice> table = gemm_choices();
   ASSERT_EQ(table.size(), std::size(kShapes));
   for (const braid::GemmChoice& c : table) {
-    EXPECT_GT(c.openblas_s, 0) << c.shape.str();
-    EXPECT_GT(c.onednn_s, 0) << c.shape.str();
-    EXPECT_EQ(c.library, c.onednn_s < c.openblas_s ? GemmLibrary::onednn : GemmLibrary::openblas);
+    for (const double t : c.seconds) EXPECT_GT(t, 0) << c.shape.str();
+    const int best = static_cast<int>(std::min_element(c.seconds, c.seconds + 4) - c.seconds);
+    EXPECT_EQ(c.method.library, best % 2 == 1 ? GemmLibrary::onednn : GemmLibrary::openblas);
+    EXPECT_EQ(c.method.transposed, best >= 2) << c.shape.str();
   }
 }
 
@@ -94,18 +96,21 @@ TEST_F(GemmChoice, AForcedPolicyRunsThatLibrary) {
     set_gemm_policy(forced == GemmLibrary::onednn ? GemmPolicy::onednn : GemmPolicy::openblas);
     for (const GemmShape& s : kShapes) {
       const Operands o = operands(s, 5);
-      EXPECT_EQ(chosen_gemm_library(s), forced);
-      EXPECT_EQ(product(o, 1.0f, std::nullopt), product(o, 1.0f, forced)) << s.str();
+      const GemmMethod as_asked{forced, false};
+      EXPECT_EQ(chosen_gemm_method(s), as_asked);
+      EXPECT_EQ(product(o, 1.0f, std::nullopt), product(o, 1.0f, as_asked)) << s.str();
     }
   }
   EXPECT_TRUE(gemm_choices().empty()) << "a forced policy measures nothing";
 }
 
 TEST_F(GemmChoice, ARecordedTableIsObeyedAndReadBack) {
-  // Record each shape as the library it would not necessarily pick, both ways.
-  for (const GemmLibrary recorded : {GemmLibrary::openblas, GemmLibrary::onednn}) {
+  // Record each shape as a method it would not necessarily pick, every way.
+  for (const GemmMethod recorded :
+       {GemmMethod{GemmLibrary::openblas, false}, GemmMethod{GemmLibrary::onednn, false},
+        GemmMethod{GemmLibrary::openblas, true}, GemmMethod{GemmLibrary::onednn, true}}) {
     std::vector<braid::GemmChoice> table;
-    for (const GemmShape& s : kShapes) table.push_back({s, recorded, 0, 0});
+    for (const GemmShape& s : kShapes) table.push_back({s, recorded, {0, 0, 0, 0}});
     set_gemm_choices(table);
     for (const GemmShape& s : kShapes) {
       const Operands o = operands(s, 9);
@@ -114,10 +119,31 @@ TEST_F(GemmChoice, ARecordedTableIsObeyedAndReadBack) {
     const std::vector<braid::GemmChoice> back = gemm_choices();
     ASSERT_EQ(back.size(), table.size());
     for (const braid::GemmChoice& c : back) {
-      EXPECT_EQ(c.library, recorded);
-      EXPECT_EQ(c.openblas_s, 0) << "a recorded choice was measured again";
+      EXPECT_EQ(c.method, recorded);
+      EXPECT_EQ(c.seconds[0], 0) << "a recorded choice was measured again";
     }
   }
+}
+
+// The transposed method computes the same product (C^T = op(B)^T op(A)^T, transposed into
+// C with beta): equal to the product as asked up to the order of fp32 sums.
+TEST_F(GemmChoice, TheTransposedMethodComputesTheSameProduct) {
+  for (const GemmShape& s : kShapes)
+    for (const float beta : {0.0f, 1.0f})
+      for (const GemmLibrary library : {GemmLibrary::openblas, GemmLibrary::onednn}) {
+        const Operands o = operands(s, 21);
+        const std::vector<float> direct = product(o, beta, GemmMethod{library, false});
+        const std::vector<float> transposed = product(o, beta, GemmMethod{library, true});
+        for (int64_t i = 0; i < s.M; ++i)
+          for (int64_t j = 0; j < o.ldc; ++j) {
+            const auto at = static_cast<size_t>(i * o.ldc + j);
+            if (j >= s.N)  // padding of C untouched
+              ASSERT_EQ(transposed[at], o.C[at]) << s.str();
+            else
+              ASSERT_NEAR(transposed[at], direct[at], 1e-5 * static_cast<double>(s.K + 1))
+                  << s.str() << " beta " << beta;
+          }
+      }
 }
 
 TEST_F(GemmChoice, RanksAsThreadsShareOneChoicePerShape) {
@@ -129,7 +155,7 @@ TEST_F(GemmChoice, RanksAsThreadsShareOneChoicePerShape) {
     threads.emplace_back([&, t] { results[t] = product(o, 0.0f, std::nullopt); });
   for (auto& t : threads) t.join();
   ASSERT_EQ(gemm_choices().size(), 1u);
-  for (const auto& r : results) EXPECT_EQ(r, product(o, 0.0f, chosen_gemm_library(s)));
+  for (const auto& r : results) EXPECT_EQ(r, product(o, 0.0f, chosen_gemm_method(s)));
 }
 
 TEST_F(GemmChoice, PoliciesParseAndABadNameSaysWhatIsAccepted) {

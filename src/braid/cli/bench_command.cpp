@@ -27,12 +27,12 @@ struct PeakShape {
 };
 
 // What sgemm chooses for `s` on this machine now (measured on first sight, or forced).
-GemmLibrary run_time_choice(const PeakShape& s) {
+GemmMethod run_time_choice(const PeakShape& s) {
   const std::vector<float> a(static_cast<size_t>(s.m * s.k), 0.5f),
       b(static_cast<size_t>(s.k * s.n), 0.25f);
   std::vector<float> c(static_cast<size_t>(s.m * s.n));
   sgemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), b.data(), 0.0f, c.data());
-  return *chosen_gemm_library({s.trans_a, s.trans_b, s.m, s.n, s.k});
+  return *chosen_gemm_method({s.trans_a, s.trans_b, s.m, s.n, s.k});
 }
 
 // The products of one training step of each model: forward (x W^T), the weight gradient
@@ -97,7 +97,7 @@ void run_peak(bool json, double seconds) {
         best[lib] = std::max(best[lib], r.best_gflops);
         medians[lib].push_back(r.median_gflops);
       }
-    const char* uses = gemm_library_name(run_time_choice(s));
+    const std::string uses = run_time_choice(s).str();
     const double median_openblas = median(medians[0]), median_onednn = median(medians[1]);
     out["sgemm"].push_back({{"what", s.where},
                             {"trans_a", s.trans_a},
@@ -112,7 +112,7 @@ void run_peak(bool json, double seconds) {
                             {"braid_uses", uses}});
     if (!json)
       std::printf("%-34s %10.1f %10.1f %10.1f %10.1f  %s\n", s.where, best[0], median_openblas,
-                  best[1], median_onednn, uses);
+                  best[1], median_onednn, uses.c_str());
   }
   if (json) std::printf("%s\n", out.dump().c_str());
 }

@@ -78,9 +78,9 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
   if (ldb == 0) ldb = trans_b ? K : N;
   if (ldc == 0) ldc = N;
   const GemmShape shape{trans_a, trans_b, M, N, K};
-  std::optional<GemmLibrary> library = chosen_gemm_library(shape);
-  if (!library) library = measure_gemm_choice(shape, alpha, A, lda, B, ldb, beta, C, ldc);
-  sgemm_with(*library, trans_a, trans_b, M, N, K, alpha, A, B, beta, C, lda, ldb, ldc);
+  std::optional<GemmMethod> method = chosen_gemm_method(shape);
+  if (!method) method = measure_gemm_choice(shape, alpha, A, lda, B, ldb, beta, C, ldc);
+  sgemm_by(*method, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 std::string blas_config() {

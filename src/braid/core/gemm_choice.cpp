@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <vector>
 
 #include "core/choice_table.h"
 #include "core/error.h"
@@ -56,18 +57,48 @@ std::string GemmShape::str() const {
          (trans_a ? 'T' : 'N') + (trans_b ? 'T' : 'N');
 }
 
-std::optional<GemmLibrary> chosen_gemm_library(const GemmShape& shape) {
+std::string GemmMethod::str() const {
+  return std::string(gemm_library_name(library)) + (transposed ? " transposed" : "");
+}
+
+void sgemm_by(GemmMethod method, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+              float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+              float* C, int64_t ldc) {
+  if (!method.transposed) {
+    sgemm_with(method.library, trans_a, trans_b, M, N, K, alpha, A, B, beta, C, lda, ldb, ldc);
+    return;
+  }
+  // C^T[N, M] = op(B)^T op(A)^T into scratch, then C = (C^T)^T + beta C, in tiles so both
+  // sides stay in cache.
+  thread_local std::vector<float> t;
+  t.resize(static_cast<size_t>(N * M));
+  sgemm_with(method.library, !trans_b, !trans_a, N, M, K, alpha, B, A, 0.0f, t.data(), ldb, lda, M);
+  constexpr int64_t kTile = 32;
+  for (int64_t i0 = 0; i0 < M; i0 += kTile)
+    for (int64_t j0 = 0; j0 < N; j0 += kTile) {
+      const int64_t i1 = std::min(M, i0 + kTile), j1 = std::min(N, j0 + kTile);
+      for (int64_t i = i0; i < i1; ++i) {
+        float* c = C + i * ldc;
+        if (beta == 0.0f)
+          for (int64_t j = j0; j < j1; ++j) c[j] = t[static_cast<size_t>(j * M + i)];
+        else
+          for (int64_t j = j0; j < j1; ++j) c[j] = t[static_cast<size_t>(j * M + i)] + beta * c[j];
+      }
+    }
+}
+
+std::optional<GemmMethod> chosen_gemm_method(const GemmShape& shape) {
   switch (gemm_policy()) {
     case GemmPolicy::openblas:
-      return GemmLibrary::openblas;
+      return GemmMethod{GemmLibrary::openblas, false};
     case GemmPolicy::onednn:
-      return GemmLibrary::onednn;
+      return GemmMethod{GemmLibrary::onednn, false};
     case GemmPolicy::automatic:
       break;
   }
   const std::optional<GemmChoice> choice = table().find(shape);
   if (!choice) return std::nullopt;
-  return choice->library;
+  return choice->method;
 }
 
 std::vector<GemmChoice> gemm_choices() { return table().all(); }
@@ -83,45 +114,48 @@ GemmChoice measure(const GemmShape& shape, float alpha, const float* A, int64_t 
   thread_local std::vector<float> scratch;
   const int64_t M = shape.M, N = shape.N;
   scratch.resize(static_cast<size_t>(M * N));
-  const GemmLibrary candidates[] = {GemmLibrary::openblas, GemmLibrary::onednn};
-  double best[2] = {std::numeric_limits<double>::infinity(),
-                    std::numeric_limits<double>::infinity()};
-  auto run = [&](GemmLibrary library) {
+  const GemmMethod candidates[] = {{GemmLibrary::openblas, false},
+                                   {GemmLibrary::onednn, false},
+                                   {GemmLibrary::openblas, true},
+                                   {GemmLibrary::onednn, true}};
+  constexpr int kCandidates = 4;
+  GemmChoice choice;
+  choice.shape = shape;
+  for (double& s : choice.seconds) s = std::numeric_limits<double>::infinity();
+  auto run = [&](const GemmMethod& method) {
     if (beta != 0.0f)
       for (int64_t i = 0; i < M; ++i) std::copy_n(C + i * ldc, N, scratch.data() + i * N);
     Stopwatch watch;
-    sgemm_with(library, shape.trans_a, shape.trans_b, M, N, shape.K, alpha, A, B, beta,
-               scratch.data(), lda, ldb, N);
+    sgemm_by(method, shape.trans_a, shape.trans_b, M, N, shape.K, alpha, A, lda, B, ldb, beta,
+             scratch.data(), N);
     return watch.elapsed();
   };
-  for (const GemmLibrary library : candidates) run(library);  // untimed: first-call costs
+  for (const GemmMethod& m : candidates) run(m);  // untimed: first-call costs
   double spent = 0;
   for (int round = 0; round < kMaxRounds && (round < kMinRounds || spent < kBudgetSeconds); ++round)
-    for (int i = 0; i < 2; ++i) {
-      const int c = (round + i) % 2;  // alternated, so neither always runs on a warmer cache
+    for (int i = 0; i < kCandidates; ++i) {
+      const int c = (round + i) % kCandidates;  // rotated: none always runs on a warmer cache
       const double s = run(candidates[c]);
-      best[c] = std::min(best[c], s);
+      choice.seconds[c] = std::min(choice.seconds[c], s);
       spent += s;
     }
-
-  GemmChoice choice;
-  choice.shape = shape;
-  choice.openblas_s = best[0];
-  choice.onednn_s = best[1];
-  choice.library = best[1] < best[0] ? GemmLibrary::onednn : GemmLibrary::openblas;
-  log_debug("gemm ", shape.str(), ": openblas ", best[0] * 1e6, " us, onednn ", best[1] * 1e6,
-            " us -> ", gemm_library_name(choice.library));
+  const int best = static_cast<int>(std::min_element(choice.seconds, choice.seconds + kCandidates) -
+                                    choice.seconds);
+  choice.method = candidates[best];
+  log_debug("gemm ", shape.str(), ": openblas ", choice.seconds[0] * 1e6, " us, onednn ",
+            choice.seconds[1] * 1e6, " us, transposed ", choice.seconds[2] * 1e6, " / ",
+            choice.seconds[3] * 1e6, " us -> ", choice.method.str());
   return choice;
 }
 
 }  // namespace
 
-GemmLibrary measure_gemm_choice(const GemmShape& shape, float alpha, const float* A, int64_t lda,
-                                const float* B, int64_t ldb, float beta, const float* C,
-                                int64_t ldc) {
+GemmMethod measure_gemm_choice(const GemmShape& shape, float alpha, const float* A, int64_t lda,
+                               const float* B, int64_t ldb, float beta, const float* C,
+                               int64_t ldc) {
   return table()
       .find_or_measure(shape, [&] { return measure(shape, alpha, A, lda, B, ldb, beta, C, ldc); })
-      .library;
+      .method;
 }
 
 }  // namespace braid

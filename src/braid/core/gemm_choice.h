@@ -8,7 +8,10 @@
 // every candidate on the caller's own operands, into scratch memory, a few alternated
 // rounds each after one untimed call (oneDNN generates its kernel on the first), keeps the
 // fastest, and computes the caller's result with it; later products of the shape look the
-// choice up (a shared lock, no allocation). The other policies force one library.
+// choice up (a shared lock, no allocation). The candidates are each library on the product
+// as asked, and on its transpose (C^T = op(B)^T op(A)^T into scratch, then transposed into
+// C): the libraries block M and N differently, so x W^T and W x^T of the same sizes can
+// differ by 15 %. The other policies force one library, as asked.
 //
 // Reproducibility: a run's bits depend on its choices (two libraries sum in different
 // orders). The table can be read out (gemm_choices) and set (set_gemm_choices): the trainer
@@ -45,18 +48,31 @@ struct GemmShape {
   std::string str() const;  // "128x512x784 NT"
 };
 
+// How a product is computed: which library, on the product as asked or on its transpose.
+struct GemmMethod {
+  GemmLibrary library = GemmLibrary::openblas;
+  bool transposed = false;
+  auto operator<=>(const GemmMethod&) const = default;
+  std::string str() const;  // "onednn", "openblas transposed"
+};
+
+// C = alpha op(A) op(B) + beta C by `method` (row-major, explicit leading dimensions).
+void sgemm_by(GemmMethod method, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+              float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+              float* C, int64_t ldc);
+
 struct GemmChoice {
   GemmShape shape;
-  GemmLibrary library = GemmLibrary::openblas;
-  // Best time of each candidate (openblas, onednn) in seconds; 0 when not measured here
-  // (set from a recorded table).
-  double openblas_s = 0, onednn_s = 0;
+  GemmMethod method;
+  // Best time of each candidate in seconds: openblas, onednn, then each on the transpose;
+  // 0 when not measured here (set from a recorded table).
+  double seconds[4] = {0, 0, 0, 0};
   const GemmShape& key() const { return shape; }
 };
 
-// The library that multiplies `shape` now: the forced one, else the recorded or measured
-// choice; nullopt under the automatic policy for a shape not seen yet.
-std::optional<GemmLibrary> chosen_gemm_library(const GemmShape& shape);
+// How `shape` is multiplied now: the forced library, else the recorded or measured choice;
+// nullopt under the automatic policy for a shape not seen yet.
+std::optional<GemmMethod> chosen_gemm_method(const GemmShape& shape);
 
 // Every choice so far, by shape.
 std::vector<GemmChoice> gemm_choices();
@@ -68,8 +84,8 @@ void clear_gemm_choices();
 
 // Called by sgemm under the automatic policy for a shape without a choice: measures the
 // candidates on these operands, records the fastest and returns it. C is not written.
-GemmLibrary measure_gemm_choice(const GemmShape& shape, float alpha, const float* A, int64_t lda,
-                                const float* B, int64_t ldb, float beta, const float* C,
-                                int64_t ldc);
+GemmMethod measure_gemm_choice(const GemmShape& shape, float alpha, const float* A, int64_t lda,
+                               const float* B, int64_t ldb, float beta, const float* C,
+                               int64_t ldc);
 
 }  // namespace braid

@@ -22,9 +22,12 @@ json kernel_record() {
                     {"k", c.shape.K},
                     {"trans_a", c.shape.trans_a},
                     {"trans_b", c.shape.trans_b},
-                    {"library", gemm_library_name(c.library)},
-                    {"openblas_us", c.openblas_s * 1e6},
-                    {"onednn_us", c.onednn_s * 1e6}});
+                    {"library", gemm_library_name(c.method.library)},
+                    {"transposed", c.method.transposed},
+                    {"openblas_us", c.seconds[0] * 1e6},
+                    {"onednn_us", c.seconds[1] * 1e6},
+                    {"openblas_transposed_us", c.seconds[2] * 1e6},
+                    {"onednn_transposed_us", c.seconds[3] * 1e6}});
   for (const nn::ConvChoice& c : nn::conv_choices()) {
     const nn::ConvKey key = c.key();
     conv.push_back({{"geometry", std::vector<int64_t>(key.begin(), key.begin() + 8)},
@@ -63,7 +66,9 @@ std::vector<GemmChoice> parse_gemm(const json& entries, const std::string& sourc
     const std::string library = e.value("library", std::string());
     BRAID_CHECK(library == "openblas" || library == "onednn", where, ": 'library' is '", library,
                 "'; it must be openblas or onednn");
-    c.library = library == "onednn" ? GemmLibrary::onednn : GemmLibrary::openblas;
+    c.method.library = library == "onednn" ? GemmLibrary::onednn : GemmLibrary::openblas;
+    // Absent from records written before transposed products were a candidate.
+    c.method.transposed = e.contains("transposed") && flag("transposed");
     out.push_back(c);
   }
   return out;
@@ -147,14 +152,15 @@ std::string describe_kernel_choices() {
   if (gemm_policy() != GemmPolicy::automatic) {
     gemm = std::string("GEMMs on ") + gemm_policy_name(gemm_policy()) + " (BRAID_GEMM)";
   } else if (!gemm_choices().empty()) {
-    int onednn = 0, openblas = 0, timed = 0;
+    int onednn = 0, openblas = 0, transposed = 0, timed = 0;
     for (const GemmChoice& c : gemm_choices()) {
-      (c.library == GemmLibrary::onednn ? onednn : openblas) += 1;
-      timed += c.openblas_s > 0 ? 1 : 0;
+      (c.method.library == GemmLibrary::onednn ? onednn : openblas) += 1;
+      transposed += c.method.transposed ? 1 : 0;
+      timed += c.seconds[0] > 0 ? 1 : 0;
     }
     gemm = detail::concat("GEMM: ", onednn + openblas, " shapes (", timed,
                           " timed on this CPU, the rest recorded): oneDNN for ", onednn,
-                          ", OpenBLAS for ", openblas);
+                          ", OpenBLAS for ", openblas, " (", transposed, " as C^T)");
   }
   if (nn::conv_policy() != nn::ConvPolicy::automatic) {
     conv = std::string("convolutions ") + nn::conv_policy_name(nn::conv_policy()) + " (BRAID_CONV)";

@@ -6,7 +6,9 @@
 //
 //   {"cpu": "AMD EPYC ...", "gemm_policy": "auto", "conv_policy": "auto",
 //    "gemm": [{"m": 128, "n": 512, "k": 784, "trans_a": false, "trans_b": true,
-//              "library": "onednn", "openblas_us": 41.2, "onednn_us": 35.1}, ...],
+//              "library": "onednn", "transposed": false, "openblas_us": 41.2,
+//              "onednn_us": 35.1, "openblas_transposed_us": 44.0,
+//              "onednn_transposed_us": 33.9}, ...],
 //    "conv": [{"geometry": [128, 28, 28, 1, 32, 3, 1, 0], "precision": "fp32",
 //              "algorithm": "direct",
 //              "gemm_us": 9100.0, "direct_us": 4200.0}, ...]}
