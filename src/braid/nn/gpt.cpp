@@ -22,7 +22,7 @@ class GptCache : public Cache {
   Tensor x0;  // [B, T, D] token + position embeddings
   Tensor dh;  // [B, T, D] dL/d ln_f(x)
   Precision precision = Precision::fp32;
-  Tensor hf_bf16;  // bf16: ln_f's output rounded, for the head's weight gradient
+  Tensor hf_rounded;  // bf16, fp16: ln_f's output rounded, for the head's weight gradient
 };
 
 // Checked before any member is built, so a bad config fails with the GPT's own message.
@@ -200,7 +200,7 @@ const Tensor& Gpt::forward(const Tensor& x, Cache& cache, const ForwardContext& 
   c.precision = ctx.precision;
   // logits[BT, V] = hf[BT, D] wte[V, D]^T
   head_.forward(c.precision, hf.f32(), params_->param(wte_.weight_id()).f32(), B * T, D, V, 0.0f,
-                c.out.f32(), c.hf_bf16);
+                c.out.f32(), c.hf_rounded);
   return c.out;
 }
 
@@ -218,7 +218,7 @@ const Tensor& Gpt::backward(const Tensor& dy, Cache& cache, bool need_dx) {
   bool overwrite = false;
   float* dwte = params_->grad_for_write(wte, overwrite).f32();
   head_.take_dy(c.precision, dy.f32(), B * T, V);
-  head_.weight_grad(c.precision, dy.f32(), hf.f32(), c.hf_bf16, B * T, D, V, overwrite, dwte);
+  head_.weight_grad(c.precision, dy.f32(), hf.f32(), c.hf_rounded, B * T, D, V, overwrite, dwte);
   c.dh.ensure({B, T, D});
   head_.input_grad(c.precision, dy.f32(), params_->param(wte).f32(), B * T, D, V, c.dh.f32());
   const Tensor* g = &ln_f_.backward(c.dh, *c.ln_f, true);

@@ -12,7 +12,7 @@ namespace {
 class LinearCache : public Cache {
  public:
   Precision precision = Precision::fp32;
-  Tensor x_bf16;  // bf16: the input rounded, for the weight gradient
+  Tensor x_rounded;  // bf16, fp16: the input rounded, for the weight gradient
 };
 
 }  // namespace
@@ -63,7 +63,7 @@ const Tensor& Linear::forward(const Tensor& x, Cache& cache_base, const ForwardC
     for (int64_t r = 0; r < rows; ++r) std::copy(b, b + out_, y + r * out_);
   }
   product_.forward(cache.precision, x.f32(), params_->param(weight_).f32(), rows, in_, out_,
-                   has_bias_ ? 1.0f : 0.0f, y, cache.x_bf16);
+                   has_bias_ ? 1.0f : 0.0f, y, cache.x_rounded);
   return cache.out;
 }
 
@@ -74,7 +74,7 @@ const Tensor& Linear::backward(const Tensor& dy, Cache& cache_base, bool need_dx
   // dW[out, in] (+)= dy^T[out, rows] x[rows, in]
   bool overwrite = false;
   float* dw = params_->grad_for_write(weight_, overwrite).f32();
-  product_.weight_grad(cache.precision, dy.f32(), cache.x.f32(), cache.x_bf16, rows, in_, out_,
+  product_.weight_grad(cache.precision, dy.f32(), cache.x.f32(), cache.x_rounded, rows, in_, out_,
                        overwrite, dw);
   if (has_bias_) sum_rows_into(dy.f32(), params_->grad(bias_).f32(), rows, out_);
   if (!need_dx) return no_grad();

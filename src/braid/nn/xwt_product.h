@@ -20,22 +20,23 @@ namespace braid::nn {
 
 class XWtProduct {
  public:
-  // y[rows, out] = x[rows, in] W[out, in]^T + beta y; under bf16 (fp16), x_bf16 receives x
-  // rounded (and kept as fp32 values).
+  // y[rows, out] = x[rows, in] W[out, in]^T + beta y; x_rounded receives x rounded for the
+  // weight gradient (bf16 values; under fp16, binary16 values kept as fp32).
   void forward(Precision precision, const float* x, const float* w, int64_t rows, int64_t in,
-               int64_t out, float beta, float* y, Tensor& x_bf16);
+               int64_t out, float beta, float* y, Tensor& x_rounded);
   // Rounds dy[rows, out] to bf16 for the two products below (bf16 only).
   void take_dy(Precision precision, const float* dy, int64_t rows, int64_t out);
-  // dW[out, in] (+)= dy^T x: overwrite (beta 0) or accumulate; x or x_bf16 by precision.
-  void weight_grad(Precision precision, const float* dy, const float* x, const Tensor& x_bf16,
+  // dW[out, in] (+)= dy^T x: overwrite (beta 0) or accumulate; x or x_rounded by precision.
+  void weight_grad(Precision precision, const float* dy, const float* x, const Tensor& x_rounded,
                    int64_t rows, int64_t in, int64_t out, bool overwrite, float* dw);
   // dx[rows, in] = dy W.
   void input_grad(Precision precision, const float* dy, const float* w, int64_t rows, int64_t in,
                   int64_t out, float* dx);
 
  private:
-  Tensor w_bf16_, dy_bf16_;  // MemCategory::workspace; fp32 holding fp16 values under fp16
-  Tensor half_;              // fp16: the rounding's staging
+  // W and dy rounded (MemCategory::workspace): bf16, or binary16 values kept as fp32.
+  Tensor w_rounded_, dy_rounded_;
+  Tensor half_;  // fp16: the rounding's staging
 };
 
 }  // namespace braid::nn
