@@ -1,16 +1,25 @@
-// Linked into every test binary. braid chooses its GEMM library and convolution algorithm
-// by timing, per process (core/gemm_choice.h, nn/conv_choice.h), so two braid processes
-// may compute different bits. Tests that compare separately run processes bit for bit
-// need them to compute alike: every braid process a test starts inherits these forced
-// choices, unless the test (or the person running the suite) sets its own.
-// In-process code reads no environment, so the unit tests keep the timed choice.
+// Linked into every test binary: the kernels' environment of a test process.
+//
+// braid chooses its GEMM library and convolution algorithm by timing, per process
+// (core/gemm_choice.h, nn/conv_choice.h), so two braid processes may compute different
+// bits. Tests that compare separately run processes bit for bit need them to compute
+// alike: every braid process a test starts inherits these forced choices, unless the test
+// (or the person running the suite) sets its own. In-process code reads no environment,
+// so the unit tests keep the timed choice.
+//
+// BLAS runs on one thread in the test process itself, as braid's own processes do by
+// default (`threads: 1`); otherwise OpenBLAS would start a thread pool that no braid run
+// has, whose synchronisation ThreadSanitizer cannot see (the library is not instrumented).
 #include <cstdlib>
+
+#include "core/gemm.h"
 
 namespace {
 
-const bool kForcedKernels = [] {
+const bool kKernelEnvironment = [] {
   ::setenv("BRAID_GEMM", "openblas", /*overwrite=*/0);
   ::setenv("BRAID_CONV", "gemm", /*overwrite=*/0);
+  braid::set_blas_threads(1);
   return true;
 }();
 
