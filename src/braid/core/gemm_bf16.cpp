@@ -42,19 +42,19 @@ Device& device() {
   return d;
 }
 
-using Key =
-    std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float,
+                       float, bool>;
 
 // One shape's primitive and the memory objects it runs on (their data pointers set per call).
 struct Matmul {
   dnnl_primitive_t primitive = nullptr;
-  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
+  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr, bias = nullptr;
   Matmul() = default;
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
   ~Matmul() {
     if (primitive) dnnl_primitive_destroy(primitive);
-    for (dnnl_memory_t m : {a, b, c})
+    for (dnnl_memory_t m : {a, b, c, bias})
       if (m) dnnl_memory_destroy(m);
   }
 };
@@ -71,12 +71,13 @@ dnnl_memory_desc_t matrix(int64_t rows, int64_t cols, bool transposed, int64_t l
 
 // Null when oneDNN has no implementation for this CPU.
 std::unique_ptr<Matmul> make_matmul(const Key& key) {
-  const auto [ta, tb, M, N, K, lda, ldb, ldc, alpha, beta] = key;
+  const auto [ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, has_bias] = key;
   const dnnl_memory_desc_t a = matrix(M, K, ta, lda, dnnl_bf16);
   const dnnl_memory_desc_t b = matrix(K, N, tb, ldb, dnnl_bf16);
   const dnnl_memory_desc_t c = matrix(M, N, false, ldc, dnnl_f32);
+  const dnnl_memory_desc_t bias = matrix(1, N, false, N, dnnl_f32);  // broadcast over rows
   dnnl_matmul_desc_t desc;
-  check(dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &c), "descriptor");
+  check(dnnl_matmul_desc_init(&desc, &a, &b, has_bias ? &bias : nullptr, &c), "descriptor");
   dnnl_primitive_attr_t attr;
   check(dnnl_primitive_attr_create(&attr), "attributes");
   if (alpha != 1.0f) check(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha), "alpha");
@@ -100,13 +101,16 @@ std::unique_ptr<Matmul> make_matmul(const Key& key) {
   check(dnnl_memory_create(&m->a, &a, device().engine, DNNL_MEMORY_NONE), "memory");
   check(dnnl_memory_create(&m->b, &b, device().engine, DNNL_MEMORY_NONE), "memory");
   check(dnnl_memory_create(&m->c, &c, device().engine, DNNL_MEMORY_NONE), "memory");
+  if (has_bias)
+    check(dnnl_memory_create(&m->bias, &bias, device().engine, DNNL_MEMORY_NONE), "memory");
   return m;
 }
 
 // Whether oneDNN multiplies bf16 on this CPU: asked once, on a small product.
 bool onednn_has_bf16() {
   static const bool has = [] {
-    const bool ok = make_matmul(Key{false, false, 16, 16, 16, 16, 16, 16, 1.0f, 0.0f}) != nullptr;
+    const bool ok =
+        make_matmul(Key{false, false, 16, 16, 16, 16, 16, 16, 1.0f, 0.0f, false}) != nullptr;
     if (!ok)
       log_warn("bf16: oneDNN has no bf16 matmul for this CPU (", cpu_description(),
                "); bf16 products widen to fp32 and run at fp32's speed");
@@ -123,13 +127,18 @@ std::atomic<int> g_forced{-1};  // -1: not forced, else a Bf16GemmPath
 
 void widen_and_multiply(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                         const BFloat16* A, const BFloat16* B, float beta, float* C, int64_t lda,
-                        int64_t ldb, int64_t ldc) {
+                        int64_t ldb, int64_t ldc, const float* bias) {
   thread_local std::vector<float> wa, wb;
   const int64_t a_rows = ta ? K : M, b_rows = tb ? N : K;
   wa.resize(static_cast<size_t>(a_rows * lda));
   wb.resize(static_cast<size_t>(b_rows * ldb));
   bf16_to_f32(A, wa.data(), a_rows * lda);
   bf16_to_f32(B, wb.data(), b_rows * ldb);
+  if (bias != nullptr) {  // C = beta C + bias, then the product accumulates onto it
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t j = 0; j < N; ++j) C[r * ldc + j] = beta * C[r * ldc + j] + bias[j];
+    beta = 1.0f;
+  }
   sgemm(ta, tb, M, N, K, alpha, wa.data(), wb.data(), beta, C, lda, ldb, ldc);
 }
 
@@ -153,18 +162,19 @@ void set_bf16_gemm_path(Bf16GemmPath path) {
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                const BFloat16* A, const BFloat16* B, float beta, float* C, int64_t lda, int64_t ldb,
-               int64_t ldc) {
+               int64_t ldc, const float* bias) {
   if (M == 0 || N == 0) return;
+  BRAID_CHECK(bias == nullptr || alpha == 1.0f, "gemm_bf16: a bias is added with alpha 1 only");
   if (lda == 0) lda = trans_a ? M : K;
   if (ldb == 0) ldb = trans_b ? K : N;
   if (ldc == 0) ldc = N;
   if (bf16_gemm_path() == Bf16GemmPath::widen) {
-    widen_and_multiply(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, lda, ldb, ldc);
+    widen_and_multiply(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, lda, ldb, ldc, bias);
     return;
   }
   // Primitives per thread: a cached primitive's memory objects take this call's pointers.
   thread_local std::map<Key, std::unique_ptr<Matmul>> cache;
-  const Key key{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta};
+  const Key key{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, bias != nullptr};
   auto it = cache.find(key);
   if (it == cache.end()) {
     auto made = make_matmul(key);
@@ -177,9 +187,12 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
   check(dnnl_memory_set_data_handle(m.a, const_cast<BFloat16*>(A)), "set A");
   check(dnnl_memory_set_data_handle(m.b, const_cast<BFloat16*>(B)), "set B");
   check(dnnl_memory_set_data_handle(m.c, C), "set C");
+  if (bias != nullptr)
+    check(dnnl_memory_set_data_handle(m.bias, const_cast<float*>(bias)), "set bias");
   const dnnl_exec_arg_t args[] = {
-      {DNNL_ARG_SRC, m.a}, {DNNL_ARG_WEIGHTS, m.b}, {DNNL_ARG_DST, m.c}};
-  check(dnnl_primitive_execute(m.primitive, device().stream, 3, args), "execute");
+      {DNNL_ARG_SRC, m.a}, {DNNL_ARG_WEIGHTS, m.b}, {DNNL_ARG_DST, m.c}, {DNNL_ARG_BIAS, m.bias}};
+  check(dnnl_primitive_execute(m.primitive, device().stream, bias != nullptr ? 4 : 3, args),
+        "execute");
   check(dnnl_stream_wait(device().stream), "wait");
 }
 

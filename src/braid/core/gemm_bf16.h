@@ -12,6 +12,8 @@
 // Below fp32's normal range the onednn path may flush inputs and results to zero
 // (VDPBF16PS's DAZ and FTZ, whatever MXCSR says); mixed precision keeps such values out
 // of products by scaling (fp16's loss scale) or accepts them as zero (bf16's range is fp32's).
+// bias (optional, N floats) is added to every row of C, inside oneDNN's kernel: one pass
+// over C where a broadcast before the product would take two.
 // The path is chosen once per process (oneDNN asked whether it implements bf16 here) and
 // can be forced (tests compare the two).
 #pragma once
@@ -32,6 +34,6 @@ void set_bf16_gemm_path(Bf16GemmPath path);
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                const BFloat16* A, const BFloat16* B, float beta, float* C, int64_t lda = 0,
-               int64_t ldb = 0, int64_t ldc = 0);
+               int64_t ldb = 0, int64_t ldc = 0, const float* bias = nullptr);
 
 }  // namespace braid

@@ -199,7 +199,7 @@ const Tensor& Gpt::forward(const Tensor& x, Cache& cache, const ForwardContext& 
   c.out.ensure(out_shape);
   c.precision = ctx.precision;
   // logits[BT, V] = hf[BT, D] wte[V, D]^T
-  head_.forward(c.precision, hf.f32(), params_->param(wte_.weight_id()).f32(), B * T, D, V, 0.0f,
+  head_.forward(c.precision, hf.f32(), params_->param(wte_.weight_id()).f32(), nullptr, B * T, D, V,
                 c.out.f32(), c.hf_rounded);
   return c.out;
 }
@@ -217,7 +217,7 @@ const Tensor& Gpt::backward(const Tensor& dy, Cache& cache, bool need_dx) {
   // The tied head: dwte[V, D] (+)= dlogits^T[V, BT] hf[BT, D]; dh[BT, D] = dlogits wte.
   bool overwrite = false;
   float* dwte = params_->grad_for_write(wte, overwrite).f32();
-  head_.take_dy(c.precision, dy.f32(), B * T, V);
+  head_.take_dy(c.precision, dy.f32(), B * T, V, nullptr);
   head_.weight_grad(c.precision, dy.f32(), hf.f32(), c.hf_rounded, B * T, D, V, overwrite, dwte);
   c.dh.ensure({B, T, D});
   head_.input_grad(c.precision, dy.f32(), params_->param(wte).f32(), B * T, D, V, c.dh.f32());

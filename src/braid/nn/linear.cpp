@@ -56,27 +56,22 @@ const Tensor& Linear::forward(const Tensor& x, Cache& cache_base, const ForwardC
   cache.x = x;
   cache.precision = ctx.precision;
   cache.out.ensure(output_shape(x.shape()));
-  float* y = cache.out.f32();
-  if (has_bias_) {
-    // Broadcast the bias first and let the GEMM accumulate (beta = 1): one pass over y.
-    const float* b = params_->param(bias_).f32();
-    for (int64_t r = 0; r < rows; ++r) std::copy(b, b + out_, y + r * out_);
-  }
-  product_.forward(cache.precision, x.f32(), params_->param(weight_).f32(), rows, in_, out_,
-                   has_bias_ ? 1.0f : 0.0f, y, cache.x_rounded);
+  product_.forward(cache.precision, x.f32(), params_->param(weight_).f32(),
+                   has_bias_ ? params_->param(bias_).f32() : nullptr, rows, in_, out_,
+                   cache.out.f32(), cache.x_rounded);
   return cache.out;
 }
 
 const Tensor& Linear::backward(const Tensor& dy, Cache& cache_base, bool need_dx) {
   auto& cache = static_cast<LinearCache&>(cache_base);
   const int64_t rows = dy.numel() / out_;
-  product_.take_dy(cache.precision, dy.f32(), rows, out_);
+  product_.take_dy(cache.precision, dy.f32(), rows, out_,
+                   has_bias_ ? params_->grad(bias_).f32() : nullptr);
   // dW[out, in] (+)= dy^T[out, rows] x[rows, in]
   bool overwrite = false;
   float* dw = params_->grad_for_write(weight_, overwrite).f32();
   product_.weight_grad(cache.precision, dy.f32(), cache.x.f32(), cache.x_rounded, rows, in_, out_,
                        overwrite, dw);
-  if (has_bias_) sum_rows_into(dy.f32(), params_->grad(bias_).f32(), rows, out_);
   if (!need_dx) return no_grad();
   // dx[rows, in] = dy[rows, out] W[out, in]
   cache.dx.ensure(cache.x.shape());

@@ -20,12 +20,14 @@ namespace braid::nn {
 
 class XWtProduct {
  public:
-  // y[rows, out] = x[rows, in] W[out, in]^T + beta y; x_rounded receives x rounded for the
-  // weight gradient (bf16 values; under fp16, binary16 values kept as fp32).
-  void forward(Precision precision, const float* x, const float* w, int64_t rows, int64_t in,
-               int64_t out, float beta, float* y, Tensor& x_rounded);
-  // Rounds dy[rows, out] to bf16 for the two products below (bf16 only).
-  void take_dy(Precision precision, const float* dy, int64_t rows, int64_t out);
+  // y[rows, out] = x[rows, in] W[out, in]^T (+ bias[out] on every row, when given);
+  // x_rounded receives x rounded for the weight gradient (bf16 values; under fp16,
+  // binary16 values kept as fp32).
+  void forward(Precision precision, const float* x, const float* w, const float* bias, int64_t rows,
+               int64_t in, int64_t out, float* y, Tensor& x_rounded);
+  // Rounds dy[rows, out] for the two products below (bf16, fp16) and, when bias_grad is
+  // given, adds dy's column sums to it (the bias gradient) in the same pass over dy.
+  void take_dy(Precision precision, const float* dy, int64_t rows, int64_t out, float* bias_grad);
   // dW[out, in] (+)= dy^T x: overwrite (beta 0) or accumulate; x or x_rounded by precision.
   void weight_grad(Precision precision, const float* dy, const float* x, const Tensor& x_rounded,
                    int64_t rows, int64_t in, int64_t out, bool overwrite, float* dw);
