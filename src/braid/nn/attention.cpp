@@ -54,7 +54,9 @@ std::unique_ptr<Cache> CausalSelfAttention::make_cache() const {
 const Tensor& CausalSelfAttention::forward(const Tensor& x, Cache& cache,
                                            const ForwardContext& ctx) {
   auto& c = static_cast<AttentionCache&>(cache);
-  BRAID_CHECK(x.dtype() == DType::f32, "CausalSelfAttention: input must be f32, got ",
+  // bf16: LayerNorm's output rounded for c_attn (rounded_output.h).
+  BRAID_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16,
+              "CausalSelfAttention: input must be f32 (or bf16 under precision bf16), got ",
               dtype_name(x.dtype()));
   const Shape shape = output_shape(x.shape());
   const int64_t B = shape[0], T = shape[1], D = dim_, H = heads_, hd = head_dim_;

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "nn/fast_math.h"
+#include "nn/rounded_output.h"
 
 namespace braid::nn {
 namespace {
@@ -48,6 +49,11 @@ void gelu_erf_backward(const float* x, const float* dy, float* dx, int64_t n) {
   }
 }
 
+class GeluCache : public Cache {
+ public:
+  Tensor block;  // fp32 values before rounding, when the output is bf16
+};
+
 }  // namespace
 
 void gelu_forward(GeluApprox approx, const float* x, float* y, int64_t n) {
@@ -64,9 +70,20 @@ void gelu_backward(GeluApprox approx, const float* x, const float* dy, float* dx
     gelu_erf_backward(x, dy, dx, n);
 }
 
-const Tensor& Gelu::forward(const Tensor& x, Cache& cache, const ForwardContext&) {
+std::unique_ptr<Cache> Gelu::make_cache() const { return std::make_unique<GeluCache>(); }
+
+const Tensor& Gelu::forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) {
   BRAID_CHECK(x.dtype() == DType::f32, "GELU: input must be f32, got ", dtype_name(x.dtype()));
   cache.x = x;
+  if (feeds_product_ && ctx.precision == Precision::bf16) {
+    const int64_t dim = x.shape()[-1];
+    cache.out.ensure(x.shape(), DType::bf16);
+    write_rows_rounded(x.numel() / dim, dim, static_cast<GeluCache&>(cache).block,
+                       cache.out.data<BFloat16>(), [&](int64_t r, int64_t n, float* block) {
+                         gelu_forward(approx_, x.f32() + r * dim, block, n * dim);
+                       });
+    return cache.out;
+  }
   cache.out.ensure(x.shape());
   gelu_forward(approx_, x.f32(), cache.out.f32(), x.numel());
   return cache.out;

@@ -18,10 +18,15 @@ class Gelu : public Module {
   const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
 
+  std::unique_ptr<Cache> make_cache() const override;
+
   GeluApprox approximate() const { return approx_; }
+  // The output feeds only a Linear: under bf16 it is written in bf16 (rounded_output.h).
+  void set_output_feeds_product(bool on) { feeds_product_ = on; }
 
  private:
   GeluApprox approx_;
+  bool feeds_product_ = false;
 };
 
 // The kernels, exposed for fused callers: y = gelu(x) and dx = dy * gelu'(x) over n values.

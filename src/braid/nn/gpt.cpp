@@ -50,7 +50,12 @@ GptBlock::GptBlock(int64_t d_model, int64_t heads, int64_t mlp_ratio)
       ln_2_(d_model),
       c_fc_(d_model, mlp_ratio * d_model),
       gelu_(GeluApprox::tanh),
-      c_proj_(mlp_ratio * d_model, d_model) {}
+      c_proj_(mlp_ratio * d_model, d_model) {
+  // Each of these feeds a Linear alone: under bf16 they write its operand (rounded_output.h).
+  ln_1_.set_output_feeds_product(true);
+  ln_2_.set_output_feeds_product(true);
+  gelu_.set_output_feeds_product(true);
+}
 
 void GptBlock::declare(ParamSet& params, const std::string& prefix) {
   ln_1_.declare(params, prefix + "ln_1.");

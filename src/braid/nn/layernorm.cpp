@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "nn/fast_math.h"
+#include "nn/rounded_output.h"
 
 namespace braid::nn {
 namespace {
@@ -10,6 +11,7 @@ namespace {
 class LayerNormCache : public Cache {
  public:
   Tensor mean, rstd;  // [rows]
+  Tensor block;       // fp32 rows before rounding, when the output is bf16
 };
 
 // Reductions with 16 partial sums in a fixed order: vectorisable without -ffast-math and
@@ -125,15 +127,26 @@ Shape LayerNorm::output_shape(const Shape& in) const {
 
 std::unique_ptr<Cache> LayerNorm::make_cache() const { return std::make_unique<LayerNormCache>(); }
 
-const Tensor& LayerNorm::forward(const Tensor& x, Cache& cache, const ForwardContext&) {
+const Tensor& LayerNorm::forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) {
   auto& c = static_cast<LayerNormCache&>(cache);
   BRAID_CHECK(x.dtype() == DType::f32, "LayerNorm: input must be f32, got ", dtype_name(x.dtype()));
   const Shape out = output_shape(x.shape());
   const int64_t rows = x.numel() / dim_;
   c.x = x;
-  c.out.ensure(out);
   c.mean.ensure({rows});
   c.rstd.ensure({rows});
+  const float* w = params_->param(weight_).f32();
+  const float* b = params_->param(bias_).f32();
+  if (feeds_product_ && ctx.precision == Precision::bf16) {
+    c.out.ensure(out, DType::bf16);
+    write_rows_rounded(
+        rows, dim_, c.block, c.out.data<BFloat16>(), [&](int64_t r, int64_t n, float* block) {
+          fast_math::run_best<layernorm_forward>(x.f32() + r * dim_, w, b, block, c.mean.f32() + r,
+                                                 c.rstd.f32() + r, n, dim_, eps_);
+        });
+    return c.out;
+  }
+  c.out.ensure(out);
   fast_math::run_best<layernorm_forward>(x.f32(), params_->param(weight_).f32(),
                                          params_->param(bias_).f32(), c.out.f32(), c.mean.f32(),
                                          c.rstd.f32(), rows, dim_, eps_);

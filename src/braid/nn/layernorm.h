@@ -21,9 +21,12 @@ class LayerNorm : public Module {
   const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
 
   int64_t dim() const { return dim_; }
+  // The output feeds only a Linear: under bf16 it is written in bf16 (rounded_output.h).
+  void set_output_feeds_product(bool on) { feeds_product_ = on; }
 
  private:
   int64_t dim_;
+  bool feeds_product_ = false;
   float eps_;
   ParamSet* params_ = nullptr;
   ParamSet::Id weight_ = 0, bias_ = 0;

@@ -56,8 +56,18 @@ const Tensor& Linear::forward(const Tensor& x, Cache& cache_base, const ForwardC
   cache.x = x;
   cache.precision = ctx.precision;
   cache.out.ensure(output_shape(x.shape()));
-  product_.forward(cache.precision, x.f32(), params_->param(weight_).f32(),
-                   has_bias_ ? params_->param(bias_).f32() : nullptr, rows, in_, out_,
+  const float* bias = has_bias_ ? params_->param(bias_).f32() : nullptr;
+  if (x.dtype() == DType::bf16) {  // rounded by its producer (rounded_output.h)
+    BRAID_CHECK(ctx.precision == Precision::bf16, "Linear(", in_, " -> ", out_,
+                "): a bf16 input is an operand already rounded for precision bf16, but this "
+                "forward runs at another precision");
+    product_.forward_rounded(x.data<BFloat16>(), params_->param(weight_).f32(), bias, rows, in_,
+                             out_, cache.out.f32());
+    return cache.out;
+  }
+  BRAID_CHECK(x.dtype() == DType::f32, "Linear(", in_, " -> ", out_, "): input must be f32, got ",
+              dtype_name(x.dtype()));
+  product_.forward(cache.precision, x.f32(), params_->param(weight_).f32(), bias, rows, in_, out_,
                    cache.out.f32(), cache.x_rounded);
   return cache.out;
 }
@@ -70,8 +80,9 @@ const Tensor& Linear::backward(const Tensor& dy, Cache& cache_base, bool need_dx
   // dW[out, in] (+)= dy^T[out, rows] x[rows, in]
   bool overwrite = false;
   float* dw = params_->grad_for_write(weight_, overwrite).f32();
-  product_.weight_grad(cache.precision, dy.f32(), cache.x.f32(), cache.x_rounded, rows, in_, out_,
-                       overwrite, dw);
+  const bool rounded_input = cache.x.dtype() == DType::bf16;
+  product_.weight_grad(cache.precision, dy.f32(), rounded_input ? nullptr : cache.x.f32(),
+                       rounded_input ? cache.x : cache.x_rounded, rows, in_, out_, overwrite, dw);
   if (!need_dx) return no_grad();
   // dx[rows, in] = dy[rows, out] W[out, in]
   cache.dx.ensure(cache.x.shape());

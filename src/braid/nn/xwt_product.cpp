@@ -10,8 +10,18 @@
 namespace braid::nn {
 namespace {
 
+// Scratch of the calling thread, shared by every product: dy's rounded copy lives only
+// inside one backward call (take_dy, then the two products) and fp16's staging inside one
+// rounding, so a model's products need one of each between them, not one each (gpt-tiny
+// in bf16: 42 MB of workspace was per-layer dy copies).
+Tensor& thread_dy_scratch() {
+  thread_local Tensor t;
+  return t;
+}
+
 // out = in rounded to binary16 and widened back (kept in fp32 for sgemm).
-void round_to_f16(const float* in, float* out, int64_t n, Tensor& staging) {
+void round_to_f16(const float* in, float* out, int64_t n) {
+  thread_local Tensor staging;
   staging.ensure({n}, DType::f16, MemCategory::workspace);
   f32_to_f16(in, staging.data<Half>(), n);
   f16_to_f32(staging.data<Half>(), out, n);
@@ -36,21 +46,26 @@ void XWtProduct::forward(Precision precision, const float* x, const float* w, co
   }
   if (precision == Precision::fp16) {
     x_rounded.ensure({rows, in}, DType::f32, MemCategory::activations);
-    round_to_f16(x, x_rounded.f32(), rows * in, half_);
+    round_to_f16(x, x_rounded.f32(), rows * in);
     w_rounded_.ensure({out, in}, DType::f32, MemCategory::workspace);
-    round_to_f16(w, w_rounded_.f32(), out * in, half_);
+    round_to_f16(w, w_rounded_.f32(), out * in);
     const float beta = broadcast_bias(bias, rows, out, y);
     sgemm(false, true, rows, out, in, 1.0f, x_rounded.f32(), w_rounded_.f32(), beta, y);
     return;
   }
   x_rounded.ensure({rows, in}, DType::bf16, MemCategory::activations);
   f32_to_bf16(x, x_rounded.data<BFloat16>(), rows * in);
+  forward_rounded(x_rounded.data<BFloat16>(), w, bias, rows, in, out, y);
+}
+
+void XWtProduct::forward_rounded(const BFloat16* x, const float* w, const float* bias, int64_t rows,
+                                 int64_t in, int64_t out, float* y) {
   w_rounded_.ensure({out, in}, DType::bf16, MemCategory::workspace);
   f32_to_bf16(w, w_rounded_.data<BFloat16>(), out * in);
   // The bias goes into oneDNN's kernel: the broadcast pass over y is the price of a
   // separate GEMM library, and at bf16's speed it was 3 % of gpt-tiny's step.
-  gemm_bf16(false, true, rows, out, in, 1.0f, x_rounded.data<BFloat16>(),
-            w_rounded_.data<BFloat16>(), 0.0f, y, 0, 0, 0, bias);
+  gemm_bf16(false, true, rows, out, in, 1.0f, x, w_rounded_.data<BFloat16>(), 0.0f, y, 0, 0, 0,
+            bias);
 }
 
 void XWtProduct::take_dy(Precision precision, const float* dy, int64_t rows, int64_t out,
@@ -60,12 +75,14 @@ void XWtProduct::take_dy(Precision precision, const float* dy, int64_t rows, int
     return;
   }
   if (precision == Precision::fp16) {
-    dy_rounded_.ensure({rows, out}, DType::f32, MemCategory::workspace);
-    round_to_f16(dy, dy_rounded_.f32(), rows * out, half_);
+    thread_dy_scratch().ensure({rows, out}, DType::f32, MemCategory::workspace);
+    dy_rounded_ = thread_dy_scratch();
+    round_to_f16(dy, dy_rounded_.f32(), rows * out);
     if (bias_grad != nullptr) sum_rows_into(dy, bias_grad, rows, out);
     return;
   }
-  dy_rounded_.ensure({rows, out}, DType::bf16, MemCategory::workspace);
+  thread_dy_scratch().ensure({rows, out}, DType::bf16, MemCategory::workspace);
+  dy_rounded_ = thread_dy_scratch();
   BFloat16* rounded = dy_rounded_.data<BFloat16>();
   if (bias_grad == nullptr) {
     f32_to_bf16(dy, rounded, rows * out);

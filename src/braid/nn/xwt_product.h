@@ -7,8 +7,9 @@
 // faster than fp32 (that needs AVX512-FP16), so fp16 is there for its semantics.
 //
 // Per step: forward() (x kept in bf16 in the caller's cache for the weight gradient), then
-// in backward take_dy() once, then weight_grad() and input_grad() in either order. The
-// scratch is the module's: the weight copy stays valid from forward to backward.
+// in backward take_dy() once, then weight_grad() and input_grad() in either order, before
+// another product's take_dy() on the same thread. The weight copy is the module's and
+// stays valid from forward to backward; dy's copy is the thread's.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,10 @@ class XWtProduct {
   // binary16 values kept as fp32).
   void forward(Precision precision, const float* x, const float* w, const float* bias, int64_t rows,
                int64_t in, int64_t out, float* y, Tensor& x_rounded);
+  // forward() with x already rounded to bf16 by its producer (precision bf16); the weight
+  // gradient then takes x itself as x_rounded.
+  void forward_rounded(const BFloat16* x, const float* w, const float* bias, int64_t rows,
+                       int64_t in, int64_t out, float* y);
   // Rounds dy[rows, out] for the two products below (bf16, fp16) and, when bias_grad is
   // given, adds dy's column sums to it (the bias gradient) in the same pass over dy.
   void take_dy(Precision precision, const float* dy, int64_t rows, int64_t out, float* bias_grad);
@@ -36,9 +41,11 @@ class XWtProduct {
                   int64_t out, float* dx);
 
  private:
-  // W and dy rounded (MemCategory::workspace): bf16, or binary16 values kept as fp32.
-  Tensor w_rounded_, dy_rounded_;
-  Tensor half_;  // fp16: the rounding's staging
+  // W rounded (MemCategory::workspace): bf16, or binary16 values kept as fp32.
+  Tensor w_rounded_;
+  // dy rounded alike: a handle on the thread's scratch, shared by every product, valid
+  // from take_dy() to the end of this backward call.
+  Tensor dy_rounded_;
 };
 
 }  // namespace braid::nn
