@@ -13,7 +13,8 @@ namespace braid {
 
 std::string_view mem_category_name(MemCategory c) {
   static constexpr std::string_view names[] = {
-      "parameters", "gradients", "optimizer", "activations", "workspace", "data", "other"};
+      "parameters",       "gradients", "optimizer", "activations",
+      "activation_grads", "workspace", "data",      "other"};
   return names[static_cast<size_t>(c)];
 }
 

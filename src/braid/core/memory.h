@@ -19,12 +19,13 @@ enum class MemCategory : uint8_t {
   parameters,
   gradients,
   optimizer,
-  activations,
+  activations,       // saved by forward for backward (and layers' outputs)
+  activation_grads,  // dL/d(activation) buffers that backward writes, kept across steps
   workspace,
   data,
   other,
 };
-inline constexpr size_t kMemCategoryCount = 7;
+inline constexpr size_t kMemCategoryCount = 8;
 std::string_view mem_category_name(MemCategory c);
 
 // memcpy with non-temporal stores, for large copies that this core will not read back

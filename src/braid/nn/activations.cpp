@@ -46,7 +46,7 @@ const Tensor& Elementwise::backward(const Tensor& dy, Cache& cache, bool need_dx
   BRAID_CHECK(dy.shape() == cache.out.shape(), kind(), ": gradient shape ", dy.shape().str(),
               " differs from output shape ", cache.out.shape().str());
   if (!need_dx) return no_grad();
-  cache.dx.ensure(dy.shape());
+  cache.dx.ensure(dy.shape(), DType::f32, MemCategory::activation_grads);
   backward_kernel(cache.out.f32(), dy.f32(), cache.dx.f32(), dy.numel());
   return cache.dx;
 }

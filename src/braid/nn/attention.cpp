@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/convert.h"
 #include "nn/attention_kernels.h"
 
 namespace braid::nn {
@@ -10,10 +11,11 @@ namespace {
 class AttentionCache : public Cache {
  public:
   std::unique_ptr<Cache> c_attn, c_proj;
-  Tensor att;   // [B, H, T, T] probabilities, zero above the diagonal
-  Tensor y;     // [B, T, D] heads re-joined, c_proj's input
-  Tensor dqkv;  // [B, T, 3D]
-  Tensor work;  // per-head scratch of the kernels
+  Tensor att;      // [B, H, T, T] probabilities, zero above the diagonal
+  Tensor y;        // [B, T, D] heads re-joined, c_proj's input (bf16 under bf16)
+  Tensor y_block;  // [T, D] one sequence's heads in fp32, before rounding
+  Tensor dqkv;     // [B, T, 3D]
+  Tensor work;     // per-head scratch of the kernels
 };
 
 }  // namespace
@@ -63,16 +65,22 @@ const Tensor& CausalSelfAttention::forward(const Tensor& x, Cache& cache,
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const float* qkv = c_attn_.forward(x, *c.c_attn, ctx).f32();
   c.att.ensure({B, H, T, T});
-  c.y.ensure(shape);
+  // Under bf16, y is c_proj's operand: each sequence's heads are joined in fp32 scratch
+  // and rounded, and only the bf16 copy is kept (as rounded_output.h).
+  const bool round_y = ctx.precision == Precision::bf16;
+  c.y.ensure(shape, round_y ? DType::bf16 : DType::f32);
+  if (round_y) c.y_block.ensure({T, D}, DType::f32, MemCategory::workspace);
   c.work.ensure({attention_work_floats(T, hd)}, DType::f32, MemCategory::workspace);
-  for (int64_t b = 0; b < B; ++b)
+  for (int64_t b = 0; b < B; ++b) {
+    float* yb = round_y ? c.y_block.f32() : c.y.f32() + b * T * D;
     for (int64_t h = 0; h < H; ++h) {
       // q, k, v of this head: [T, hd] with row stride 3D inside the qkv buffer.
       const float* q = qkv + b * T * 3 * D + h * hd;
       attention_head_forward(q, q + D, q + 2 * D, 3 * D, T, hd, scale,
-                             c.att.f32() + (b * H + h) * T * T, c.y.f32() + b * T * D + h * hd, D,
-                             c.work.f32());
+                             c.att.f32() + (b * H + h) * T * T, yb + h * hd, D, c.work.f32());
     }
+    if (round_y) f32_to_bf16(yb, c.y.data<BFloat16>() + b * T * D, T * D);
+  }
   return c_proj_.forward(c.y, *c.c_proj, ctx);
 }
 
@@ -85,7 +93,7 @@ const Tensor& CausalSelfAttention::backward(const Tensor& dy, Cache& cache, bool
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const float* dyh = c_proj_.backward(dy, *c.c_proj, true).f32();
   const float* qkv = c.c_attn->out.f32();
-  c.dqkv.ensure({B, T, 3 * D});
+  c.dqkv.ensure({B, T, 3 * D}, DType::f32, MemCategory::activation_grads);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
       const float* q = qkv + b * T * 3 * D + h * hd;

@@ -302,7 +302,7 @@ const Tensor& BatchNorm::backward(const Tensor& dy, Cache& cache_base, bool need
     kx[c] = static_cast<float>(b);
     k0[c] = static_cast<float>(-static_cast<double>(scale[c]) * sum_dy[c] * inv_n);
   }
-  cache.dx.ensure(cache.x.shape());
+  cache.dx.ensure(cache.x.shape(), DType::f32, MemCategory::activation_grads);
   channel_affine2(dy.f32(), cache.x.f32(), mean, scale, kx, k0, cache.dx.f32(), rows, C);
   return cache.dx;
 }

@@ -244,7 +244,7 @@ const Tensor& Conv2d::backward(const Tensor& dy, Cache& cache_base, bool need_dx
     for (int64_t c = 0; c < in_; ++c)
       for (int64_t s = 0; s < kk; ++s) gw[(o * in_ + c) * kk + s] += dwt[(s * in_ + c) * out_ + o];
   if (!need_dx) return no_grad();
-  cache.dx.ensure(cache.x.shape());
+  cache.dx.ensure(cache.x.shape(), DType::f32, MemCategory::activation_grads);
 
   // dcols[M, T] = dy[M, O] wt[T, O]^T, then scatter the columns back onto the pixels.
   repack_weight();

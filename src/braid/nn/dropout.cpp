@@ -120,7 +120,7 @@ const Tensor& Dropout::backward(const Tensor& dy, Cache& cache, bool need_dx) {
     c.dx = dy;
     return c.dx;
   }
-  c.dx.ensure(dy.shape());
+  c.dx.ensure(dy.shape(), DType::f32, MemCategory::activation_grads);
   apply_mask(dy.f32(), static_cast<const uint8_t*>(c.mask.data()), scale_, c.dx.f32(), dy.numel());
   return c.dx;
 }

@@ -79,7 +79,7 @@ const Tensor& Flatten::backward(const Tensor& dy, Cache& cache, bool need_dx) {
   }
   // Per image: dy[b] is [C, H*W], dx[b] is its transpose [H*W, C].
   const int64_t batch = c.in_shape[0], hw = c.in_shape[1] * c.in_shape[2], channels = c.in_shape[3];
-  c.dx.ensure(c.in_shape);
+  c.dx.ensure(c.in_shape, DType::f32, MemCategory::activation_grads);
   const float* src = dy.f32();
   float* dst = c.dx.f32();
   for (int64_t b = 0; b < batch; ++b)

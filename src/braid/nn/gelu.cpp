@@ -93,7 +93,7 @@ const Tensor& Gelu::backward(const Tensor& dy, Cache& cache, bool need_dx) {
   if (!need_dx) return no_grad();
   BRAID_CHECK(dy.shape() == cache.x.shape(), "GELU: backward got dy ", dy.shape().str(),
               " for input ", cache.x.shape().str());
-  cache.dx.ensure(cache.x.shape());
+  cache.dx.ensure(cache.x.shape(), DType::f32, MemCategory::activation_grads);
   gelu_backward(approx_, cache.x.f32(), dy.f32(), cache.dx.f32(), dy.numel());
   return cache.dx;
 }

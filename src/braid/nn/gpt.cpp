@@ -105,12 +105,12 @@ const Tensor& GptBlock::backward(const Tensor& dy, Cache& cache, bool need_dx) {
   const Tensor& dfc = gelu_.backward(dgelu, *c.gelu, true);
   const Tensor& dln2 = c_fc_.backward(dfc, *c.c_fc, true);
   const Tensor& dx1_branch = ln_2_.backward(dln2, *c.ln_2, true);
-  c.dx1.ensure(dy.shape());
+  c.dx1.ensure(dy.shape(), DType::f32, MemCategory::activation_grads);
   add(dy.f32(), dx1_branch.f32(), c.dx1.f32(), dy.numel());
   const Tensor& dln1 = attn_.backward(c.dx1, *c.attn, true);
   const Tensor& dx_branch = ln_1_.backward(dln1, *c.ln_1, need_dx);
   if (!need_dx) return no_grad();
-  c.dx.ensure(dy.shape());
+  c.dx.ensure(dy.shape(), DType::f32, MemCategory::activation_grads);
   add(c.dx1.f32(), dx_branch.f32(), c.dx.f32(), dy.numel());
   return c.dx;
 }
@@ -224,7 +224,7 @@ const Tensor& Gpt::backward(const Tensor& dy, Cache& cache, bool need_dx) {
   float* dwte = params_->grad_for_write(wte, overwrite).f32();
   head_.take_dy(c.precision, dy.f32(), B * T, V, nullptr);
   head_.weight_grad(c.precision, dy.f32(), hf.f32(), c.hf_rounded, B * T, D, V, overwrite, dwte);
-  c.dh.ensure({B, T, D});
+  c.dh.ensure({B, T, D}, DType::f32, MemCategory::activation_grads);
   head_.input_grad(c.precision, dy.f32(), params_->param(wte).f32(), B * T, D, V, c.dh.f32());
   const Tensor* g = &ln_f_.backward(c.dh, *c.ln_f, true);
   params_->mark_ready(ln_f_first_, end_);

@@ -160,7 +160,7 @@ const Tensor& LayerNorm::backward(const Tensor& dy, Cache& cache, bool need_dx) 
   const int64_t rows = dy.numel() / dim_;
   float* dx = nullptr;
   if (need_dx) {
-    c.dx.ensure(c.x.shape());
+    c.dx.ensure(c.x.shape(), DType::f32, MemCategory::activation_grads);
     dx = c.dx.f32();
   }
   fast_math::run_best<layernorm_backward>(c.x.f32(), params_->param(weight_).f32(), dy.f32(),

@@ -85,7 +85,7 @@ const Tensor& Linear::backward(const Tensor& dy, Cache& cache_base, bool need_dx
                        rounded_input ? cache.x : cache.x_rounded, rows, in_, out_, overwrite, dw);
   if (!need_dx) return no_grad();
   // dx[rows, in] = dy[rows, out] W[out, in]
-  cache.dx.ensure(cache.x.shape());
+  cache.dx.ensure(cache.x.shape(), DType::f32, MemCategory::activation_grads);
   product_.input_grad(cache.precision, dy.f32(), params_->param(weight_).f32(), rows, in_, out_,
                       cache.dx.f32());
   return cache.dx;

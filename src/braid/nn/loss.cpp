@@ -133,7 +133,7 @@ LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Ten
 
   float* d = nullptr;
   if (dlogits) {
-    dlogits->ensure(logits.shape());
+    dlogits->ensure(logits.shape(), DType::f32, MemCategory::activation_grads);
     d = dlogits->f32();
   }
   const float grad = result.count ? options.grad_scale / static_cast<float>(result.count) : 0.0f;
@@ -190,7 +190,7 @@ double mse_loss(const Tensor& pred, const Tensor& target, Tensor* dpred, float g
   const int64_t n = pred.numel();
   float* d = nullptr;
   if (dpred) {
-    dpred->ensure(pred.shape());
+    dpred->ensure(pred.shape(), DType::f32, MemCategory::activation_grads);
     d = dpred->f32();
   }
   const float c = n ? 2.0f * grad_scale / static_cast<float>(n) : 0.0f;

@@ -190,7 +190,7 @@ const Tensor& MaxPool2d::backward(const Tensor& dy, Cache& cache_base, bool need
   auto& cache = static_cast<MaxPoolCache&>(cache_base);
   check_dy(*this, dy, cache);
   if (!need_dx) return no_grad();
-  cache.dx.ensure(cache.x.shape());
+  cache.dx.ensure(cache.x.shape(), DType::f32, MemCategory::activation_grads);
   max_pool_backward(pool_geometry(cache.x.shape(), dy.shape(), k_, stride_), dy.f32(),
                     cache.argmax.data<int32_t>(), cache.dx.f32());
   return cache.dx;
@@ -207,7 +207,7 @@ const Tensor& AvgPool2d::forward(const Tensor& x, Cache& cache, const ForwardCon
 const Tensor& AvgPool2d::backward(const Tensor& dy, Cache& cache, bool need_dx) {
   check_dy(*this, dy, cache);
   if (!need_dx) return no_grad();
-  cache.dx.ensure(cache.x.shape());
+  cache.dx.ensure(cache.x.shape(), DType::f32, MemCategory::activation_grads);
   avg_pool_backward(pool_geometry(cache.x.shape(), dy.shape(), k_, stride_), dy.f32(),
                     cache.dx.f32());
   return cache.dx;
@@ -231,7 +231,7 @@ const Tensor& GlobalAvgPool::backward(const Tensor& dy, Cache& cache, bool need_
   check_dy(*this, dy, cache);
   if (!need_dx) return no_grad();
   const Shape& s = cache.x.shape();
-  cache.dx.ensure(s);
+  cache.dx.ensure(s, DType::f32, MemCategory::activation_grads);
   global_avg_backward(dy.f32(), cache.dx.f32(), s[0], s[1] * s[2], s[3]);
   return cache.dx;
 }

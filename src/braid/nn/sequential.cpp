@@ -112,7 +112,7 @@ const Tensor& Residual::backward(const Tensor& dy, Cache& cache, bool need_dx) {
   auto& c = static_cast<ResidualCache&>(cache);
   const Tensor& db = body_->backward(dy, *c.body, need_dx);
   if (!need_dx) return no_grad();
-  c.dx.ensure(dy.shape());
+  c.dx.ensure(dy.shape(), DType::f32, MemCategory::activation_grads);
   add(dy.f32(), db.f32(), c.dx.f32(), dy.numel());
   return c.dx;
 }
