@@ -5,35 +5,16 @@
 
 #include "comm/collectives.h"
 #include "comm/group.h"
-#include "core/checksum.h"
 #include "core/convert.h"
 #include "core/memory.h"
 #include "core/timer.h"
 #include "nn/loss.h"
 #include "optim/clip.h"
+#include "parallel/buckets.h"
+#include "parallel/same_model.h"
 #include "parallel/tree_sum.h"
 
 namespace braid::parallel {
-namespace {
-
-// What every rank must agree on before any gradient is exchanged: each parameter's name,
-// shape and place in the flat buffer.
-uint64_t layout_hash(const nn::ParamSet& params) {
-  Xxh64Stream h;
-  for (const nn::ParamInfo& p : params.layout()) {
-    h.update(p.name.data(), p.name.size() + 1);
-    for (int i = 0; i < p.shape.rank(); ++i) {
-      const int64_t d = p.shape[i];
-      h.update(&d, sizeof d);
-    }
-    h.update(&p.offset, sizeof p.offset);
-  }
-  const int64_t total = params.size();
-  h.update(&total, sizeof total);
-  return h.digest();
-}
-
-}  // namespace
 
 Ddp::Ddp(std::unique_ptr<nn::Module> module, StepOptions options,
          std::shared_ptr<comm::Group> group, DdpOptions ddp)
@@ -42,7 +23,7 @@ Ddp::Ddp(std::unique_ptr<nn::Module> module, StepOptions options,
   BRAID_CHECK(ddp_.bucket_bytes > 0 && ddp_.first_bucket_bytes > 0,
               "ddp: bucket sizes must be > 0");
   declare();
-  check_same_model();
+  check_same_model(*group_, params_, "ddp");
   build([this](size_t bytes, MemCategory category) -> nn::FlatMemory {
     if (category == MemCategory::gradients && ddp_.shared_gradients) {
       shared_grads_ = comm::allocate_shared(*group_, bytes);
@@ -95,49 +76,12 @@ Ddp::~Ddp() {
 int Ddp::rank() const { return group_->rank(); }
 int Ddp::world_size() const { return group_->size(); }
 
-void Ddp::check_same_model() {
-  const int n = group_->size();
-  struct Summary {
-    uint64_t hash;
-    int64_t params;
-  };
-  const Summary mine{layout_hash(params_), params_.count()};
-  std::vector<Summary> all(static_cast<size_t>(n));
-  static_assert(sizeof(Summary) == 2 * sizeof(int64_t));
-  comm::allgather(*group_, &mine, all.data(), 2, DType::i64);
-  for (int r = 1; r < n; ++r) {
-    const Summary& a = all[0];
-    const Summary& b = all[static_cast<size_t>(r)];
-    if (a.hash != b.hash || a.params != b.params)
-      BRAID_THROW(Error, "ddp: rank 0 and rank ", r, " hold different models (rank 0: ", a.params,
-                  " parameters, layout hash ", hex64(a.hash), "; rank ", r, ": ", b.params,
-                  " parameters, layout hash ", hex64(b.hash),
-                  "); every rank must run the same model and config");
-  }
-}
-
 void Ddp::make_buckets() {
-  const auto& layout = params_.layout();
-  const size_t n = layout.size();
-  bucket_of_param_.assign(n, 0);
-  // Reverse layer order: backward finishes the last parameters first.
-  int64_t end = params_.size();
-  // The first bucket is small so communication starts early, but never above the cap the
-  // user set: a small model under bucket_mb 0.25 gets more than one bucket to overlap.
-  size_t cap = std::min(ddp_.first_bucket_bytes, ddp_.bucket_bytes);
-  int64_t begin = end;
-  for (size_t id = n; id-- > 0;) {
-    begin = params_.range_begin(id);
-    bucket_of_param_[id] = buckets_.size();
-    const bool full = static_cast<size_t>(end - begin) * sizeof(float) >= cap;
-    if (full || id == 0) {
-      Bucket b;
-      b.begin = begin;
-      b.end = end;
-      buckets_.push_back(std::move(b));
-      end = begin;
-      cap = ddp_.bucket_bytes;
-    }
+  for (const FloatRange& r : bucket_ranges(params_, ddp_.first_bucket_bytes, ddp_.bucket_bytes)) {
+    Bucket b;
+    b.begin = r.begin;
+    b.end = r.end;
+    buckets_.push_back(std::move(b));
   }
 }
 

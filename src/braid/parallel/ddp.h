@@ -94,7 +94,6 @@ class Ddp : public Strategy {
   MicroBatches& micro_batches() { return micro_; }
 
  private:
-  void check_same_model();
   void make_buckets();
   void on_ready(int64_t begin, int64_t end);
   void start_bucket(size_t index);
@@ -113,7 +112,6 @@ class Ddp : public Strategy {
   std::vector<uint16_t> private_comm_;
   uint16_t* comm_ = nullptr;
   std::vector<Bucket> buckets_;
-  std::vector<size_t> bucket_of_param_;  // parameter id -> bucket
   MicroBatches micro_;
   bool communicate_ = false;        // this backward is the step's last: buckets go out
   std::vector<float> send_, recv_;  // deterministic mode's exchange

@@ -37,13 +37,26 @@ void Strategy::declare() {
   declared_ = true;
 }
 
-void Strategy::build(const nn::FlatAllocator& allocator) {
+optim::Optimizer& Strategy::optimizer() {
+  BRAID_CHECK(optimizer_, "strategy ", name(),
+              " holds no optimizer over every parameter (each rank keeps its share)");
+  return *optimizer_;
+}
+
+const optim::Optimizer& Strategy::optimizer() const {
+  BRAID_CHECK(optimizer_, "strategy ", name(),
+              " holds no optimizer over every parameter (each rank keeps its share)");
+  return *optimizer_;
+}
+
+void Strategy::build(const nn::FlatAllocator& allocator, bool with_optimizer) {
   declare();
   params_.allocate(allocator);
   Rng init_rng(options_.seed, kInitStream);
   module_->init(init_rng);
   cache_ = module_->make_cache();
-  optimizer_ = optim::make_optimizer(options_.optimizer, segments_of(params_), params_.size());
+  if (with_optimizer)
+    optimizer_ = optim::make_optimizer(options_.optimizer, segments_of(params_), params_.size());
   params_.add_ready_listener([this](int64_t begin, int64_t end) {
     if (!timeline_ || !timeline_->enabled()) return;
     // Backward from the previous report to this one produced this range: a layer's span.

@@ -119,9 +119,20 @@ class Strategy {
   nn::Module& module() { return *module_; }
   nn::ParamSet& params() { return params_; }
   const nn::ParamSet& params() const { return params_; }
-  // The optimizer state in the full logical layout (a replicated strategy holds it all).
-  optim::Optimizer& optimizer() { return *optimizer_; }
-  const optim::Optimizer& optimizer() const { return *optimizer_; }
+  // The optimizer over every parameter, where this rank holds one (a replicated strategy);
+  // a sharded one (ZeRO) has none and says so.
+  optim::Optimizer& optimizer();
+  const optim::Optimizer& optimizer() const;
+  // For checkpoints, whatever the strategy holds: the optimizer's name, its state in the
+  // full logical layout (read on the rank that saves, after gather_for_checkpoint() on
+  // every rank: a sharded strategy gathers it there), and loading such a state (every
+  // rank, from the same files; a sharded strategy keeps its share).
+  virtual void gather_for_checkpoint() {}
+  virtual std::string_view optimizer_name() const { return optimizer().name(); }
+  virtual optim::NamedTensors optimizer_state() const { return optimizer().state(); }
+  virtual void load_optimizer_state(const optim::NamedTensors& state) {
+    optimizer().load_state(state);
+  }
   const StepTimes& last_times() const { return times_; }
   // fp16's loss scaler (null without loss scaling): its scale and skipped steps.
   const optim::LossScaler* loss_scaler() const { return scaler_ ? &*scaler_ : nullptr; }
@@ -136,8 +147,9 @@ class Strategy {
   // Declares the parameters (once; build() does it when not yet done).
   void declare();
   // Declares the parameters, allocates the buffers (from `allocator` when given), writes
-  // the initial values from the seed and builds the optimizer over every parameter.
-  void build(const nn::FlatAllocator& allocator = nullptr);
+  // the initial values from the seed and builds the optimizer over every parameter (unless
+  // the strategy shards it: with_optimizer false).
+  void build(const nn::FlatAllocator& allocator = nullptr, bool with_optimizer = true);
   // Forward and loss of micro-batch `micro` (0-based across ranks: it keys the forward
   // randomness, and micro-batch 0 draws what a plain one-process step draws) of step
   // `step`, leaving dL/dlogits x grad_scale for backward(). Returns the mean loss.

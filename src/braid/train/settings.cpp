@@ -240,6 +240,11 @@ std::vector<Setting> make_settings() {
       "bucket_mb", kParallel, kPositive,
       "ddp: MiB of gradients per allreduce bucket (the first is 1 MiB, as PyTorch's, or less)",
       [](auto& c) -> auto& { return c.bucket_mb; }));
+  t.push_back(integer(
+      "zero_stage", kParallel, 0, 1,
+      "ddp: 1 keeps each rank's range of the optimizer state only (ZeRO stage 1: gradients "
+      "reduce-scattered, parameters all-gathered); 0 replicates it",
+      [](auto& c) -> auto& { return c.zero_stage; }));
   t.push_back(number(
       "slow_step_ms", kParallel, kNonNegative,
       "benchmarks: sleep this long after each step on this rank (a straggler; set per rank)",

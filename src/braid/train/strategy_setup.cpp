@@ -8,6 +8,7 @@
 #include "parallel/ps_evaluator.h"
 #include "parallel/ps_worker.h"
 #include "parallel/single_process.h"
+#include "parallel/zero.h"
 
 namespace braid::train {
 
@@ -72,6 +73,10 @@ std::unique_ptr<parallel::Strategy> make_strategy(
               "precision fp16 needs its loss scaler in the update, which strategy '", name,
               "' does not run on this rank; use strategy single or ddp, or precision bf16 "
               "(no loss scaling needed)");
+  BRAID_CHECK(config.zero_stage == 0 || name == "ddp",
+              "zero_stage shards the state of data "
+              "parallelism across ranks: use it with strategy ddp (under a launcher), not '",
+              name, "'");
   if (name == "single") {
     BRAID_CHECK(world == 1, "strategy 'single' runs one process, but this job has ", world,
                 " ranks; use strategy 'ddp' (or 'auto'), or run without a launcher");
@@ -86,6 +91,19 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     d.comm_dtype = config.comm_dtype == "bf16"   ? DType::bf16
                    : config.comm_dtype == "fp16" ? DType::f16
                                                  : DType::f32;
+    if (name == "ddp" && config.zero_stage > 0) {
+      BRAID_CHECK(config.comm_dtype == "fp32", "comm_dtype ", config.comm_dtype,
+                  ": 16-bit gradients on the wire are not built for zero_stage yet; use "
+                  "comm_dtype fp32 or zero_stage 0");
+      BRAID_CHECK(!d.batchnorm_reducer,
+                  "zero_stage with SyncBatchNorm is not built yet; "
+                  "drop sync_batchnorm or zero_stage");
+      const parallel::ZeroOptions z{.stage = static_cast<int>(config.zero_stage),
+                                    .bucket_bytes = d.bucket_bytes,
+                                    .first_bucket_bytes = d.first_bucket_bytes};
+      return std::make_unique<parallel::Zero>(std::move(module), step_options(config),
+                                              std::move(group), z);
+    }
     if (name == "ddp")
       return std::make_unique<parallel::Ddp>(std::move(module), step_options(config),
                                              std::move(group), d);

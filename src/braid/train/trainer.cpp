@@ -308,6 +308,7 @@ void Trainer::checkpoint_now() {
   // Every rank, writer or not: synchronize() is collective, and the decision to save at the
   // end of a run must be the same on every rank.
   strategy_->synchronize();
+  strategy_->gather_for_checkpoint();
   if (!writes_outputs()) return;
   const std::string final_dir = config_.out + "/checkpoint";
   const std::string partial = final_dir + ".partial", previous = final_dir + ".previous";
@@ -336,7 +337,7 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
   log_info("model ", module().kind(), ": ", params().count(), " parameters; ", total_steps,
            " steps of batch ", config_.batch,
            world_ > 1 ? detail::concat(" x ", world_, " ranks") : "", "; optimizer ",
-           optimizer().name(), "; strategy ", strategy_->name());
+           strategy_->optimizer_name(), "; strategy ", strategy_->name());
   Stopwatch run_watch;
   double window_loss = 0, window_seconds = 0, window_comm = 0, window_wait = 0;
   int64_t window_steps = 0;

@@ -63,7 +63,7 @@ void Trainer::save_checkpoint(const std::string& dir) const {
   BRAID_CHECK(writes_outputs(), "save_checkpoint on rank ", rank_,
               ": only rank 0 writes checkpoints");
   std::vector<NamedTensor> opt_state;
-  for (const auto& [name, tensor] : strategy_->optimizer().state())
+  for (const auto& [name, tensor] : strategy_->optimizer_state())
     opt_state.push_back({name, tensor});
   json state = {{"step", step_},
                 {"epoch", epoch_},
@@ -166,7 +166,7 @@ void Trainer::load_checkpoint(const std::string& path) {
     apply_kernel_record(ck.train_state["kernels"], "checkpoint '" + dir + "' kernels");
   optim::NamedTensors opt_state;
   for (auto& t : ck.optimizer_state) opt_state.emplace_back(t.name, t.tensor);
-  strategy_->optimizer().load_state(opt_state);
+  strategy_->load_optimizer_state(opt_state);
   // Every rank read the same files; rank 0's copy is the one all continue from.
   strategy_->sync_parameters();
   step_ = ck.train_state.at("step").get<int64_t>();

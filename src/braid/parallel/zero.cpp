@@ -1,0 +1,339 @@
+#include "parallel/zero.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "comm/collectives.h"
+#include "comm/group.h"
+#include "core/timer.h"
+#include "optim/clip.h"
+#include "optim/loss_scaler.h"
+#include "parallel/buckets.h"
+#include "parallel/same_model.h"
+
+namespace braid::parallel {
+namespace {
+
+// The pieces of the parameters inside [begin, begin + count) of the flat layout, with
+// offsets from begin: the segments of one chunk's optimizer.
+std::vector<optim::Segment> segments_in(const nn::ParamSet& params, int64_t begin, int64_t count) {
+  std::vector<optim::Segment> out;
+  for (const nn::ParamInfo& p : params.layout()) {
+    const int64_t lo = std::max(p.offset, begin);
+    const int64_t hi = std::min(p.offset + p.numel(), begin + count);
+    if (lo < hi) out.push_back({p.name, lo - begin, hi - lo, p.decay});
+  }
+  return out;
+}
+
+}  // namespace
+
+Zero::Zero(std::unique_ptr<nn::Module> module, StepOptions options,
+           std::shared_ptr<comm::Group> group, ZeroOptions zero)
+    : Strategy(std::move(module), std::move(options)), group_(std::move(group)), zero_(zero) {
+  BRAID_CHECK(group_, "zero needs a group");
+  BRAID_CHECK(zero_.stage == 1, "zero_stage ", zero_.stage,
+              " is not built yet; zero_stage 1 shards the optimizer state (0: plain ddp)");
+  BRAID_CHECK(zero_.bucket_bytes > 0 && zero_.first_bucket_bytes > 0,
+              "zero: bucket sizes must be > 0");
+  const std::string& opt = options_.optimizer.name;
+  BRAID_CHECK(opt != "lars" && opt != "lamb", "zero_stage 1 shards the optimizer by ranges, but ",
+              opt,
+              " scales each parameter by its whole norm, which no range holds; use sgd, adam, "
+              "adamw, rmsprop or adagrad, or drop zero_stage");
+  declare();
+  check_same_model(*group_, params_, "zero");
+  // N floats past the end: the first bucket's last chunk is padded there.
+  const auto tail = static_cast<size_t>(group_->size()) * sizeof(float);
+  build(
+      [tail](size_t bytes, MemCategory category) -> nn::FlatMemory {
+        auto buffer = std::make_shared<Buffer>(bytes + tail, category);
+        return {static_cast<float*>(buffer->data()), buffer};
+      },
+      /*with_optimizer=*/false);
+  make_buckets();
+  if (options_.deterministic) {
+    int64_t largest = 0;
+    for (const Bucket& b : buckets_) largest = std::max(largest, b.chunk);
+    const auto size = static_cast<size_t>(largest * group_->size());
+    send_.assign(size, 0.0f);
+    recv_.assign(size, 0.0f);
+    if (options_.accumulate_steps > 1)
+      micro_sum_ = TreeSum(params_.size(), static_cast<int>(options_.accumulate_steps));
+  }
+  engine_ = std::make_unique<comm::ProgressEngine>(group_);
+  sync_parameters();
+  params_.add_ready_listener([this](int64_t begin, int64_t end) { on_ready(begin, end); });
+}
+
+Zero::~Zero() = default;
+
+int Zero::rank() const { return group_->rank(); }
+int Zero::world_size() const { return group_->size(); }
+
+void Zero::make_buckets() {
+  const int n = group_->size(), r = group_->rank();
+  for (const FloatRange& range :
+       bucket_ranges(params_, zero_.first_bucket_bytes, zero_.bucket_bytes)) {
+    Bucket b;
+    b.begin = range.begin;
+    b.end = range.end;
+    b.chunk = (b.end - b.begin + n - 1) / n;
+    b.mine = std::clamp<int64_t>(b.end - b.chunk_begin(r), 0, b.chunk);
+    b.shard_offset = shard_size_;
+    shard_size_ += b.chunk;
+    b.optimizer = optim::make_optimizer(options_.optimizer,
+                                        segments_in(params_, b.chunk_begin(r), b.mine), b.chunk);
+    buckets_.push_back(std::move(b));
+  }
+  reduced_ = Tensor::empty({shard_size_}, DType::f32, MemCategory::gradients);
+}
+
+void Zero::on_ready(int64_t begin, int64_t end) {
+  if (!communicate_) return;
+  if (micro_sum_.count() > 1) {
+    float* grads = params_.grad_memory();
+    micro_sum_.add(micro_sum_.count() - 1, grads, grads, begin, end);
+  }
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    const int64_t lo = std::max(b.begin, begin), hi = std::min(b.end, end);
+    if (lo >= hi) continue;
+    b.pending -= hi - lo;
+    if (b.pending == 0) start_reduce(i);
+  }
+}
+
+void Zero::start_reduce(size_t index) {
+  Bucket& b = buckets_[index];
+  const comm::OpLabel label("reduce-scatter of gradient bucket", static_cast<int64_t>(index));
+  if (options_.deterministic) {
+    b.reduced =
+        engine_->submit(label, [this, &b](comm::Group& g) { ordered_reduce_scatter(g, b); });
+    return;
+  }
+  // Reads N chunks from the bucket's start: the pad is the (final) floats just above it.
+  b.reduced =
+      engine_->ireduce_scatter(params_.grad_memory() + b.begin, reduced_.f32() + b.shard_offset,
+                               static_cast<size_t>(b.chunk), DType::f32, ReduceOp::sum, label);
+}
+
+// DDP's deterministic exchange without its all-gather: rank r gets every rank's copy of
+// chunk r (the same shares as DDP's) and adds them in the fixed tree.
+void Zero::ordered_reduce_scatter(comm::Group& g, Bucket& b) {
+  const int n = g.size();
+  const int64_t len = b.end - b.begin;
+  std::memcpy(send_.data(), params_.grad_memory() + b.begin,
+              static_cast<size_t>(len) * sizeof(float));
+  std::fill(send_.data() + len, send_.data() + b.chunk * n, 0.0f);
+  comm::alltoall(g, send_.data(), recv_.data(), static_cast<size_t>(b.chunk), DType::f32);
+  tree_reduce(recv_.data(), n, b.chunk, b.chunk);
+  std::memcpy(reduced_.f32() + b.shard_offset, recv_.data(),
+              static_cast<size_t>(b.chunk) * sizeof(float));
+}
+
+void Zero::update(Bucket& b, float lr) {
+  b.optimizer->step(params_.params() + b.chunk_begin(group_->rank()),
+                    reduced_.f32() + b.shard_offset, lr);
+}
+
+void Zero::start_gather(Bucket& b) {
+  // In place: this rank's chunk is already where the all-gather puts it.
+  float* params = params_.params();
+  b.gathered = engine_->iallgather(
+      params + b.chunk_begin(group_->rank()), params + b.begin, static_cast<size_t>(b.chunk),
+      DType::f32,
+      comm::OpLabel("all-gather of parameter bucket", static_cast<int64_t>(&b - buckets_.data())));
+}
+
+bool Zero::overflow_anywhere() {
+  double flag = 0;
+  for (const Bucket& b : buckets_)
+    if (optim::LossScaler::has_overflow(
+            {reduced_.f32() + b.shard_offset, static_cast<size_t>(b.mine)}))
+      flag = 1;
+  sum_over_ranks(&flag, 1, "overflow vote");
+  return flag > 0;
+}
+
+float Zero::clip_factor() {
+  double squares = 0;
+  for (const Bucket& b : buckets_)
+    squares += optim::grad_sum_squares(reduced_.f32() + b.shard_offset, b.optimizer->segments());
+  sum_over_ranks(&squares, 1, "gradient norm");
+  return optim::clip_coefficient(std::sqrt(squares), options_.clip_grad_norm);
+}
+
+double Zero::step(const data::Batch& batch, float lr, int64_t step) {
+  Stopwatch watch;
+  times_ = {};
+  const int n = group_->size();
+  const int m = options_.accumulate_steps;
+  if (!params_.buffers().empty()) broadcast_buffers();
+  times_.communication_exposed += watch.lap();
+  micro_.split(batch, m);
+  params_.zero_grads();
+  double loss_sum = 0;
+  const bool tree = micro_sum_.count() > 1;
+  const float scale = m > 1 && !options_.deterministic ? 1.0f / static_cast<float>(m) : 1.0f;
+  float* grads = params_.grad_memory();
+  for (int p = 0; p < m; ++p) {
+    const int k = tree ? micro_sum_.order()[static_cast<size_t>(p)] : p;
+    if (tree && p > 0) params_.zero_grads();
+    loss_sum += forward_loss(micro_[k], step, group_->rank() + int64_t{n} * k, scale);
+    communicate_ = p == m - 1;
+    if (communicate_)
+      for (Bucket& bucket : buckets_) bucket.pending = bucket.end - bucket.begin;
+    backward();
+    communicate_ = false;
+    if (tree && p < m - 1) micro_sum_.add(p, grads, grads, 0, params_.size());
+  }
+  watch.lap();
+  const int terms = options_.deterministic ? n * m : n;
+  const float average = 1.0f / static_cast<float>(terms);
+  auto reduce_and_average = [&](Bucket& b) {
+    b.reduced.wait();
+    times_.communication_exposed += watch.lap();
+    if (terms > 1) {
+      float* g = reduced_.f32() + b.shard_offset;
+      scale_into(g, g, b.chunk, average);
+    }
+  };
+  if (!update_needs_whole_gradient()) {
+    // Each bucket's update and all-gather while later buckets are still being reduced.
+    for (Bucket& b : buckets_) {
+      reduce_and_average(b);
+      update(b, lr);
+      start_gather(b);
+      times_.optimizer += watch.lap();
+    }
+  } else {
+    for (Bucket& b : buckets_) reduce_and_average(b);
+    times_.optimizer += watch.lap();
+    float factor = 1.0f;
+    if (scaler_) {
+      const float loss_scale = scaler_->scale();  // what this step's gradients carry
+      if (scaler_->update(overflow_anywhere())) {
+        times_.total = watch.elapsed();
+        return loss_sum / m;  // skipped on every rank: the weights never see the inf
+      }
+      for (Bucket& b : buckets_) {
+        float* g = reduced_.f32() + b.shard_offset;
+        scale_into(g, g, b.chunk, 1.0f / loss_scale);
+      }
+    }
+    if (options_.clip_grad_norm > 0) factor = clip_factor();
+    times_.communication_exposed += watch.lap();
+    for (Bucket& b : buckets_) {
+      if (factor != 1.0f)
+        optim::scale_grads(reduced_.f32() + b.shard_offset, b.optimizer->segments(), factor);
+      update(b, lr);
+      start_gather(b);
+    }
+    times_.optimizer += watch.lap();
+  }
+  for (Bucket& b : buckets_) b.gathered.wait();
+  times_.communication_exposed += watch.lap();
+  times_.total = watch.elapsed();
+  return loss_sum / m;
+}
+
+void Zero::broadcast_buffers() {
+  engine_
+      ->submit("broadcast of rank 0's model buffers",
+               [this](comm::Group& g) {
+                 for (const nn::NamedBuffer& b : params_.buffers())
+                   comm::broadcast(g, b.value.raw(), static_cast<size_t>(b.value.numel()),
+                                   b.value.dtype(), 0);
+               })
+      .wait();
+}
+
+void Zero::sync_parameters() {
+  engine_
+      ->ibroadcast(params_.params(), static_cast<size_t>(params_.size()), DType::f32, 0,
+                   comm::OpLabel("broadcast of rank 0's parameters"))
+      .wait();
+  broadcast_buffers();
+}
+
+void Zero::sum_over_ranks(double* values, size_t count, const char* what) {
+  engine_->iallreduce(values, count, DType::f64, ReduceOp::sum, comm::OpLabel(what)).wait();
+}
+
+void Zero::start_sum_over_ranks(double* values, size_t count, const char* what) {
+  BRAID_CHECK(pending_sum_.done(), "zero: a sum over ranks is already under way");
+  pending_sum_ = engine_->iallreduce(values, count, DType::f64, ReduceOp::sum, comm::OpLabel(what));
+}
+
+void Zero::finish_sum_over_ranks() {
+  pending_sum_.wait();
+  pending_sum_ = {};
+}
+
+std::string_view Zero::optimizer_name() const { return buckets_.front().optimizer->name(); }
+
+void Zero::gather_for_checkpoint() {
+  const int n = group_->size(), r = group_->rank();
+  const bool root = r == 0;
+  // Every chunk optimizer names its buffers alike, in the same order.
+  const optim::NamedTensors first = buckets_.front().optimizer->state();
+  gathered_state_.clear();
+  std::vector<float> staging;
+  for (size_t k = 0; k < first.size(); ++k) {
+    const auto& [name, sample] = first[k];
+    if (sample.dtype() != DType::f32) {  // the step count: the same on every rank
+      gathered_state_.emplace_back(name, sample);
+      continue;
+    }
+    Tensor full;
+    if (root) full = Tensor::empty({params_.size()}, DType::f32, MemCategory::optimizer);
+    for (const Bucket& b : buckets_) {
+      const Tensor mine = b.optimizer->state()[k].second;
+      if (root) staging.resize(static_cast<size_t>(b.chunk * n));
+      engine_
+          ->submit("gather of optimizer state for a checkpoint",
+                   [&](comm::Group& g) {
+                     comm::gather(g, mine.raw(), root ? staging.data() : nullptr,
+                                  static_cast<size_t>(b.chunk), DType::f32, 0);
+                   })
+          .wait();
+      if (root)
+        std::memcpy(full.f32() + b.begin, staging.data(),
+                    static_cast<size_t>(b.end - b.begin) * sizeof(float));
+    }
+    if (root) gathered_state_.emplace_back(name, full);
+  }
+}
+
+optim::NamedTensors Zero::optimizer_state() const {
+  BRAID_CHECK(group_->rank() == 0 && !gathered_state_.empty(),
+              "zero: the full optimizer state is gathered on rank 0 by gather_for_checkpoint()");
+  return gathered_state_;
+}
+
+void Zero::load_optimizer_state(const optim::NamedTensors& state) {
+  const int r = group_->rank();
+  // Each chunk's optimizer checks names, dtypes and shapes; the full tensors are checked
+  // against the layout first so an error names the checkpoint's shape.
+  for (const auto& [name, t] : state)
+    BRAID_CHECK(t.dtype() != DType::f32 || t.numel() == params_.size(), "optimizer state '", name,
+                "' holds ", t.numel(), " floats; this model's layout has ", params_.size());
+  for (Bucket& b : buckets_) {
+    optim::NamedTensors part;
+    for (const auto& [name, t] : state) {
+      if (t.dtype() != DType::f32) {
+        part.emplace_back(name, t);
+        continue;
+      }
+      Tensor slice = Tensor::empty({b.chunk}, DType::f32, MemCategory::optimizer);
+      std::memcpy(slice.f32(), t.f32() + b.chunk_begin(r),
+                  static_cast<size_t>(b.mine) * sizeof(float));
+      part.emplace_back(name, slice);
+    }
+    b.optimizer->load_state(part);
+  }
+}
+
+}  // namespace braid::parallel

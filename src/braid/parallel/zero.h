@@ -1,0 +1,116 @@
+// ZeRO stage 1 (Rajbhandari et al. 2019; DeepSpeed's "zero_stage": 1) on the strategy
+// seam: data parallelism whose optimizer state is sharded across the ranks.
+//
+// - Gradients are cut into DDP's buckets (buckets.h). Each bucket of L floats is cut into
+//   N chunks of C = ceil(L / N) floats and rank r owns chunk r of every bucket, so every
+//   rank owns about 1/N of every layer range and the work stays balanced.
+// - When backward reports a bucket final, its reduce-scatter starts on the progress thread
+//   (rank r receives the sum of chunk r) while backward goes on with earlier layers.
+// - Each rank keeps the optimizer state of its chunks only: one optimizer per chunk, over
+//   the pieces of the parameters inside it (an elementwise update does not care where a
+//   parameter was cut). Adam's 8 bytes a parameter become 8/N.
+// - After backward each chunk is averaged and updated in place in the parameters (which
+//   every rank keeps whole, for forward), and the bucket is all-gathered so every rank
+//   holds every update before the next forward. A reduce-scatter plus an all-gather move
+//   what one allreduce moves: DDP's bytes.
+// - Clipping takes the global norm as the sum over ranks of the chunks' squares; fp16's
+//   loss scaling skips a step when any rank's chunks overflow (agreed over ranks).
+// - Deterministic mode sums each chunk in rank order (an all-to-all and the fixed tree of
+//   tree_sum.h, as DDP's deterministic exchange), so a run is bitwise DDP's deterministic
+//   run (without clipping, whose norm is summed in another order).
+// - Checkpoints hold the full logical layout: gather_for_checkpoint() gathers every
+//   chunk's state to rank 0, and loading takes each rank's chunks from the full state.
+//
+// The last chunk of a bucket is padded up to C. Its reduce-scatter reads the C - L % C
+// floats just above the bucket (gradients already final; a read only) and its all-gather
+// writes the parameters there with the last rank's values, which are already this step's:
+// buckets all-gather in order, the one above first, one at a time. The flat buffers get N
+// floats of tail for the first bucket's pad.
+//
+// LARS and LAMB scale each parameter by its whole norm, which no chunk sees: refused.
+// Nothing is allocated per step.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "comm/progress_engine.h"
+#include "parallel/micro_batches.h"
+#include "parallel/strategy.h"
+#include "parallel/tree_sum.h"
+
+namespace braid::comm {
+class Group;
+}
+
+namespace braid::parallel {
+
+struct ZeroOptions {
+  int stage = 1;
+  size_t bucket_bytes = size_t{25} << 20;
+  size_t first_bucket_bytes = size_t{1} << 20;
+};
+
+class Zero : public Strategy {
+ public:
+  Zero(std::unique_ptr<nn::Module> module, StepOptions options, std::shared_ptr<comm::Group> group,
+       ZeroOptions zero = {});
+  ~Zero() override;
+
+  std::string_view name() const override { return "zero"; }
+  double step(const data::Batch& batch, float lr, int64_t step) override;
+  void sync_parameters() override;
+  void gather_for_checkpoint() override;
+  void sum_over_ranks(double* values, size_t count, const char* what) override;
+  void start_sum_over_ranks(double* values, size_t count, const char* what) override;
+  void finish_sum_over_ranks() override;
+  int rank() const override;
+  int world_size() const override;
+
+  std::string_view optimizer_name() const override;
+  optim::NamedTensors optimizer_state() const override;
+  void load_optimizer_state(const optim::NamedTensors& state) override;
+
+  // One bucket and this rank's chunk of it.
+  struct Bucket {
+    int64_t begin = 0, end = 0;  // floats of the flat buffers
+    int64_t chunk = 0;           // C: floats per rank's chunk, the last one padded
+    int64_t mine = 0;            // floats of this rank's chunk that are parameters
+    int64_t shard_offset = 0;    // where this rank's chunk sits in the shard buffers
+    int64_t pending = 0;         // floats not yet reported final in this backward
+    std::unique_ptr<optim::Optimizer> optimizer;  // over this rank's chunk
+    comm::Handle reduced, gathered;
+    int64_t chunk_begin(int rank) const { return begin + rank * chunk; }
+  };
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  // Floats of optimizer-sized state this rank keeps per state buffer (its chunks, padded).
+  int64_t shard_size() const { return shard_size_; }
+
+ private:
+  void make_buckets();
+  void on_ready(int64_t begin, int64_t end);
+  void start_reduce(size_t index);
+  void ordered_reduce_scatter(comm::Group& g, Bucket& b);
+  void update(Bucket& b, float lr);
+  void start_gather(Bucket& b);
+  // Whether any rank's reduced chunks hold an inf or NaN (collective).
+  bool overflow_anywhere();
+  // The clip factor from the global norm of the reduced gradients (collective).
+  float clip_factor();
+  void broadcast_buffers();
+
+  std::shared_ptr<comm::Group> group_;
+  ZeroOptions zero_;
+  std::vector<Bucket> buckets_;
+  int64_t shard_size_ = 0;
+  Tensor reduced_;                  // this rank's reduced chunks, bucket after bucket (gradients)
+  std::vector<float> send_, recv_;  // deterministic mode's exchange
+  MicroBatches micro_;
+  bool communicate_ = false;            // this backward is the step's last: buckets go out
+  TreeSum micro_sum_;                   // deterministic mode's sum over micro-batches
+  comm::Handle pending_sum_;            // start_sum_over_ranks's
+  optim::NamedTensors gathered_state_;  // rank 0, after gather_for_checkpoint()
+  std::unique_ptr<comm::ProgressEngine> engine_;  // last: stopped before the rest goes
+};
+
+}  // namespace braid::parallel
