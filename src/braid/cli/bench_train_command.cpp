@@ -38,6 +38,7 @@
 #include "launch/job.h"
 #include "parallel/ddp.h"
 #include "parallel/strategy.h"
+#include "parallel/zero.h"
 #include "train/trainer.h"
 
 namespace braid::cli {
@@ -50,7 +51,7 @@ struct TrainBenchFlags {
   std::string precision = "fp32";
   std::string comm_dtype = "fp32";
   int64_t batch = 128;
-  int steps = 30, warmup = 5, repeats = 5, threads = 1, ranks = 0;
+  int steps = 30, warmup = 5, repeats = 5, threads = 1, ranks = 0, zero_stage = 0;
   double bucket_mb = 25;
   bool json = false, synthetic = false, deterministic = false;
 };
@@ -65,7 +66,9 @@ train::TrainConfig bench_config(const TrainBenchFlags& f) {
   config.deterministic = f.deterministic;
   config.precision = f.precision;
   config.comm_dtype = f.comm_dtype;
-  if (f.model == "gpt-tiny") {  // as bench/pytorch_train_bench.py: AdamW for the language model
+  config.zero_stage = f.zero_stage;
+  if (f.model.starts_with(
+          "gpt")) {  // as bench/pytorch_train_bench.py: AdamW for the language model
     config.dataset = "text";
     config.optimizer.name = "adamw";
     config.optimizer.lr = 1e-3;
@@ -174,8 +177,8 @@ double communication_alone(parallel::Ddp& ddp, Ranks& ranks, int calls) {
   return median(seconds);
 }
 
-void print_memory(nlohmann::json& out, bool print) {
-  const MemoryCounters mem = MemoryTracker::process().snapshot();
+// mem: the training's peaks, taken before the alone-measurements build a second trainer.
+void print_memory(const MemoryCounters& mem, nlohmann::json& out, bool print) {
   for (size_t c = 0; c < kMemCategoryCount; ++c)
     out["peak_memory_bytes"][std::string(mem_category_name(static_cast<MemCategory>(c)))] =
         mem.peak[c];
@@ -255,25 +258,39 @@ void run_train_bench(const TrainBenchFlags& f) {
   out["round_" + std::string(unit)] = round_rates;
 
   double alone_compute = 0, alone_comm = 0;
+  const MemoryCounters mem = MemoryTracker::process().snapshot();
   if (f.strategy == "ddp") {
     out["deterministic"] = f.deterministic;
     out["bucket_mb"] = f.bucket_mb;
-    auto* ddp = dynamic_cast<parallel::Ddp*>(&trainer.strategy());
-    BRAID_CHECK(ddp != nullptr, "bench train: the ddp strategy was not built");
     out["comm_dtype"] = f.comm_dtype;
-    // What one rank sends a step: a ring allreduce sends 2 (N-1)/N of each bucket.
+    out["zero_stage"] = f.zero_stage;
     const int n = ranks.size();
-    double bucket_bytes = 0;
-    for (const auto& b : ddp->buckets())
-      bucket_bytes += static_cast<double>(b.end - b.begin) * (f.comm_dtype == "fp32" ? 4 : 2);
-    out["gradient_bytes"] = bucket_bytes;
-    out["ring_bytes_sent_per_rank"] = bucket_bytes * 2.0 * (n - 1) / n;
-    out["buckets"] = ddp->buckets().size();
-    alone_comm = communication_alone(*ddp, ranks, std::max(5, f.repeats));
-    alone_compute = compute_alone(f, ranks, seed);
-    out["compute_alone_ms"] = alone_compute * 1e3;
-    out["comm_alone_ms"] = alone_comm * 1e3;
-    out["step_over_sum_of_parts"] = step_s / (alone_compute + alone_comm);
+    if (auto* zero = dynamic_cast<parallel::Zero*>(&trainer.strategy())) {
+      // A ring reduce-scatter and a ring all-gather each send N-1 of a bucket's N chunks.
+      double gradient_bytes = 0, chunk_bytes = 0;
+      for (const auto& b : zero->buckets()) {
+        gradient_bytes += static_cast<double>(b.end - b.begin) * 4;
+        chunk_bytes += static_cast<double>(b.chunk) * 4;
+      }
+      out["gradient_bytes"] = gradient_bytes;
+      out["ring_bytes_sent_per_rank"] = chunk_bytes * 2.0 * (n - 1);
+      out["buckets"] = zero->buckets().size();
+    } else {
+      auto* ddp = dynamic_cast<parallel::Ddp*>(&trainer.strategy());
+      BRAID_CHECK(ddp != nullptr, "bench train: the ddp strategy was not built");
+      // What one rank sends a step: a ring allreduce sends 2 (N-1)/N of each bucket.
+      double bucket_bytes = 0;
+      for (const auto& b : ddp->buckets())
+        bucket_bytes += static_cast<double>(b.end - b.begin) * (f.comm_dtype == "fp32" ? 4 : 2);
+      out["gradient_bytes"] = bucket_bytes;
+      out["ring_bytes_sent_per_rank"] = bucket_bytes * 2.0 * (n - 1) / n;
+      out["buckets"] = ddp->buckets().size();
+      alone_comm = communication_alone(*ddp, ranks, std::max(5, f.repeats));
+      alone_compute = compute_alone(f, ranks, seed);
+      out["compute_alone_ms"] = alone_compute * 1e3;
+      out["comm_alone_ms"] = alone_comm * 1e3;
+      out["step_over_sum_of_parts"] = step_s / (alone_compute + alone_comm);
+    }
   } else {
     const double gflops = trainer.flops_per_step() / step_s * 1e-9 * ranks.size();
     const PeakResult peak =
@@ -284,7 +301,7 @@ void run_train_bench(const TrainBenchFlags& f) {
   }
   if (!printer) return;
   if (f.json) {
-    print_memory(out, false);
+    print_memory(mem, out, false);
     std::printf("%s\n", out.dump().c_str());
     return;
   }
@@ -303,19 +320,24 @@ void run_train_bench(const TrainBenchFlags& f) {
   std::printf("  %-26s %12.2f ms\n", "  optimizer", optimizer * 1e3);
   if (f.strategy == "ddp") {
     std::printf("  %-26s %12.2f ms\n", "  communication exposed", exposed * 1e3);
+    std::printf("  %-26s %12.2f MB  (%zu buckets)\n", "sent a step a rank",
+                static_cast<double>(out["ring_bytes_sent_per_rank"]) * 1e-6,
+                static_cast<size_t>(out["buckets"]));
+  }
+  if (out.contains("comm_alone_ms")) {
     std::printf("  %-26s %12.2f ms\n", "compute alone", alone_compute * 1e3);
     std::printf("  %-26s %12.2f ms  (%zu buckets)\n", "communication alone", alone_comm * 1e3,
                 static_cast<size_t>(out["buckets"]));
     std::printf("  %-26s %12.2f  (below 1: overlap hid communication)\n", "step / (compute + comm)",
                 step_s / (alone_compute + alone_comm));
-  } else {
+  } else if (out.contains("gflops")) {
     std::printf("  %-26s %12.1f (%.0f%% of the %.1f GFLOP/s FMA peak measured now)\n", "GFLOP/s",
                 static_cast<double>(out["gflops"]),
                 100 * static_cast<double>(out["fraction_of_peak"]),
                 static_cast<double>(out["fma_peak_gflops"]));
   }
   std::printf("  %-26s %12.0f\n", "allocations in steps", allocations);
-  print_memory(out, true);
+  print_memory(mem, out, true);
 }
 
 }  // namespace
@@ -323,7 +345,7 @@ void run_train_bench(const TrainBenchFlags& f) {
 void add_train_bench(CLI::App& bench) {
   auto f = std::make_shared<TrainBenchFlags>();
   CLI::App* tr = bench.add_subcommand("train", "training step throughput and split");
-  tr->add_option("--model", f->model, "mlp, cnn, cnn-bn, gpt-tiny");
+  tr->add_option("--model", f->model, "mlp, cnn, cnn-bn, gpt-tiny, gpt-small");
   tr->add_option("--strategy", f->strategy, "single (one process per rank) or ddp");
   tr->add_option("-n,--ranks", f->ranks, "outside a job: launch this many local ranks");
   tr->add_option("--transport", f->transport, "with -n: auto, shm or tcp");
@@ -334,6 +356,8 @@ void add_train_bench(CLI::App& bench) {
   tr->add_option("--threads", f->threads, "BLAS threads per rank");
   tr->add_option("--bucket-mb", f->bucket_mb, "ddp: gradient bucket size in MiB");
   tr->add_flag("--deterministic", f->deterministic, "ddp: rank-ordered reductions");
+  tr->add_option("--zero-stage", f->zero_stage, "ddp: 1 shards the optimizer state (ZeRO)")
+      ->check(CLI::Range(0, 1));
   tr->add_option("--precision", f->precision, "the GEMMs' arithmetic: fp32, bf16 or fp16")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   tr->add_option("--comm-dtype", f->comm_dtype, "ddp: gradients on the wire: fp32, bf16, fp16")

@@ -177,10 +177,11 @@ train::TrainConfig eval_config(const EvalFlags& f, const std::string& checkpoint
                 "/state.json' holds no training config; pass --model or --config");
     j = ts["config"];
   } else if (f.model.empty() && f.config.empty()) {
-    BRAID_THROW(Error, "'", f.checkpoint,
-                "' is a bare safetensors file, which holds weights but not the architecture: "
-                "pass --model (mlp, cnn, cnn-bn, gpt-tiny or a JSON model spec) or --config "
-                "(the run's config.json)");
+    BRAID_THROW(
+        Error, "'", f.checkpoint,
+        "' is a bare safetensors file, which holds weights but not the architecture: "
+        "pass --model (mlp, cnn, cnn-bn, gpt-tiny, gpt-small or a JSON model spec) or --config "
+        "(the run's config.json)");
   }
   if (!f.config.empty()) overlay(j, train::read_config_file(f.config));
   if (!f.model.empty()) {
@@ -262,8 +263,9 @@ void add_eval_command(CLI::App& app) {
                   "a run directory, its checkpoint directory, or a safetensors file of weights "
                   "(then with --model or --config)")
       ->required();
-  cmd->add_option("--model", flags->model,
-                  "the architecture (mlp, cnn, cnn-bn, gpt-tiny or a JSON model spec file)");
+  cmd->add_option(
+      "--model", flags->model,
+      "the architecture (mlp, cnn, cnn-bn, gpt-tiny, gpt-small or a JSON model spec file)");
   cmd->add_option("--config", flags->config, "a config file giving the model and the data");
   cmd->add_option("--batch", flags->batch, "evaluation batch size (default: the run's)");
   cmd->add_option("--data-dir", flags->data_dir, "Fashion-MNIST directory (default: the run's)");

@@ -25,13 +25,19 @@ Ddp::Ddp(std::unique_ptr<nn::Module> module, StepOptions options,
   declare();
   check_same_model(*group_, params_, "ddp");
   build([this](size_t bytes, MemCategory category) -> nn::FlatMemory {
+    // Shared memory is counted under its category too, for as long as ParamSet holds it.
+    auto counted = [bytes, category] {
+      MemoryTracker::process().on_alloc(category, bytes);
+      return std::shared_ptr<void>(
+          nullptr, [bytes, category](void*) { MemoryTracker::process().on_free(category, bytes); });
+    };
     if (category == MemCategory::gradients && ddp_.shared_gradients) {
       shared_grads_ = comm::allocate_shared(*group_, bytes);
-      return {shared_grads_.as<float>(), nullptr};
+      return {shared_grads_.as<float>(), counted()};
     }
     if (category == MemCategory::parameters && ddp_.shared_parameters) {
       shared_params_ = comm::allocate_shared(*group_, bytes);
-      return {shared_params_.as<float>(), nullptr};
+      return {shared_params_.as<float>(), counted()};
     }
     auto buffer = std::make_shared<Buffer>(bytes, category);
     return {static_cast<float*>(buffer->data()), buffer};

@@ -318,10 +318,17 @@ json builtin_model_spec(const std::string& name) {
 
 BuiltModel build_model(const json& spec, int64_t seq_len, const ModelBuildOptions& options) {
   BuiltModel out;
-  if (spec.is_string() && spec.get<std::string>() == "gpt-tiny") {
+  if (spec.is_string() &&
+      (spec.get<std::string>() == "gpt-tiny" || spec.get<std::string>() == "gpt-small")) {
     nn::GptConfig g;
-    BRAID_CHECK(seq_len > 0 && seq_len <= g.context, "model gpt-tiny: seq_len ", seq_len,
-                " must be in [1, ", g.context, "]");
+    if (spec.get<std::string>() == "gpt-small") {
+      // 25.4M parameters: where sharding and model parallelism start to matter here.
+      g.d_model = 512;
+      g.heads = 8;
+      g.layers = 8;
+    }
+    BRAID_CHECK(seq_len > 0 && seq_len <= g.context, "model ", spec.get<std::string>(),
+                ": seq_len ", seq_len, " must be in [1, ", g.context, "]");
     out.module = nn::make_gpt(g);
     out.sample_shape = Shape{seq_len};
     out.input_dtype = DType::i32;

@@ -39,6 +39,9 @@ const std::map<std::string, json>& recipes() {
                        {"beta1", 0.9},
                        {"beta2", 0.95},
                        {"weight_decay", 0.1}}}};
+    t["gpt-small"] = t["gpt-tiny"];
+    t["gpt-small"]["batch"] = 16;
+    t["gpt-small"]["optimizer"]["lr"] = 3e-4;
     return t;
   }();
   return table;
@@ -47,7 +50,7 @@ const std::map<std::string, json>& recipes() {
 }  // namespace
 
 const std::vector<std::string>& builtin_model_names() {
-  static const std::vector<std::string> names{"mlp", "cnn", "cnn-bn", "gpt-tiny"};
+  static const std::vector<std::string> names{"mlp", "cnn", "cnn-bn", "gpt-tiny", "gpt-small"};
   return names;
 }
 

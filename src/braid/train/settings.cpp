@@ -82,7 +82,7 @@ std::vector<Setting> make_settings() {
   std::vector<Setting> t;
   t.push_back(row(
       "model", K::model, kData,
-      "a built-in model (mlp, cnn, cnn-bn, gpt-tiny), which brings its training "
+      "a built-in model (mlp, cnn, cnn-bn, gpt-tiny, gpt-small), which brings its training "
       "recipe as defaults, or a model spec: an object with 'input' and 'layers' "
       "(with the flag, a .json file holding one)",
       [](auto& c) -> auto& { return c.model; }));
@@ -477,7 +477,7 @@ std::string describe_accepted(const Setting& s, bool with_type) {
     case SettingKind::text_list:
       return "a list of strings";
     case SettingKind::model:
-      return "a built-in model name (mlp, cnn, cnn-bn, gpt-tiny) or a model spec object";
+      return "a built-in model name (mlp, cnn, cnn-bn, gpt-tiny, gpt-small) or a model spec object";
   }
   return "";
 }
