@@ -12,6 +12,7 @@
 #include "parallel/ddp.h"
 #include "parallel/single_process.h"
 #include "parallel/strategy_test_data.h"
+#include "parallel/zero.h"
 #include "train/model_spec.h"
 
 namespace braid::parallel {
@@ -87,14 +88,17 @@ TEST(LossScaling, ACleanStepMatchesFp32WithinFp16sRounding) {
   EXPECT_LT(diff, 0.01 * largest_move);
 }
 
-TEST(LossScaling, DdpRanksSkipTogetherWhenOneOverflows) {
+// Both data-parallel strategies agree on the overflow: DDP's ranks see the same reduced
+// gradient; ZeRO's each see their chunk, and vote.
+template <typename S>
+void ranks_skip_together_when_one_overflows() {
   std::vector<std::vector<float>> before(2), after(2);
   std::vector<int64_t> skipped(2);
   std::mutex mu;
   rethrow_first(run_group(2, [&](comm::Group& world) {
     auto group = world.split(0, world.rank());
     const int r = group->rank();
-    Ddp s(train::build_model(small_mlp()).module, fp16_options(), group);
+    S s(train::build_model(small_mlp()).module, fp16_options(), group);
     s.step(shard(global_batch(16, 0), r, 2), 0.05f, 0);
     const std::vector<float> mine_before = params_of(s);
     const data::Batch b = shard(global_batch(16, 1), r, 2);
@@ -109,6 +113,14 @@ TEST(LossScaling, DdpRanksSkipTogetherWhenOneOverflows) {
     EXPECT_EQ(skipped[static_cast<size_t>(r)], 1) << "rank " << r;
   }
   expect_bitwise(after[0], after[1], "ranks agree");
+}
+
+TEST(LossScaling, DdpRanksSkipTogetherWhenOneOverflows) {
+  ranks_skip_together_when_one_overflows<Ddp>();
+}
+
+TEST(LossScaling, ZeroRanksSkipTogetherWhenOneOverflows) {
+  ranks_skip_together_when_one_overflows<Zero>();
 }
 
 }  // namespace
