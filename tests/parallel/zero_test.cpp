@@ -190,6 +190,36 @@ TEST(Zero, ResumesFromTheGatheredStateAtAnotherWorldSizeBitwise) {
                  uninterrupted.params, "zero 4 ranks -> ddp 2 ranks");
 }
 
+// SyncBatchNorm's reductions share the progress thread with the buckets, as under DDP:
+// deterministic ZeRO with synchronised statistics is bitwise DDP with them.
+TEST(Zero, SyncBatchNormEqualsDdpsBitwise) {
+  json spec = train::builtin_model_spec("cnn-bn");
+  spec["input"] = {12, 12, 1};
+  StepOptions o = options("sgd");
+  o.deterministic = true;
+  std::vector<std::vector<float>> got(2);
+  for (int which = 0; which < 2; ++which)
+    rethrow_first(run_group(2, [&](comm::Group& world) {
+      auto group = world.split(0, world.rank());
+      const auto reducer = std::make_shared<GroupStatsReducer>(group);
+      train::ModelBuildOptions build;
+      build.batchnorm_reducer = reducer;
+      std::unique_ptr<Strategy> s;
+      if (which == 0) {
+        ZeroOptions z = small_buckets();
+        z.batchnorm_reducer = reducer;
+        s = std::make_unique<Zero>(train::build_model(spec, 128, build).module, o, group, z);
+      } else {
+        DdpOptions d;
+        d.batchnorm_reducer = reducer;
+        s = std::make_unique<Ddp>(train::build_model(spec, 128, build).module, o, group, d);
+      }
+      for (int t = 0; t < 3; ++t) s->step(shard(global_batch(kBatch, t), group->rank(), 2), kLr, t);
+      if (group->rank() == 0) got[static_cast<size_t>(which)] = params_of(*s);
+    }));
+  expect_bitwise(got[0], got[1], "zero vs ddp with SyncBatchNorm");
+}
+
 TEST(Zero, LarsAndLambAreRefusedNamingWhy) {
   for (const char* opt : {"lars", "lamb"}) {
     const auto results = run_group(2, [&](comm::Group& world) {

@@ -63,11 +63,14 @@ Zero::Zero(std::unique_ptr<nn::Module> module, StepOptions options,
       micro_sum_ = TreeSum(params_.size(), static_cast<int>(options_.accumulate_steps));
   }
   engine_ = std::make_unique<comm::ProgressEngine>(group_);
+  if (zero_.batchnorm_reducer) zero_.batchnorm_reducer->use_engine(engine_.get());
   sync_parameters();
   params_.add_ready_listener([this](int64_t begin, int64_t end) { on_ready(begin, end); });
 }
 
-Zero::~Zero() = default;
+Zero::~Zero() {
+  if (zero_.batchnorm_reducer) zero_.batchnorm_reducer->use_engine(nullptr);
+}
 
 int Zero::rank() const { return group_->rank(); }
 int Zero::world_size() const { return group_->size(); }

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "comm/progress_engine.h"
+#include "parallel/group_stats_reducer.h"
 #include "parallel/micro_batches.h"
 #include "parallel/strategy.h"
 #include "parallel/tree_sum.h"
@@ -49,6 +50,9 @@ struct ZeroOptions {
   int stage = 1;
   size_t bucket_bytes = size_t{25} << 20;
   size_t first_bucket_bytes = size_t{1} << 20;
+  // SyncBatchNorm: the reducer the model's BatchNorm layers were built with, over this
+  // group; its reductions run on the progress thread, in order with the buckets (as DDP's).
+  std::shared_ptr<GroupStatsReducer> batchnorm_reducer;
 };
 
 class Zero : public Strategy {

@@ -95,12 +95,10 @@ std::unique_ptr<parallel::Strategy> make_strategy(
       BRAID_CHECK(config.comm_dtype == "fp32", "comm_dtype ", config.comm_dtype,
                   ": 16-bit gradients on the wire are not built for zero_stage yet; use "
                   "comm_dtype fp32 or zero_stage 0");
-      BRAID_CHECK(!d.batchnorm_reducer,
-                  "zero_stage with SyncBatchNorm is not built yet; "
-                  "drop sync_batchnorm or zero_stage");
       const parallel::ZeroOptions z{.stage = static_cast<int>(config.zero_stage),
                                     .bucket_bytes = d.bucket_bytes,
-                                    .first_bucket_bytes = d.first_bucket_bytes};
+                                    .first_bucket_bytes = d.first_bucket_bytes,
+                                    .batchnorm_reducer = d.batchnorm_reducer};
       return std::make_unique<parallel::Zero>(std::move(module), step_options(config),
                                               std::move(group), z);
     }
