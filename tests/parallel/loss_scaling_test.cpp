@@ -90,15 +90,15 @@ TEST(LossScaling, ACleanStepMatchesFp32WithinFp16sRounding) {
 
 // Both data-parallel strategies agree on the overflow: DDP's ranks see the same reduced
 // gradient; ZeRO's each see their chunk, and vote.
-template <typename S>
-void ranks_skip_together_when_one_overflows() {
+template <typename S, typename Options>
+void ranks_skip_together_when_one_overflows(const Options& extra) {
   std::vector<std::vector<float>> before(2), after(2);
   std::vector<int64_t> skipped(2);
   std::mutex mu;
   rethrow_first(run_group(2, [&](comm::Group& world) {
     auto group = world.split(0, world.rank());
     const int r = group->rank();
-    S s(train::build_model(small_mlp()).module, fp16_options(), group);
+    S s(train::build_model(small_mlp()).module, fp16_options(), group, extra);
     s.step(shard(global_batch(16, 0), r, 2), 0.05f, 0);
     const std::vector<float> mine_before = params_of(s);
     const data::Batch b = shard(global_batch(16, 1), r, 2);
@@ -116,11 +116,15 @@ void ranks_skip_together_when_one_overflows() {
 }
 
 TEST(LossScaling, DdpRanksSkipTogetherWhenOneOverflows) {
-  ranks_skip_together_when_one_overflows<Ddp>();
+  ranks_skip_together_when_one_overflows<Ddp>(DdpOptions{});
 }
 
 TEST(LossScaling, ZeroRanksSkipTogetherWhenOneOverflows) {
-  ranks_skip_together_when_one_overflows<Zero>();
+  for (int stage : {1, 2}) {
+    ZeroOptions z;
+    z.stage = stage;
+    ranks_skip_together_when_one_overflows<Zero>(z);
+  }
 }
 
 }  // namespace

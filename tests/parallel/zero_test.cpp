@@ -30,17 +30,30 @@ constexpr float kLr = 0.05f;
 constexpr int64_t kBatch = 24;  // shards evenly at 2, 3 and 4 ranks, and in micro-batches
 
 // Small buckets: several per model, each cut into chunks that end inside layers.
-ZeroOptions small_buckets() {
+ZeroOptions small_buckets(int stage = 1) {
   ZeroOptions z;
+  z.stage = stage;
   z.bucket_bytes = 1000;  // 250 floats: never a multiple of 3 or 4 ranks' chunks
   z.first_bucket_bytes = 600;
   return z;
+}
+
+// Thirteen layers of similar size: buckets much smaller than the model, as in a real one.
+json deep_mlp() {
+  json layers = json::array({{{"type", "flatten"}}, {{"type", "linear"}, {"out_features", 8}}});
+  for (int i = 0; i < 11; ++i) {
+    layers.push_back({{"type", "linear"}, {"out_features", 64}});
+    layers.push_back({{"type", "relu"}});
+  }
+  layers.push_back({{"type", "linear"}, {"out_features", 10}});
+  return {{"input", {12, 12, 1}}, {"layers", layers}};
 }
 
 struct Outcome {
   std::vector<float> params;
   optim::NamedTensors state;  // the full layout, gathered
   int64_t shard_floats = 0;   // rank 0's optimizer-state floats per buffer
+  int64_t window_floats = 0;  // rank 0's stage-2 gradient window
 };
 
 // `steps` steps from `first`, on n thread-ranks, optionally starting from `from` (its
@@ -72,15 +85,18 @@ Outcome run(const json& model, const StepOptions& o, int n, int first, int steps
         copy.copy_from(t);
         out.state.emplace_back(name, copy);
       }
-      if constexpr (std::is_same_v<S, Zero>) out.shard_floats = s.shard_size();
+      if constexpr (std::is_same_v<S, Zero>) {
+        out.shard_floats = s.shard_size();
+        out.window_floats = s.window_floats();
+      }
     }
   }));
   return out;
 }
 
-Outcome zero(const json& model, const StepOptions& o, int n, int steps,
+Outcome zero(int stage, const json& model, const StepOptions& o, int n, int steps,
              const Outcome* from = nullptr, int first = 0) {
-  return run<Zero>(model, o, n, first, steps, small_buckets(), from);
+  return run<Zero>(model, o, n, first, steps, small_buckets(stage), from);
 }
 
 Outcome ddp(const json& model, const StepOptions& o, int n, int steps) {
@@ -109,18 +125,20 @@ void expect_state_bitwise(const optim::NamedTensors& a, const optim::NamedTensor
 // Deterministic mode sums each chunk as DDP's deterministic exchange sums it, so N ranks
 // give the bits of one process accumulating N micro-batches; with batch norm and dropout.
 TEST(Zero, DeterministicEqualsOneProcessAccumulatingBitwise) {
-  for (const char* opt : {"sgd", "adamw"})
-    for (int n : {2, 3, 4}) {
-      SCOPED_TRACE(std::string(opt) + " " + std::to_string(n) + " ranks");
-      StepOptions o = options(opt);
-      o.deterministic = true;
-      StepOptions single = o;
-      single.accumulate_steps = n;
-      const Outcome got = zero(small_cnn(), o, n, 3);
-      expect_bitwise(got.params, single_process(small_cnn(), single, 3), "parameters");
-      // And its optimizer state, gathered, is DDP's.
-      expect_state_bitwise(got.state, ddp(small_cnn(), o, n, 3).state);
-    }
+  for (int stage : {1, 2})
+    for (const char* opt : {"sgd", "adamw"})
+      for (int n : {2, 3, 4}) {
+        SCOPED_TRACE("stage " + std::to_string(stage) + " " + opt + " " + std::to_string(n) +
+                     " ranks");
+        StepOptions o = options(opt);
+        o.deterministic = true;
+        StepOptions single = o;
+        single.accumulate_steps = n;
+        const Outcome got = zero(stage, small_cnn(), o, n, 3);
+        expect_bitwise(got.params, single_process(small_cnn(), single, 3), "parameters");
+        // And its optimizer state, gathered, is DDP's.
+        expect_state_bitwise(got.state, ddp(small_cnn(), o, n, 3).state);
+      }
 }
 
 // Outside deterministic mode the reduce-scatter adds in another order than DDP's
@@ -128,50 +146,61 @@ TEST(Zero, DeterministicEqualsOneProcessAccumulatingBitwise) {
 // within 1e-5 of the largest; a wrong chunk (a missed or doubled range, a pad taken for a
 // parameter) moves them by 1e-3 or more.
 TEST(Zero, EqualsDdpWithinRoundingAtFp32AndBf16) {
-  for (const nn::Precision precision : {nn::Precision::fp32, nn::Precision::bf16})
-    for (const char* opt : {"sgd", "adamw"})
-      for (int n : {2, 3, 4}) {
-        SCOPED_TRACE(std::string(opt) + " " + std::to_string(n) + " ranks" +
-                     (precision == nn::Precision::bf16 ? " bf16" : ""));
-        StepOptions o = options(opt);
-        o.precision = precision;
-        const std::vector<float> got = zero(small_mlp(), o, n, 4).params;
-        const std::vector<float> want = ddp(small_mlp(), o, n, 4).params;
-        ASSERT_EQ(got.size(), want.size());
-        const float scale = largest(want);
-        for (size_t i = 0; i < got.size(); ++i)
-          ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << "parameter float " << i;
-      }
+  for (int stage : {1, 2})
+    for (const nn::Precision precision : {nn::Precision::fp32, nn::Precision::bf16})
+      for (const char* opt : {"sgd", "adamw"})
+        for (int n : {2, 3, 4}) {
+          SCOPED_TRACE("stage " + std::to_string(stage) + " " + opt + " " + std::to_string(n) +
+                       " ranks" + (precision == nn::Precision::bf16 ? " bf16" : ""));
+          StepOptions o = options(opt);
+          o.precision = precision;
+          const std::vector<float> got = zero(stage, small_mlp(), o, n, 4).params;
+          const std::vector<float> want = ddp(small_mlp(), o, n, 4).params;
+          ASSERT_EQ(got.size(), want.size());
+          const float scale = largest(want);
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << "parameter float " << i;
+        }
 }
 
 // Clipping needs the norm of the whole gradient, summed over the ranks' chunks;
-// accumulation sums micro-batches before anything is sent.
+// accumulation sums micro-batches before anything is sent (stage 1) or adds each
+// micro-batch's reduced chunks (stage 2).
 TEST(Zero, ClippingAndAccumulationEqualDdp) {
   StepOptions o = options("adamw");
   o.clip_grad_norm = 0.05f;  // below the gradients' norm: every step clips
   o.accumulate_steps = 2;
-  for (int n : {2, 4}) {
-    const std::vector<float> got = zero(small_mlp(), o, n, 3).params;
-    const std::vector<float> want = ddp(small_mlp(), o, n, 3).params;
-    const float scale = largest(want);
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << n << " ranks, parameter float " << i;
-  }
+  for (int stage : {1, 2})
+    for (int n : {2, 4}) {
+      const std::vector<float> got = zero(stage, small_mlp(), o, n, 3).params;
+      const std::vector<float> want = ddp(small_mlp(), o, n, 3).params;
+      const float scale = largest(want);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << n << " ranks, parameter float " << i;
+    }
 }
 
 // Each rank keeps the state of its chunks only: ceil(L / N) floats of every bucket, about
-// 1/N of the model's, where DDP keeps the whole layout.
+// 1/N of the model's, where DDP keeps the whole layout. Stage 2 keeps no flat gradient
+// buffer: a window of a few buckets' slots, under half the model's gradient here.
 TEST(Zero, EachRankKeepsOneNthOfTheOptimizerState) {
   const StepOptions o = options("adamw");
-  const Outcome full = ddp(small_mlp(), o, 1, 1);
+  const Outcome full = ddp(deep_mlp(), o, 1, 1);
   const int64_t total = full.state.front().second.numel();
-  for (int n : {2, 3, 4}) {
-    const Outcome got = zero(small_mlp(), o, n, 1);
-    EXPECT_GE(got.shard_floats * n, total);
-    // Padding: under one float per rank per bucket (the model has a handful of buckets).
-    EXPECT_LT(got.shard_floats * n, total + 16 * n) << n << " ranks";
-    EXPECT_LT(got.shard_floats, total / n + 16) << n << " ranks";
-  }
+  for (int stage : {1, 2})
+    for (int n : {2, 3, 4}) {
+      const Outcome got = zero(stage, deep_mlp(), o, n, 1);
+      EXPECT_GE(got.shard_floats * n, total);
+      // Padding: under one float per rank per bucket (the model has 14 buckets).
+      EXPECT_LT(got.shard_floats * n, total + 16 * n) << n << " ranks";
+      EXPECT_LT(got.shard_floats, total / n + 16) << n << " ranks";
+      if (stage == 1) {
+        EXPECT_EQ(got.window_floats, 0);
+      } else {
+        EXPECT_GT(got.window_floats, 0);
+        EXPECT_LT(got.window_floats, total / 2) << n << " ranks";
+      }
+    }
 }
 
 // The gathered state is the full layout: a run saved at 4 ranks resumes at 2 ranks, or
@@ -180,14 +209,19 @@ TEST(Zero, EachRankKeepsOneNthOfTheOptimizerState) {
 TEST(Zero, ResumesFromTheGatheredStateAtAnotherWorldSizeBitwise) {
   StepOptions o = options("adamw");
   o.deterministic = true;
-  const Outcome uninterrupted = zero(small_mlp(), o, 4, 4);
-  const Outcome first = zero(small_mlp(), o, 4, 2);
+  const Outcome uninterrupted = zero(1, small_mlp(), o, 4, 4);
   StepOptions two = o;
   two.accumulate_steps = 2;  // the same global batch in the same 4 micro-batches
-  expect_bitwise(zero(small_mlp(), two, 2, 2, &first, 2).params, uninterrupted.params,
-                 "zero 4 ranks -> zero 2 ranks");
-  expect_bitwise(run<Ddp>(small_mlp(), two, 2, 2, 2, DdpOptions{}, &first).params,
-                 uninterrupted.params, "zero 4 ranks -> ddp 2 ranks");
+  for (int stage : {1, 2}) {
+    SCOPED_TRACE("saved by stage " + std::to_string(stage));
+    const Outcome first = zero(stage, small_mlp(), o, 4, 2);
+    expect_bitwise(zero(1, small_mlp(), two, 2, 2, &first, 2).params, uninterrupted.params,
+                   "zero 4 ranks -> zero stage 1 at 2 ranks");
+    expect_bitwise(run<Ddp>(small_mlp(), two, 2, 2, 2, DdpOptions{}, &first).params,
+                   uninterrupted.params, "zero 4 ranks -> ddp 2 ranks");
+    expect_bitwise(zero(2, small_mlp(), o, 4, 2, &first, 2).params, uninterrupted.params,
+                   "zero 4 ranks -> zero stage 2 at 4 ranks");
+  }
 }
 
 // SyncBatchNorm's reductions share the progress thread with the buckets, as under DDP:
@@ -206,7 +240,7 @@ TEST(Zero, SyncBatchNormEqualsDdpsBitwise) {
       build.batchnorm_reducer = reducer;
       std::unique_ptr<Strategy> s;
       if (which == 0) {
-        ZeroOptions z = small_buckets();
+        ZeroOptions z = small_buckets(2);
         z.batchnorm_reducer = reducer;
         s = std::make_unique<Zero>(train::build_model(spec, 128, build).module, o, group, z);
       } else {
@@ -218,6 +252,18 @@ TEST(Zero, SyncBatchNormEqualsDdpsBitwise) {
       if (group->rank() == 0) got[static_cast<size_t>(which)] = params_of(*s);
     }));
   expect_bitwise(got[0], got[1], "zero vs ddp with SyncBatchNorm");
+}
+
+TEST(Zero, Stage2RefusesDeterministicAccumulationNamingWhy) {
+  StepOptions o = options("sgd");
+  o.deterministic = true;
+  o.accumulate_steps = 2;
+  const auto results = run_group(2, [&](comm::Group& world) {
+    auto group = world.split(0, world.rank());
+    Zero s(train::build_model(small_mlp()).module, o, group, small_buckets(2));
+  });
+  const std::string error = message(results[0]);
+  EXPECT_NE(error.find("zero_stage 2 reduces every micro-batch"), std::string::npos) << error;
 }
 
 TEST(Zero, LarsAndLambAreRefusedNamingWhy) {

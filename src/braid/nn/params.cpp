@@ -23,10 +23,12 @@ void ParamSet::allocate(const FlatAllocator& allocator) {
   BRAID_CHECK(!frozen_, "ParamSet::allocate called twice");
   frozen_ = true;
   const size_t bytes = static_cast<size_t>(total_) * sizeof(float);
+  // With a locator the gradients live elsewhere: no flat buffer for them.
+  const size_t grad_bytes = grad_locator_ ? 0 : bytes;
   if (allocator) {
     FlatMemory p = allocator(bytes, MemCategory::parameters);
-    FlatMemory g = allocator(bytes, MemCategory::gradients);
-    BRAID_CHECK((p.data && g.data) || bytes == 0,
+    FlatMemory g = grad_bytes ? allocator(grad_bytes, MemCategory::gradients) : FlatMemory{};
+    BRAID_CHECK((p.data && (g.data || !grad_bytes)) || bytes == 0,
                 "ParamSet::allocate: the allocator returned no "
                 "memory for ",
                 bytes, " bytes");
@@ -36,12 +38,21 @@ void ParamSet::allocate(const FlatAllocator& allocator) {
     grads_owner_ = std::move(g.owner);
   } else {
     params_ = Buffer(bytes, MemCategory::parameters);
-    grads_ = Buffer(bytes, MemCategory::gradients);
+    grads_ = Buffer(grad_bytes, MemCategory::gradients);
     params_ptr_ = static_cast<float*>(params_.data());
     grads_ptr_ = static_cast<float*>(grads_.data());
   }
   stale_.assign(layout_.size(), 0);
   ready_.assign(layout_.size(), 0);
+}
+
+void ParamSet::set_grad_locator(GradLocator locator) {
+  BRAID_CHECK(!frozen_, "ParamSet::set_grad_locator after allocate()");
+  grad_locator_ = std::move(locator);
+}
+
+float* ParamSet::grad_at(Id id) const {
+  return grad_locator_ ? grad_locator_(id) : grads_ptr_ + layout_[id].offset;
 }
 
 int64_t ParamSet::range_begin(Id first) const {
@@ -104,7 +115,7 @@ Tensor ParamSet::param(Id id) const {
 
 Tensor ParamSet::grad(Id id) const {
   const ParamInfo& p = layout_.at(id);
-  float* g = grad_data() + p.offset;
+  float* g = grad_at(id);
   if (stale_[id]) {
     std::memset(g, 0, static_cast<size_t>(p.numel()) * sizeof(float));
     stale_[id] = 0;
@@ -118,7 +129,7 @@ Tensor ParamSet::grad_for_write(Id id, bool& overwrite) const {
   if (overwrite) {
     stale_[id] = 0;
   }
-  return Tensor::view(grad_data() + p.offset, p.shape);
+  return Tensor::view(grad_at(id), p.shape);
 }
 
 float* ParamSet::grads() const { return grads(0, layout_.size()); }
@@ -126,9 +137,12 @@ float* ParamSet::grads() const { return grads(0, layout_.size()); }
 float* ParamSet::grads(Id first, Id end) const {
   BRAID_CHECK(first <= end && end <= layout_.size(), "ParamSet::grads: id range [", first, ", ",
               end, ") outside the ", layout_.size(), " parameters");
+  BRAID_CHECK(!grad_locator_,
+              "ParamSet::grads: the gradients live outside a flat buffer here "
+              "(a grad locator, ZeRO stage 2); ask grad(id)");
   for (Id id = first; id < end; ++id)
     if (stale_[id]) grad(id);
-  return grad_data();
+  return grads_ptr_;
 }
 
 int64_t ParamSet::find(const std::string& name) const {

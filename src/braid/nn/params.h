@@ -59,6 +59,8 @@ using FlatAllocator = std::function<FlatMemory(size_t bytes, MemCategory categor
 using ReadyListener = std::function<void(int64_t begin, int64_t end)>;
 // Hears that forward is about to read the parameters in [begin, end) (floats).
 using UseListener = std::function<void(int64_t begin, int64_t end)>;
+// Where a parameter's gradient lives when it is not in a flat buffer (set_grad_locator).
+using GradLocator = std::function<float*(size_t id)>;
 
 class ParamSet {
  public:
@@ -74,6 +76,11 @@ class ParamSet {
   // Lays out and zero-fills the flat buffers, from `allocator` when given (else private
   // memory). Declaring after this is an error.
   void allocate(const FlatAllocator& allocator = nullptr);
+  // Gradients kept outside the flat buffer (ZeRO stage 2's window of buckets): every
+  // grad() and grad_for_write() asks `locator` where parameter id's gradient is, and no
+  // flat gradient buffer is allocated: grads() is an error and grad_memory() null. Before
+  // allocate().
+  void set_grad_locator(GradLocator locator);
   bool allocated() const { return frozen_; }
 
   Tensor param(Id id) const;
@@ -137,7 +144,8 @@ class ParamSet {
  private:
   std::vector<ParamInfo> layout_;
   std::vector<NamedBuffer> buffers_;
-  float* grad_data() const { return grads_ptr_; }
+  float* grad_at(Id id) const;
+  GradLocator grad_locator_;
 
   Buffer params_, grads_;
   // stale_[id]: the gradient is logically zero but its memory still holds an older value.

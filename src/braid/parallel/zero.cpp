@@ -33,8 +33,11 @@ Zero::Zero(std::unique_ptr<nn::Module> module, StepOptions options,
            std::shared_ptr<comm::Group> group, ZeroOptions zero)
     : Strategy(std::move(module), std::move(options)), group_(std::move(group)), zero_(zero) {
   BRAID_CHECK(group_, "zero needs a group");
-  BRAID_CHECK(zero_.stage == 1, "zero_stage ", zero_.stage,
-              " is not built yet; zero_stage 1 shards the optimizer state (0: plain ddp)");
+  BRAID_CHECK(zero_.stage == 1 || zero_.stage == 2, "zero_stage ", zero_.stage,
+              " is not built yet; 1 shards the optimizer state, 2 the gradients too (0: ddp)");
+  BRAID_CHECK(zero_.stage == 1 || !options_.deterministic || options_.accumulate_steps == 1,
+              "zero_stage 2 reduces every micro-batch, but deterministic mode sums a rank's "
+              "micro-batches before the ranks'; use zero_stage 1, or accumulate_steps 1");
   BRAID_CHECK(zero_.bucket_bytes > 0 && zero_.first_bucket_bytes > 0,
               "zero: bucket sizes must be > 0");
   const std::string& opt = options_.optimizer.name;
@@ -44,7 +47,9 @@ Zero::Zero(std::unique_ptr<nn::Module> module, StepOptions options,
               "adamw, rmsprop or adagrad, or drop zero_stage");
   declare();
   check_same_model(*group_, params_, "zero");
-  // N floats past the end: the first bucket's last chunk is padded there.
+  make_buckets();
+  if (zero_.stage == 2) params_.set_grad_locator([this](size_t id) { return grad_in_slot(id); });
+  // Stage 1: N floats past the end, where the first bucket's last chunk is padded.
   const auto tail = static_cast<size_t>(group_->size()) * sizeof(float);
   build(
       [tail](size_t bytes, MemCategory category) -> nn::FlatMemory {
@@ -52,14 +57,13 @@ Zero::Zero(std::unique_ptr<nn::Module> module, StepOptions options,
         return {static_cast<float*>(buffer->data()), buffer};
       },
       /*with_optimizer=*/false);
-  make_buckets();
   if (options_.deterministic) {
     int64_t largest = 0;
     for (const Bucket& b : buckets_) largest = std::max(largest, b.chunk);
     const auto size = static_cast<size_t>(largest * group_->size());
     send_.assign(size, 0.0f);
     recv_.assign(size, 0.0f);
-    if (options_.accumulate_steps > 1)
+    if (options_.accumulate_steps > 1 && zero_.stage == 1)
       micro_sum_ = TreeSum(params_.size(), static_cast<int>(options_.accumulate_steps));
   }
   engine_ = std::make_unique<comm::ProgressEngine>(group_);
@@ -77,8 +81,14 @@ int Zero::world_size() const { return group_->size(); }
 
 void Zero::make_buckets() {
   const int n = group_->size(), r = group_->rank();
-  for (const FloatRange& range :
-       bucket_ranges(params_, zero_.first_bucket_bytes, zero_.bucket_bytes)) {
+  // Stage 2 keeps a few buckets' gradients at a time: buckets of at most 1/32 of the model
+  // (and of bucket_bytes) keep that window a small part of what DDP holds; the largest
+  // parameter is the floor (a bucket holds whole parameters).
+  size_t bucket_bytes = zero_.bucket_bytes;
+  if (zero_.stage == 2)
+    bucket_bytes = std::min(bucket_bytes, std::max(zero_.first_bucket_bytes,
+                                                   static_cast<size_t>(params_.size()) * 4 / 32));
+  for (const FloatRange& range : bucket_ranges(params_, zero_.first_bucket_bytes, bucket_bytes)) {
     Bucket b;
     b.begin = range.begin;
     b.end = range.end;
@@ -88,9 +98,79 @@ void Zero::make_buckets() {
     shard_size_ += b.chunk;
     b.optimizer = optim::make_optimizer(options_.optimizer,
                                         segments_in(params_, b.chunk_begin(r), b.mine), b.chunk);
+    largest_chunk_ = std::max(largest_chunk_, b.chunk);
     buckets_.push_back(std::move(b));
   }
   reduced_ = Tensor::empty({shard_size_}, DType::f32, MemCategory::gradients);
+  if (zero_.stage == 2) {
+    slot_of_bucket_.assign(buckets_.size(), -1);
+    bucket_of_param_.assign(params_.layout().size(), 0);
+    for (size_t i = 0; i < buckets_.size(); ++i)
+      for (size_t id = 0; id < params_.layout().size(); ++id) {
+        const int64_t offset = params_.layout()[id].offset;
+        if (offset >= buckets_[i].begin && offset < buckets_[i].end) bucket_of_param_[id] = i;
+      }
+    // Two slots to start: one written by backward, one on the wire. More are added when a
+    // model holds several buckets open at once (a tied embedding's, written first and last).
+    for (int k = 0; k < std::min<int>(2, static_cast<int>(buckets_.size())); ++k)
+      slots_.push_back({Tensor::empty({slot_floats()}, DType::f32, MemCategory::gradients)});
+  }
+}
+
+float* Zero::bucket_grads(const Bucket& b) {
+  if (zero_.stage == 1) return params_.grad_memory() + b.begin;
+  const int64_t s = slot_of_bucket_[static_cast<size_t>(&b - buckets_.data())];
+  BRAID_CHECK(s >= 0, "zero: a bucket's gradients were asked for outside backward");
+  return slots_[static_cast<size_t>(s)].memory.f32();
+}
+
+// Stage 2 after the first micro-batch: into the slot's room past the N chunks, to be added.
+float* Zero::bucket_sum(const Bucket& b) {
+  if (zero_.stage == 1 || first_micro_) return reduced_.f32() + b.shard_offset;
+  return bucket_grads(b) + group_->size() * largest_chunk_;
+}
+
+// N chunks, and one more for the sums of micro-batches after the first.
+int64_t Zero::slot_floats() const {
+  return (group_->size() + (options_.accumulate_steps > 1 ? 1 : 0)) * largest_chunk_;
+}
+
+float* Zero::grad_in_slot(size_t id) {
+  const size_t i = bucket_of_param_[id];
+  if (slot_of_bucket_[i] < 0) {
+    const size_t s = take_slot();
+    slots_[s].bucket = static_cast<int64_t>(i);
+    slot_of_bucket_[i] = static_cast<int64_t>(s);
+  }
+  return bucket_grads(buckets_[i]) + (params_.layout()[id].offset - buckets_[i].begin);
+}
+
+size_t Zero::take_slot() {
+  for (;;) {
+    for (size_t s = 0; s < slots_.size(); ++s)
+      if (slots_[s].bucket < 0) return s;
+    if (in_flight_.empty()) break;
+    finish_reduce(in_flight_.front());  // frees its slot
+  }
+  // Every slot holds a bucket backward has not finished: one more (first steps only).
+  slots_.push_back({Tensor::empty({slot_floats()}, DType::f32, MemCategory::gradients)});
+  return slots_.size() - 1;
+}
+
+void Zero::finish_reduce(size_t i) {
+  Bucket& b = buckets_[i];
+  b.reduced.wait();
+  if (zero_.stage == 1) return;
+  const auto it = std::find(in_flight_.begin(), in_flight_.end(), i);
+  if (it == in_flight_.end()) return;  // finished before
+  in_flight_.erase(it);
+  if (!first_micro_) {
+    const float* sum = bucket_sum(b);
+    float* into = reduced_.f32() + b.shard_offset;
+    for (int64_t k = 0; k < b.chunk; ++k) into[k] += sum[k];
+  }
+  slots_[static_cast<size_t>(slot_of_bucket_[i])].bucket = -1;
+  slot_of_bucket_[i] = -1;
 }
 
 void Zero::on_ready(int64_t begin, int64_t end) {
@@ -111,29 +191,35 @@ void Zero::on_ready(int64_t begin, int64_t end) {
 void Zero::start_reduce(size_t index) {
   Bucket& b = buckets_[index];
   const comm::OpLabel label("reduce-scatter of gradient bucket", static_cast<int64_t>(index));
+  // Stage 1 reads N chunks from the bucket's start: the pad is the (final) floats just
+  // above it. Stage 2's slot has room for the pad, zeroed. The pointers are taken here, on
+  // the compute thread, which alone touches the slots' table.
+  float* grads = bucket_grads(b);
+  float* sum = bucket_sum(b);
+  if (zero_.stage == 2) {
+    std::fill(grads + (b.end - b.begin), grads + group_->size() * b.chunk, 0.0f);
+    in_flight_.push_back(index);
+  }
   if (options_.deterministic) {
-    b.reduced =
-        engine_->submit(label, [this, &b](comm::Group& g) { ordered_reduce_scatter(g, b); });
+    b.reduced = engine_->submit(label, [this, &b, grads, sum](comm::Group& g) {
+      ordered_reduce_scatter(g, b, grads, sum);
+    });
     return;
   }
-  // Reads N chunks from the bucket's start: the pad is the (final) floats just above it.
-  b.reduced =
-      engine_->ireduce_scatter(params_.grad_memory() + b.begin, reduced_.f32() + b.shard_offset,
-                               static_cast<size_t>(b.chunk), DType::f32, ReduceOp::sum, label);
+  b.reduced = engine_->ireduce_scatter(grads, sum, static_cast<size_t>(b.chunk), DType::f32,
+                                       ReduceOp::sum, label);
 }
 
 // DDP's deterministic exchange without its all-gather: rank r gets every rank's copy of
 // chunk r (the same shares as DDP's) and adds them in the fixed tree.
-void Zero::ordered_reduce_scatter(comm::Group& g, Bucket& b) {
+void Zero::ordered_reduce_scatter(comm::Group& g, const Bucket& b, const float* grads, float* sum) {
   const int n = g.size();
   const int64_t len = b.end - b.begin;
-  std::memcpy(send_.data(), params_.grad_memory() + b.begin,
-              static_cast<size_t>(len) * sizeof(float));
+  std::memcpy(send_.data(), grads, static_cast<size_t>(len) * sizeof(float));
   std::fill(send_.data() + len, send_.data() + b.chunk * n, 0.0f);
   comm::alltoall(g, send_.data(), recv_.data(), static_cast<size_t>(b.chunk), DType::f32);
   tree_reduce(recv_.data(), n, b.chunk, b.chunk);
-  std::memcpy(reduced_.f32() + b.shard_offset, recv_.data(),
-              static_cast<size_t>(b.chunk) * sizeof(float));
+  std::memcpy(sum, recv_.data(), static_cast<size_t>(b.chunk) * sizeof(float));
 }
 
 void Zero::update(Bucket& b, float lr) {
@@ -181,22 +267,28 @@ double Zero::step(const data::Batch& batch, float lr, int64_t step) {
   const bool tree = micro_sum_.count() > 1;
   const float scale = m > 1 && !options_.deterministic ? 1.0f / static_cast<float>(m) : 1.0f;
   float* grads = params_.grad_memory();
+  // Stage 2 reduces every micro-batch (its gradients have nowhere to accumulate), adding
+  // the sums into the reduced chunks; stage 1 only the last, as DDP.
+  const bool every_micro = zero_.stage == 2;
   for (int p = 0; p < m; ++p) {
     const int k = tree ? micro_sum_.order()[static_cast<size_t>(p)] : p;
-    if (tree && p > 0) params_.zero_grads();
+    if ((tree || every_micro) && p > 0) params_.zero_grads();
+    first_micro_ = p == 0;
     loss_sum += forward_loss(micro_[k], step, group_->rank() + int64_t{n} * k, scale);
-    communicate_ = p == m - 1;
+    communicate_ = every_micro || p == m - 1;
     if (communicate_)
       for (Bucket& bucket : buckets_) bucket.pending = bucket.end - bucket.begin;
     backward();
     communicate_ = false;
     if (tree && p < m - 1) micro_sum_.add(p, grads, grads, 0, params_.size());
+    if (every_micro && p < m - 1)
+      while (!in_flight_.empty()) finish_reduce(in_flight_.front());
   }
   watch.lap();
   const int terms = options_.deterministic ? n * m : n;
   const float average = 1.0f / static_cast<float>(terms);
   auto reduce_and_average = [&](Bucket& b) {
-    b.reduced.wait();
+    finish_reduce(static_cast<size_t>(&b - buckets_.data()));
     times_.communication_exposed += watch.lap();
     if (terms > 1) {
       float* g = reduced_.f32() + b.shard_offset;

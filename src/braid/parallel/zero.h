@@ -1,5 +1,6 @@
-// ZeRO stage 1 (Rajbhandari et al. 2019; DeepSpeed's "zero_stage": 1) on the strategy
-// seam: data parallelism whose optimizer state is sharded across the ranks.
+// ZeRO stages 1 and 2 (Rajbhandari et al. 2019; DeepSpeed's "zero_stage") on the strategy
+// seam: data parallelism whose optimizer state (stage 1) and gradients (stage 2) are
+// sharded across the ranks.
 //
 // - Gradients are cut into DDP's buckets (buckets.h). Each bucket of L floats is cut into
 //   N chunks of C = ceil(L / N) floats and rank r owns chunk r of every bucket, so every
@@ -18,6 +19,13 @@
 // - Deterministic mode sums each chunk in rank order (an all-to-all and the fixed tree of
 //   tree_sum.h, as DDP's deterministic exchange), so a run is bitwise DDP's deterministic
 //   run (without clipping, whose norm is summed in another order).
+// - Stage 2 keeps no flat gradient buffer: a bucket's gradients live in a slot of a small
+//   window (ParamSet::set_grad_locator) from backward's first write to them until their
+//   reduce-scatter is done, and the slot then serves a later bucket; a backward that
+//   needs a slot while every slot is being reduced waits for the oldest. What a rank keeps
+//   is its reduced chunks, 1/N of the gradients. With accumulation every micro-batch is
+//   reduced (as DeepSpeed's stage 2), its chunks added up; deterministic mode is refused
+//   there (its order sums a rank's micro-batches before the ranks').
 // - Checkpoints hold the full logical layout: gather_for_checkpoint() gathers every
 //   chunk's state to rank 0, and loading takes each rank's chunks from the full state.
 //
@@ -31,6 +39,7 @@
 // Nothing is allocated per step.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -89,12 +98,25 @@ class Zero : public Strategy {
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // Floats of optimizer-sized state this rank keeps per state buffer (its chunks, padded).
   int64_t shard_size() const { return shard_size_; }
+  // Stage 2: floats of the gradient window's slots (stage 1: 0).
+  int64_t window_floats() const { return static_cast<int64_t>(slots_.size()) * slot_floats(); }
 
  private:
   void make_buckets();
   void on_ready(int64_t begin, int64_t end);
+  // The bucket's gradients (stage 1: the flat buffer at its start; stage 2: its slot),
+  // N chunks of C floats, the pad past its end included, and where its chunk's sum lands.
+  float* bucket_grads(const Bucket& b);
+  float* bucket_sum(const Bucket& b);
+  // Stage 2: parameter id's gradient, in its bucket's slot (taken at the first ask).
+  float* grad_in_slot(size_t id);
+  size_t take_slot();
+  int64_t slot_floats() const;
+  // Waits for bucket i's reduce-scatter and, under stage 2, adds its sum into the reduced
+  // chunks (the first micro-batch's lands there directly) and frees its slot.
+  void finish_reduce(size_t i);
   void start_reduce(size_t index);
-  void ordered_reduce_scatter(comm::Group& g, Bucket& b);
+  void ordered_reduce_scatter(comm::Group& g, const Bucket& b, const float* grads, float* sum);
   void update(Bucket& b, float lr);
   void start_gather(Bucket& b);
   // Whether any rank's reduced chunks hold an inf or NaN (collective).
@@ -109,6 +131,19 @@ class Zero : public Strategy {
   int64_t shard_size_ = 0;
   Tensor reduced_;                  // this rank's reduced chunks, bucket after bucket (gradients)
   std::vector<float> send_, recv_;  // deterministic mode's exchange
+                                    // Stage 2's window: slots of N (N + 1 with accumulation) x the
+                                    // largest chunk, each lent
+  // to one bucket.
+  struct Slot {
+    Tensor memory;
+    int64_t bucket = -1;
+  };
+  std::vector<Slot> slots_;
+  std::vector<int64_t> slot_of_bucket_;  // -1: none
+  std::vector<size_t> bucket_of_param_;
+  std::deque<size_t> in_flight_;  // buckets whose reduce-scatter runs, oldest first
+  int64_t largest_chunk_ = 0;
+  bool first_micro_ = true;  // stage 2: this micro-batch's sums replace the reduced chunks
   MicroBatches micro_;
   bool communicate_ = false;            // this backward is the step's last: buckets go out
   TreeSum micro_sum_;                   // deterministic mode's sum over micro-batches

@@ -61,7 +61,7 @@ struct TrainConfig {
   // step is batch x world size.
   std::string strategy = "auto";  // auto, single, ddp, local_sgd, ps, fedavg
   double bucket_mb = 25;
-  int64_t zero_stage = 0;           // ddp: 1 shards the optimizer state (ZeRO stage 1)
+  int64_t zero_stage = 0;           // ddp: ZeRO: 1 shards the optimizer state, 2 gradients too
   std::string comm_dtype = "fp32";  // ddp: fp32, bf16, fp16 on the wire
   struct LocalSgd {
     int64_t period = 8;      // local steps between parameter averages (H)
