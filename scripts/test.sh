@@ -17,7 +17,7 @@ done
 echo "== tsan build (comm, launch, parallel)"
 scripts/build.sh tsan
 echo "== tsan tests (comm, launch, parallel)"
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
   ctest --test-dir build/tsan --output-on-failure -j"$jobs" --timeout 600 -L "comm|launch|parallel"
 echo "== mpi build (the MPI backend)"
 scripts/build.sh mpi
