@@ -254,6 +254,42 @@ TEST(Zero, SyncBatchNormEqualsDdpsBitwise) {
   expect_bitwise(got[0], got[1], "zero vs ddp with SyncBatchNorm");
 }
 
+// The GPT ties its embedding to its head: stage 2 lends that bucket a slot from the head's
+// backward (first) to the embedding's (last) while the blocks' buckets come and go, and the
+// window grows to what the model holds open. Deterministic mode: bitwise DDP's parameters.
+TEST(Zero, TiedGptEmbeddingEqualsDdpBitwiseAtBothStages) {
+  constexpr int64_t T = 16, rows = 4;  // tokens a sequence, sequences a rank
+  auto batch = [&](int rank, int step) {
+    data::Batch b;
+    b.size = rows;
+    b.inputs = Tensor::empty({rows, T}, DType::i32);
+    b.targets = Tensor::empty({rows, T}, DType::i32);
+    Rng rng(77 + static_cast<uint64_t>(step * 10 + rank));
+    for (int64_t i = 0; i < rows * T; ++i) {
+      b.inputs.data<int32_t>()[i] = static_cast<int32_t>(rng.below(256));
+      b.targets.data<int32_t>()[i] = static_cast<int32_t>(rng.below(256));
+    }
+    return b;
+  };
+  StepOptions o = options("adamw");
+  o.deterministic = true;
+  std::vector<std::vector<float>> got(3);
+  for (int which = 0; which < 3; ++which)
+    rethrow_first(run_group(2, [&](comm::Group& world) {
+      auto group = world.split(0, world.rank());
+      auto module = train::build_model("gpt-tiny", T).module;
+      std::unique_ptr<Strategy> s;
+      if (which == 0)
+        s = std::make_unique<Ddp>(std::move(module), o, group);
+      else
+        s = std::make_unique<Zero>(std::move(module), o, group, small_buckets(which));
+      for (int t = 0; t < 2; ++t) s->step(batch(group->rank(), t), 1e-3f, t);
+      if (group->rank() == 0) got[static_cast<size_t>(which)] = params_of(*s);
+    }));
+  expect_bitwise(got[1], got[0], "stage 1 vs ddp");
+  expect_bitwise(got[2], got[0], "stage 2 vs ddp");
+}
+
 TEST(Zero, Stage2RefusesDeterministicAccumulationNamingWhy) {
   StepOptions o = options("sgd");
   o.deterministic = true;

@@ -41,7 +41,7 @@ Zero::Zero(std::unique_ptr<nn::Module> module, StepOptions options,
   BRAID_CHECK(zero_.bucket_bytes > 0 && zero_.first_bucket_bytes > 0,
               "zero: bucket sizes must be > 0");
   const std::string& opt = options_.optimizer.name;
-  BRAID_CHECK(opt != "lars" && opt != "lamb", "zero_stage 1 shards the optimizer by ranges, but ",
+  BRAID_CHECK(opt != "lars" && opt != "lamb", "zero_stage shards the optimizer by ranges, but ",
               opt,
               " scales each parameter by its whole norm, which no range holds; use sgd, adam, "
               "adamw, rmsprop or adagrad, or drop zero_stage");
