@@ -11,6 +11,7 @@
 #include "nn/loss.h"
 #include "optim/clip.h"
 #include "parallel/buckets.h"
+#include "parallel/rank0_broadcast.h"
 #include "parallel/same_model.h"
 #include "parallel/tree_sum.h"
 
@@ -164,32 +165,12 @@ void Ddp::ordered_allreduce(comm::Group& g, Bucket& b) {
   std::memcpy(data, send, static_cast<size_t>(len) * sizeof(float));
 }
 
-// One operation for all of them: the compute thread waits once, not once per buffer.
-void Ddp::broadcast_buffers() {
-  engine_
-      ->submit("broadcast of rank 0's model buffers",
-               [this](comm::Group& g) {
-                 for (const nn::NamedBuffer& b : params_.buffers())
-                   comm::broadcast(g, b.value.raw(), static_cast<size_t>(b.value.numel()),
-                                   b.value.dtype(), 0);
-               })
-      .wait();
-}
+void Ddp::broadcast_buffers() { broadcast_model_buffers(*engine_, params_); }
 
 void Ddp::sync_parameters() {
-  engine_
-      ->ibroadcast(params_.params(), static_cast<size_t>(params_.size()), DType::f32, 0,
-                   comm::OpLabel("broadcast of rank 0's parameters"))
-      .wait();
+  broadcast_parameters(*engine_, params_);
   broadcast_buffers();
-  const optim::NamedTensors state = optimizer_->state();
-  engine_
-      ->submit("broadcast of rank 0's optimizer state",
-               [&state](comm::Group& g) {
-                 for (const auto& [name, t] : state)
-                   comm::broadcast(g, t.raw(), static_cast<size_t>(t.numel()), t.dtype(), 0);
-               })
-      .wait();
+  broadcast_tensors(*engine_, optimizer_->state(), "broadcast of rank 0's optimizer state");
 }
 
 void Ddp::sum_over_ranks(double* values, size_t count, const char* what) {

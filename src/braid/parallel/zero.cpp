@@ -10,6 +10,7 @@
 #include "optim/clip.h"
 #include "optim/loss_scaler.h"
 #include "parallel/buckets.h"
+#include "parallel/rank0_broadcast.h"
 #include "parallel/same_model.h"
 
 namespace braid::parallel {
@@ -334,22 +335,11 @@ double Zero::step(const data::Batch& batch, float lr, int64_t step) {
   return loss_sum / m;
 }
 
-void Zero::broadcast_buffers() {
-  engine_
-      ->submit("broadcast of rank 0's model buffers",
-               [this](comm::Group& g) {
-                 for (const nn::NamedBuffer& b : params_.buffers())
-                   comm::broadcast(g, b.value.raw(), static_cast<size_t>(b.value.numel()),
-                                   b.value.dtype(), 0);
-               })
-      .wait();
-}
+void Zero::broadcast_buffers() { broadcast_model_buffers(*engine_, params_); }
 
+// The optimizer state is not broadcast: every rank loaded its chunks from the same files.
 void Zero::sync_parameters() {
-  engine_
-      ->ibroadcast(params_.params(), static_cast<size_t>(params_.size()), DType::f32, 0,
-                   comm::OpLabel("broadcast of rank 0's parameters"))
-      .wait();
+  broadcast_parameters(*engine_, params_);
   broadcast_buffers();
 }
 
