@@ -1,6 +1,6 @@
-// ZeRO as a user runs it: `zero_stage: 1` or `2` under `braid launch -n 2`, real processes.
+// ZeRO as a user runs it: `zero_stage` 1, 2 or 3 under `braid launch -n 2`, real processes.
 // Its checkpoint is the full logical layout, the same file DDP writes: in deterministic mode
-// the runs write the same bytes, and a ZeRO run stopped halfway resumes as one process
+// the runs write the same bytes, and a stage-3 run stopped halfway resumes as one process
 // (accumulating the two ranks' micro-batches) to the bits of the uninterrupted ZeRO run.
 #include <gtest/gtest.h>
 
@@ -42,11 +42,14 @@ TEST(ZeroCli, CheckpointIsDdpsAndResumesAsOneProcessBitwise) {
   r = launch2(flags(tmp) + "--steps 12 --out " + tmp.file("ddp"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(same_checkpoint(tmp.file("zero/checkpoint"), tmp.file("ddp/checkpoint")));
-  r = launch2(flags(tmp) + "--zero-stage 2 --steps 12 --out " + tmp.file("zero2"));
-  ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(same_checkpoint(tmp.file("zero2/checkpoint"), tmp.file("ddp/checkpoint")));
+  for (const char* stage : {"2", "3"}) {
+    const std::string out = tmp.file(std::string("zero") + stage);
+    r = launch2(flags(tmp) + "--zero-stage " + stage + " --steps 12 --out " + out);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_TRUE(same_checkpoint(out + "/checkpoint", tmp.file("ddp/checkpoint"))) << stage;
+  }
 
-  r = launch2(flags(tmp) + "--zero-stage 1 --steps 6 --out " + tmp.file("half"));
+  r = launch2(flags(tmp) + "--zero-stage 3 --steps 6 --out " + tmp.file("half"));
   ASSERT_EQ(r.code, 0) << r.output;
   // One process, the same global batch of 32 in the same two micro-batches of 16.
   r = run_braid("train --resume " + tmp.file("half") +

@@ -54,6 +54,7 @@ struct Outcome {
   optim::NamedTensors state;  // the full layout, gathered
   int64_t shard_floats = 0;   // rank 0's optimizer-state floats per buffer
   int64_t window_floats = 0;  // rank 0's stage-2 gradient window
+  int64_t param_floats = 0;   // rank 0's parameters: whole, or chunks and window (stage 3)
 };
 
 // `steps` steps from `first`, on n thread-ranks, optionally starting from `from` (its
@@ -67,12 +68,14 @@ Outcome run(const json& model, const StepOptions& o, int n, int first, int steps
     auto group = world.split(0, world.rank());
     S s(train::build_model(model).module, o, group, extra);
     if (from) {
+      s.prepare_to_load();
       std::copy(from->params.begin(), from->params.end(), s.params().params());
       s.load_optimizer_state(from->state);
       s.sync_parameters();
     }
     for (int t = first; t < first + steps; ++t) {
       s.step(shard(global_batch(kBatch, t), group->rank(), n), kLr, t);
+      s.synchronize();  // stage 3: the whole parameters, on every rank
       EXPECT_TRUE(same_bits_on_every_rank(s, s.params().params(), s.params().size()))
           << "rank " << group->rank() << " step " << t;
     }
@@ -88,6 +91,7 @@ Outcome run(const json& model, const StepOptions& o, int n, int first, int steps
       if constexpr (std::is_same_v<S, Zero>) {
         out.shard_floats = s.shard_size();
         out.window_floats = s.window_floats();
+        out.param_floats = s.parameter_floats();
       }
     }
   }));
@@ -125,7 +129,7 @@ void expect_state_bitwise(const optim::NamedTensors& a, const optim::NamedTensor
 // Deterministic mode sums each chunk as DDP's deterministic exchange sums it, so N ranks
 // give the bits of one process accumulating N micro-batches; with batch norm and dropout.
 TEST(Zero, DeterministicEqualsOneProcessAccumulatingBitwise) {
-  for (int stage : {1, 2})
+  for (int stage : {1, 2, 3})
     for (const char* opt : {"sgd", "adamw"})
       for (int n : {2, 3, 4}) {
         SCOPED_TRACE("stage " + std::to_string(stage) + " " + opt + " " + std::to_string(n) +
@@ -146,7 +150,7 @@ TEST(Zero, DeterministicEqualsOneProcessAccumulatingBitwise) {
 // within 1e-5 of the largest; a wrong chunk (a missed or doubled range, a pad taken for a
 // parameter) moves them by 1e-3 or more.
 TEST(Zero, EqualsDdpWithinRoundingAtFp32AndBf16) {
-  for (int stage : {1, 2})
+  for (int stage : {1, 2, 3})
     for (const nn::Precision precision : {nn::Precision::fp32, nn::Precision::bf16})
       for (const char* opt : {"sgd", "adamw"})
         for (int n : {2, 3, 4}) {
@@ -170,7 +174,7 @@ TEST(Zero, ClippingAndAccumulationEqualDdp) {
   StepOptions o = options("adamw");
   o.clip_grad_norm = 0.05f;  // below the gradients' norm: every step clips
   o.accumulate_steps = 2;
-  for (int stage : {1, 2})
+  for (int stage : {1, 2, 3})
     for (int n : {2, 4}) {
       const std::vector<float> got = zero(stage, small_mlp(), o, n, 3).params;
       const std::vector<float> want = ddp(small_mlp(), o, n, 3).params;
@@ -187,7 +191,7 @@ TEST(Zero, EachRankKeepsOneNthOfTheOptimizerState) {
   const StepOptions o = options("adamw");
   const Outcome full = ddp(deep_mlp(), o, 1, 1);
   const int64_t total = full.state.front().second.numel();
-  for (int stage : {1, 2})
+  for (int stage : {1, 2, 3})
     for (int n : {2, 3, 4}) {
       const Outcome got = zero(stage, deep_mlp(), o, n, 1);
       EXPECT_GE(got.shard_floats * n, total);
@@ -200,6 +204,11 @@ TEST(Zero, EachRankKeepsOneNthOfTheOptimizerState) {
         EXPECT_GT(got.window_floats, 0);
         EXPECT_LT(got.window_floats, total / 2) << n << " ranks";
       }
+      // Stage 3 holds its chunks of the parameters and a window of four gathered buckets.
+      if (stage == 3)
+        EXPECT_LT(got.param_floats, total) << n << " ranks";
+      else
+        EXPECT_EQ(got.param_floats, total);
     }
 }
 
@@ -212,7 +221,7 @@ TEST(Zero, ResumesFromTheGatheredStateAtAnotherWorldSizeBitwise) {
   const Outcome uninterrupted = zero(1, small_mlp(), o, 4, 4);
   StepOptions two = o;
   two.accumulate_steps = 2;  // the same global batch in the same 4 micro-batches
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     SCOPED_TRACE("saved by stage " + std::to_string(stage));
     const Outcome first = zero(stage, small_mlp(), o, 4, 2);
     expect_bitwise(zero(1, small_mlp(), two, 2, 2, &first, 2).params, uninterrupted.params,
@@ -221,6 +230,8 @@ TEST(Zero, ResumesFromTheGatheredStateAtAnotherWorldSizeBitwise) {
                    uninterrupted.params, "zero 4 ranks -> ddp 2 ranks");
     expect_bitwise(zero(2, small_mlp(), o, 4, 2, &first, 2).params, uninterrupted.params,
                    "zero 4 ranks -> zero stage 2 at 4 ranks");
+    expect_bitwise(zero(3, small_mlp(), o, 4, 2, &first, 2).params, uninterrupted.params,
+                   "zero 4 ranks -> zero stage 3 at 4 ranks");
   }
 }
 
@@ -273,8 +284,8 @@ TEST(Zero, TiedGptEmbeddingEqualsDdpBitwiseAtBothStages) {
   };
   StepOptions o = options("adamw");
   o.deterministic = true;
-  std::vector<std::vector<float>> got(3);
-  for (int which = 0; which < 3; ++which)
+  std::vector<std::vector<float>> got(4);
+  for (int which = 0; which < 4; ++which)
     rethrow_first(run_group(2, [&](comm::Group& world) {
       auto group = world.split(0, world.rank());
       auto module = train::build_model("gpt-tiny", T).module;
@@ -284,10 +295,12 @@ TEST(Zero, TiedGptEmbeddingEqualsDdpBitwiseAtBothStages) {
       else
         s = std::make_unique<Zero>(std::move(module), o, group, small_buckets(which));
       for (int t = 0; t < 2; ++t) s->step(batch(group->rank(), t), 1e-3f, t);
+      s->synchronize();
       if (group->rank() == 0) got[static_cast<size_t>(which)] = params_of(*s);
     }));
   expect_bitwise(got[1], got[0], "stage 1 vs ddp");
   expect_bitwise(got[2], got[0], "stage 2 vs ddp");
+  expect_bitwise(got[3], got[0], "stage 3 vs ddp");
 }
 
 TEST(Zero, Stage2RefusesDeterministicAccumulationNamingWhy) {

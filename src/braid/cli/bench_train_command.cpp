@@ -357,8 +357,8 @@ void add_train_bench(CLI::App& bench) {
   tr->add_option("--bucket-mb", f->bucket_mb, "ddp: gradient bucket size in MiB");
   tr->add_flag("--deterministic", f->deterministic, "ddp: rank-ordered reductions");
   tr->add_option("--zero-stage", f->zero_stage,
-                 "ddp: ZeRO, 1 shards the optimizer state, 2 the gradients too")
-      ->check(CLI::Range(0, 2));
+                                  "ddp: ZeRO, 1 shards the optimizer state, 2 the gradients too, 3 the parameters")
+      ->check(CLI::Range(0, 3));
   tr->add_option("--precision", f->precision, "the GEMMs' arithmetic: fp32, bf16 or fp16")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   tr->add_option("--comm-dtype", f->comm_dtype, "ddp: gradients on the wire: fp32, bf16, fp16")

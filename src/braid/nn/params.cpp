@@ -25,10 +25,11 @@ void ParamSet::allocate(const FlatAllocator& allocator) {
   const size_t bytes = static_cast<size_t>(total_) * sizeof(float);
   // With a locator the gradients live elsewhere: no flat buffer for them.
   const size_t grad_bytes = grad_locator_ ? 0 : bytes;
+  const size_t param_bytes = param_locator_.at ? 0 : bytes;
   if (allocator) {
-    FlatMemory p = allocator(bytes, MemCategory::parameters);
+    FlatMemory p = param_bytes ? allocator(param_bytes, MemCategory::parameters) : FlatMemory{};
     FlatMemory g = grad_bytes ? allocator(grad_bytes, MemCategory::gradients) : FlatMemory{};
-    BRAID_CHECK((p.data && (g.data || !grad_bytes)) || bytes == 0,
+    BRAID_CHECK(((p.data || !param_bytes) && (g.data || !grad_bytes)) || bytes == 0,
                 "ParamSet::allocate: the allocator returned no "
                 "memory for ",
                 bytes, " bytes");
@@ -37,13 +38,18 @@ void ParamSet::allocate(const FlatAllocator& allocator) {
     params_owner_ = std::move(p.owner);
     grads_owner_ = std::move(g.owner);
   } else {
-    params_ = Buffer(bytes, MemCategory::parameters);
+    params_ = Buffer(param_bytes, MemCategory::parameters);
     grads_ = Buffer(grad_bytes, MemCategory::gradients);
     params_ptr_ = static_cast<float*>(params_.data());
     grads_ptr_ = static_cast<float*>(grads_.data());
   }
   stale_.assign(layout_.size(), 0);
   ready_.assign(layout_.size(), 0);
+}
+
+void ParamSet::set_param_locator(ParamLocator locator) {
+  BRAID_CHECK(!frozen_, "ParamSet::set_param_locator after allocate()");
+  param_locator_ = std::move(locator);
 }
 
 void ParamSet::set_grad_locator(GradLocator locator) {
@@ -110,7 +116,8 @@ void ParamSet::finish_backward() {
 
 Tensor ParamSet::param(Id id) const {
   const ParamInfo& p = layout_.at(id);
-  return Tensor::view(params() + p.offset, p.shape);
+  if (param_locator_.at) return Tensor::view(param_locator_.at(id), p.shape);
+  return Tensor::view(params_ptr_ + p.offset, p.shape);
 }
 
 Tensor ParamSet::grad(Id id) const {

@@ -61,6 +61,12 @@ using ReadyListener = std::function<void(int64_t begin, int64_t end)>;
 using UseListener = std::function<void(int64_t begin, int64_t end)>;
 // Where a parameter's gradient lives when it is not in a flat buffer (set_grad_locator).
 using GradLocator = std::function<float*(size_t id)>;
+// Where parameters live when not in a flat buffer (set_param_locator): `at` gives parameter
+// id's memory; `flat` the whole flat buffer while one is materialized, else null.
+struct ParamLocator {
+  std::function<float*(size_t id)> at;
+  std::function<float*()> flat;
+};
 
 class ParamSet {
  public:
@@ -81,6 +87,11 @@ class ParamSet {
   // flat gradient buffer is allocated: grads() is an error and grad_memory() null. Before
   // allocate().
   void set_grad_locator(GradLocator locator);
+  // Parameters kept outside a flat buffer (ZeRO stage 3: each rank's shard, gathered a
+  // bucket at a time): every param() asks `locator.at`, params() is `locator.flat()`
+  // (null while no whole copy is materialized), and no flat parameter buffer is allocated.
+  // Before allocate().
+  void set_param_locator(ParamLocator locator);
   bool allocated() const { return frozen_; }
 
   Tensor param(Id id) const;
@@ -96,7 +107,7 @@ class ParamSet {
   // Index into layout() by name, or -1.
   int64_t find(const std::string& name) const;
 
-  float* params() const { return params_ptr_; }
+  float* params() const { return param_locator_.flat ? param_locator_.flat() : params_ptr_; }
   // The flat gradient buffer, exact: ranges no layer wrote since zero_grads() are zeroed
   // here first. Read it after backward; a pointer kept from before sees stale ranges.
   float* grads() const;
@@ -146,6 +157,7 @@ class ParamSet {
   std::vector<NamedBuffer> buffers_;
   float* grad_at(Id id) const;
   GradLocator grad_locator_;
+  ParamLocator param_locator_;
 
   Buffer params_, grads_;
   // stale_[id]: the gradient is logically zero but its memory still holds an older value.

@@ -128,6 +128,9 @@ class Strategy {
   // every rank: a sharded strategy gathers it there), and loading such a state (every
   // rank, from the same files; a sharded strategy keeps its share).
   virtual void gather_for_checkpoint() {}
+  // Before a checkpoint or weights are loaded into params() on every rank (then
+  // sync_parameters()): a strategy without whole parameters (ZeRO stage 3) makes them.
+  virtual void prepare_to_load() {}
   virtual std::string_view optimizer_name() const { return optimizer().name(); }
   virtual optim::NamedTensors optimizer_state() const { return optimizer().state(); }
   virtual void load_optimizer_state(const optim::NamedTensors& state) {

@@ -34,10 +34,12 @@ Zero::Zero(std::unique_ptr<nn::Module> module, StepOptions options,
            std::shared_ptr<comm::Group> group, ZeroOptions zero)
     : Strategy(std::move(module), std::move(options)), group_(std::move(group)), zero_(zero) {
   BRAID_CHECK(group_, "zero needs a group");
-  BRAID_CHECK(zero_.stage == 1 || zero_.stage == 2, "zero_stage ", zero_.stage,
-              " is not built yet; 1 shards the optimizer state, 2 the gradients too (0: ddp)");
+  BRAID_CHECK(zero_.stage >= 1 && zero_.stage <= 3, "zero_stage ", zero_.stage,
+              " does not exist: 1 shards the optimizer state, 2 the gradients too, 3 the "
+              "parameters too (0: ddp)");
   BRAID_CHECK(zero_.stage == 1 || !options_.deterministic || options_.accumulate_steps == 1,
-              "zero_stage 2 reduces every micro-batch, but deterministic mode sums a rank's "
+              "zero_stage ", zero_.stage,
+              " reduces every micro-batch, but deterministic mode sums a rank's "
               "micro-batches before the ranks'; use zero_stage 1, or accumulate_steps 1");
   BRAID_CHECK(zero_.bucket_bytes > 0 && zero_.first_bucket_bytes > 0,
               "zero: bucket sizes must be > 0");
@@ -49,7 +51,14 @@ Zero::Zero(std::unique_ptr<nn::Module> module, StepOptions options,
   declare();
   check_same_model(*group_, params_, "zero");
   make_buckets();
-  if (zero_.stage == 2) params_.set_grad_locator([this](size_t id) { return grad_in_slot(id); });
+  if (zero_.stage >= 2) params_.set_grad_locator([this](size_t id) { return grad_in_slot(id); });
+  if (zero_.stage == 3) {
+    params_.set_param_locator({[this](size_t id) { return param_in_window(id); },
+                               [this] { return full_.defined() ? full_.f32() : nullptr; }});
+    // The initial values are written here, then each rank keeps its chunks of rank 0's.
+    full_ = Tensor::empty({params_.size() + group_->size()}, DType::f32, MemCategory::parameters);
+    params_.set_use_listener([this](int64_t begin, int64_t end) { prefetch(begin, end); });
+  }
   // Stage 1: N floats past the end, where the first bucket's last chunk is padded.
   const auto tail = static_cast<size_t>(group_->size()) * sizeof(float);
   build(
@@ -86,7 +95,7 @@ void Zero::make_buckets() {
   // (and of bucket_bytes) keep that window a small part of what DDP holds; the largest
   // parameter is the floor (a bucket holds whole parameters).
   size_t bucket_bytes = zero_.bucket_bytes;
-  if (zero_.stage == 2)
+  if (zero_.stage >= 2)
     bucket_bytes = std::min(bucket_bytes, std::max(zero_.first_bucket_bytes,
                                                    static_cast<size_t>(params_.size()) * 4 / 32));
   for (const FloatRange& range : bucket_ranges(params_, zero_.first_bucket_bytes, bucket_bytes)) {
@@ -103,7 +112,11 @@ void Zero::make_buckets() {
     buckets_.push_back(std::move(b));
   }
   reduced_ = Tensor::empty({shard_size_}, DType::f32, MemCategory::gradients);
-  if (zero_.stage == 2) {
+  if (zero_.stage == 3) {
+    master_ = Tensor::empty({shard_size_}, DType::f32, MemCategory::parameters);
+    param_slot_of_bucket_.assign(buckets_.size(), -1);
+  }
+  if (zero_.stage >= 2) {
     slot_of_bucket_.assign(buckets_.size(), -1);
     bucket_of_param_.assign(params_.layout().size(), 0);
     for (size_t i = 0; i < buckets_.size(); ++i)
@@ -197,7 +210,7 @@ void Zero::start_reduce(size_t index) {
   // the compute thread, which alone touches the slots' table.
   float* grads = bucket_grads(b);
   float* sum = bucket_sum(b);
-  if (zero_.stage == 2) {
+  if (zero_.stage >= 2) {
     std::fill(grads + (b.end - b.begin), grads + group_->size() * b.chunk, 0.0f);
     in_flight_.push_back(index);
   }
@@ -224,11 +237,13 @@ void Zero::ordered_reduce_scatter(comm::Group& g, const Bucket& b, const float* 
 }
 
 void Zero::update(Bucket& b, float lr) {
-  b.optimizer->step(params_.params() + b.chunk_begin(group_->rank()),
-                    reduced_.f32() + b.shard_offset, lr);
+  float* params = zero_.stage == 3 ? master_.f32() + b.shard_offset
+                                   : params_.params() + b.chunk_begin(group_->rank());
+  b.optimizer->step(params, reduced_.f32() + b.shard_offset, lr);
 }
 
 void Zero::start_gather(Bucket& b) {
+  if (zero_.stage == 3) return;  // gathered where forward and backward need it
   // In place: this rank's chunk is already where the all-gather puts it.
   float* params = params_.params();
   b.gathered = engine_->iallgather(
@@ -264,13 +279,14 @@ double Zero::step(const data::Batch& batch, float lr, int64_t step) {
   times_.communication_exposed += watch.lap();
   micro_.split(batch, m);
   params_.zero_grads();
+  if (zero_.stage == 3) full_ = Tensor();  // a materialized copy serves between steps only
   double loss_sum = 0;
   const bool tree = micro_sum_.count() > 1;
   const float scale = m > 1 && !options_.deterministic ? 1.0f / static_cast<float>(m) : 1.0f;
   float* grads = params_.grad_memory();
   // Stage 2 reduces every micro-batch (its gradients have nowhere to accumulate), adding
   // the sums into the reduced chunks; stage 1 only the last, as DDP.
-  const bool every_micro = zero_.stage == 2;
+  const bool every_micro = zero_.stage >= 2;
   for (int p = 0; p < m; ++p) {
     const int k = tree ? micro_sum_.order()[static_cast<size_t>(p)] : p;
     if ((tree || every_micro) && p > 0) params_.zero_grads();
@@ -296,6 +312,8 @@ double Zero::step(const data::Batch& batch, float lr, int64_t step) {
       scale_into(g, g, b.chunk, average);
     }
   };
+  // Stage 3: no gather may still read the master chunks the updates write.
+  if (zero_.stage == 3) drop_window();
   if (!update_needs_whole_gradient()) {
     // Each bucket's update and all-gather while later buckets are still being reduced.
     for (Bucket& b : buckets_) {
@@ -339,8 +357,112 @@ void Zero::broadcast_buffers() { broadcast_model_buffers(*engine_, params_); }
 
 // The optimizer state is not broadcast: every rank loaded its chunks from the same files.
 void Zero::sync_parameters() {
+  if (zero_.stage == 3 && !full_.defined()) materialize();
   broadcast_parameters(*engine_, params_);
   broadcast_buffers();
+  if (zero_.stage == 3) scatter_from_full();
+}
+
+void Zero::synchronize() {
+  if (zero_.stage == 3 && !full_.defined()) materialize();
+}
+
+void Zero::prepare_to_load() { synchronize(); }
+
+// Buckets from the lowest address up: each all-gather's pad writes into the bucket above,
+// which is gathered after it.
+void Zero::materialize() {
+  drop_window();
+  full_ = Tensor::empty({params_.size() + group_->size()}, DType::f32, MemCategory::parameters);
+  for (size_t i = buckets_.size(); i-- > 0;) {
+    const Bucket& b = buckets_[i];
+    engine_
+        ->iallgather(master_.f32() + b.shard_offset, full_.f32() + b.begin,
+                     static_cast<size_t>(b.chunk), DType::f32,
+                     comm::OpLabel("all-gather of the whole parameters", static_cast<int64_t>(i)))
+        .wait();
+  }
+}
+
+void Zero::scatter_from_full() {
+  const int r = group_->rank();
+  for (const Bucket& b : buckets_) {
+    float* chunk = master_.f32() + b.shard_offset;
+    std::memcpy(chunk, full_.f32() + b.chunk_begin(r), static_cast<size_t>(b.mine) * sizeof(float));
+    std::fill(chunk + b.mine, chunk + b.chunk, 0.0f);
+  }
+  full_ = Tensor();
+  drop_window();
+}
+
+float* Zero::param_in_window(size_t id) {
+  const int64_t offset = params_.layout()[id].offset;
+  if (full_.defined()) return full_.f32() + offset;
+  const size_t i = bucket_of_param_[id];
+  gather_bucket(i, /*wait=*/true);
+  return param_slots_[static_cast<size_t>(param_slot_of_bucket_[i])].memory.f32() +
+         (offset - buckets_[i].begin);
+}
+
+void Zero::gather_bucket(size_t i, bool wait) {
+  int64_t s = param_slot_of_bucket_[i];
+  if (s < 0) {
+    s = static_cast<int64_t>(take_param_slot());
+    ParamSlot& slot = param_slots_[static_cast<size_t>(s)];
+    slot.bucket = static_cast<int64_t>(i);
+    param_slot_of_bucket_[i] = s;
+    const Bucket& b = buckets_[i];
+    slot.gathered = engine_->iallgather(
+        master_.f32() + b.shard_offset, slot.memory.f32(), static_cast<size_t>(b.chunk), DType::f32,
+        comm::OpLabel("all-gather of parameter bucket", static_cast<int64_t>(i)));
+  }
+  ParamSlot& slot = param_slots_[static_cast<size_t>(s)];
+  slot.last_use = ++use_clock_;
+  if (wait) slot.gathered.wait();
+}
+
+// A free slot, a new one while there are fewer than kParamSlots, else the least recently
+// used (a module reads at most two buckets at once: its weight's and its bias's).
+size_t Zero::take_param_slot() {
+  for (size_t s = 0; s < param_slots_.size(); ++s)
+    if (param_slots_[s].bucket < 0) return s;
+  if (param_slots_.size() < kParamSlots) {
+    param_slots_.push_back(
+        {Tensor::empty({group_->size() * largest_chunk_}, DType::f32, MemCategory::parameters)});
+    return param_slots_.size() - 1;
+  }
+  size_t lru = 0;
+  for (size_t s = 1; s < param_slots_.size(); ++s)
+    if (param_slots_[s].last_use < param_slots_[lru].last_use) lru = s;
+  ParamSlot& slot = param_slots_[lru];
+  slot.gathered.wait();
+  param_slot_of_bucket_[static_cast<size_t>(slot.bucket)] = -1;
+  slot.bucket = -1;
+  return lru;
+}
+
+void Zero::drop_window() {
+  for (ParamSlot& slot : param_slots_) {
+    if (slot.bucket < 0) continue;
+    slot.gathered.wait();
+    param_slot_of_bucket_[static_cast<size_t>(slot.bucket)] = -1;
+    slot.bucket = -1;
+  }
+}
+
+// Forward is about to read [begin, end): its buckets' gathers start (a few at most), and
+// the next bucket's, which forward reads after these.
+void Zero::prefetch(int64_t begin, int64_t end) {
+  if (full_.defined()) return;
+  size_t started = 0, lowest = buckets_.size();
+  for (size_t i = 0; i < buckets_.size() && started + 2 < kParamSlots; ++i) {
+    if (buckets_[i].end <= begin || buckets_[i].begin >= end) continue;
+    gather_bucket(i, /*wait=*/false);
+    ++started;
+    lowest = std::min(lowest, i);
+  }
+  if (lowest < buckets_.size() && lowest > 0 && started + 2 < kParamSlots)
+    gather_bucket(lowest - 1, /*wait=*/false);
 }
 
 void Zero::sum_over_ranks(double* values, size_t count, const char* what) {

@@ -74,6 +74,10 @@ class Zero : public Strategy {
   double step(const data::Batch& batch, float lr, int64_t step) override;
   void sync_parameters() override;
   void gather_for_checkpoint() override;
+  // Stage 3: every rank materializes the whole flat parameters (evaluation, checkpoints
+  // and loading read and write them there) until the next step.
+  void synchronize() override;
+  void prepare_to_load() override;
   void sum_over_ranks(double* values, size_t count, const char* what) override;
   void start_sum_over_ranks(double* values, size_t count, const char* what) override;
   void finish_sum_over_ranks() override;
@@ -98,6 +102,13 @@ class Zero : public Strategy {
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // Floats of optimizer-sized state this rank keeps per state buffer (its chunks, padded).
   int64_t shard_size() const { return shard_size_; }
+  // Floats of parameters this rank holds: the flat buffer (stages 1 and 2), or its chunks
+  // and the window of gathered buckets (stage 3).
+  int64_t parameter_floats() const {
+    if (zero_.stage < 3) return params_.size();
+    return shard_size_ +
+           static_cast<int64_t>(param_slots_.size()) * group_->size() * largest_chunk_;
+  }
   // Stage 2: floats of the gradient window's slots (stage 1: 0).
   int64_t window_floats() const { return static_cast<int64_t>(slots_.size()) * slot_floats(); }
 
@@ -112,6 +123,14 @@ class Zero : public Strategy {
   float* grad_in_slot(size_t id);
   size_t take_slot();
   int64_t slot_floats() const;
+  // Stage 3: parameter id in its bucket's gathered slot (or the materialized copy).
+  float* param_in_window(size_t id);
+  void gather_bucket(size_t i, bool wait);
+  size_t take_param_slot();
+  void drop_window();                         // waits for the gathers, frees every slot
+  void prefetch(int64_t begin, int64_t end);  // forward's announcement (about_to_use)
+  void materialize();                         // every rank: the whole parameters in full_
+  void scatter_from_full();                   // this rank's chunks of full_ into master_
   // Waits for bucket i's reduce-scatter and, under stage 2, adds its sum into the reduced
   // chunks (the first micro-batch's lands there directly) and frees its slot.
   void finish_reduce(size_t i);
@@ -144,6 +163,20 @@ class Zero : public Strategy {
   std::deque<size_t> in_flight_;  // buckets whose reduce-scatter runs, oldest first
   int64_t largest_chunk_ = 0;
   bool first_micro_ = true;  // stage 2: this micro-batch's sums replace the reduced chunks
+  // Stage 3: this rank's chunks of the parameters (the fp32 master weights the optimizer
+  // updates), a window of gathered buckets, and the whole parameters while materialized.
+  static constexpr size_t kParamSlots = 4;
+  struct ParamSlot {
+    Tensor memory;
+    int64_t bucket = -1;
+    uint64_t last_use = 0;
+    comm::Handle gathered;
+  };
+  Tensor master_;
+  std::vector<ParamSlot> param_slots_;
+  std::vector<int64_t> param_slot_of_bucket_;  // -1: not gathered
+  uint64_t use_clock_ = 0;
+  Tensor full_;
   MicroBatches micro_;
   bool communicate_ = false;            // this backward is the step's last: buckets go out
   TreeSum micro_sum_;                   // deterministic mode's sum over micro-batches

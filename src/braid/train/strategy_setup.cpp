@@ -92,6 +92,10 @@ std::unique_ptr<parallel::Strategy> make_strategy(
                    : config.comm_dtype == "fp16" ? DType::f16
                                                  : DType::f32;
     if (name == "ddp" && config.zero_stage > 0) {
+      BRAID_CHECK(config.zero_stage < 3 || config.ema_decay == 0,
+                  "ema_decay keeps an average "
+                  "of the whole parameters, which no rank holds under zero_stage 3; use "
+                  "zero_stage 2 or drop ema_decay");
       BRAID_CHECK(config.comm_dtype == "fp32", "comm_dtype ", config.comm_dtype,
                   ": 16-bit gradients on the wire are not built for zero_stage yet; use "
                   "comm_dtype fp32 or zero_stage 0");

@@ -159,6 +159,7 @@ void Trainer::load_checkpoint(const std::string& path) {
   const bool rounds = config_.strategy == "fedavg";
   // The recorded position is checked before the model changes.
   if (!rounds) check_position(read_train_state(dir), dir);
+  strategy_->prepare_to_load();
   LoadedCheckpoint ck = train::load_checkpoint(dir, params());
   // The run's kernel choices, so the resumed steps compute its bits (older checkpoints have
   // none; a kernel_choices key given with --resume wins).
@@ -205,6 +206,7 @@ void Trainer::load_checkpoint(const std::string& path) {
 }
 
 void Trainer::load_weights(const std::string& path) {
+  strategy_->prepare_to_load();
   if (std::filesystem::is_directory(path)) {
     load_model_weights(find_checkpoint_dir(path) + "/model.safetensors", params());
   } else {
