@@ -273,7 +273,10 @@ void run_train_bench(const TrainBenchFlags& f) {
         chunk_bytes += static_cast<double>(b.chunk) * 4;
       }
       out["gradient_bytes"] = gradient_bytes;
-      out["ring_bytes_sent_per_rank"] = chunk_bytes * 2.0 * (n - 1);
+      // Counted by the strategy in its last step: stage 3 gathers each bucket for forward
+      // and again for backward.
+      out["ring_bytes_sent_per_rank"] = zero->bytes_sent_last_step();
+      out["ring_bytes_sent_per_rank_stage1"] = chunk_bytes * 2.0 * (n - 1);
       out["buckets"] = zero->buckets().size();
     } else {
       auto* ddp = dynamic_cast<parallel::Ddp*>(&trainer.strategy());
@@ -357,7 +360,7 @@ void add_train_bench(CLI::App& bench) {
   tr->add_option("--bucket-mb", f->bucket_mb, "ddp: gradient bucket size in MiB");
   tr->add_flag("--deterministic", f->deterministic, "ddp: rank-ordered reductions");
   tr->add_option("--zero-stage", f->zero_stage,
-                                  "ddp: ZeRO, 1 shards the optimizer state, 2 the gradients too, 3 the parameters")
+                 "ddp: ZeRO, 1 shards the optimizer state, 2 the gradients too, 3 the parameters")
       ->check(CLI::Range(0, 3));
   tr->add_option("--precision", f->precision, "the GEMMs' arithmetic: fp32, bf16 or fp16")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));

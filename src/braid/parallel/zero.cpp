@@ -210,6 +210,7 @@ void Zero::start_reduce(size_t index) {
   // the compute thread, which alone touches the slots' table.
   float* grads = bucket_grads(b);
   float* sum = bucket_sum(b);
+  count_sent(b);
   if (zero_.stage >= 2) {
     std::fill(grads + (b.end - b.begin), grads + group_->size() * b.chunk, 0.0f);
     in_flight_.push_back(index);
@@ -244,6 +245,7 @@ void Zero::update(Bucket& b, float lr) {
 
 void Zero::start_gather(Bucket& b) {
   if (zero_.stage == 3) return;  // gathered where forward and backward need it
+  count_sent(b);
   // In place: this rank's chunk is already where the all-gather puts it.
   float* params = params_.params();
   b.gathered = engine_->iallgather(
@@ -280,6 +282,7 @@ double Zero::step(const data::Batch& batch, float lr, int64_t step) {
   micro_.split(batch, m);
   params_.zero_grads();
   if (zero_.stage == 3) full_ = Tensor();  // a materialized copy serves between steps only
+  bytes_sent_ = 0;
   double loss_sum = 0;
   const bool tree = micro_sum_.count() > 1;
   const float scale = m > 1 && !options_.deterministic ? 1.0f / static_cast<float>(m) : 1.0f;
@@ -412,6 +415,7 @@ void Zero::gather_bucket(size_t i, bool wait) {
     slot.bucket = static_cast<int64_t>(i);
     param_slot_of_bucket_[i] = s;
     const Bucket& b = buckets_[i];
+    count_sent(b);
     slot.gathered = engine_->iallgather(
         master_.f32() + b.shard_offset, slot.memory.f32(), static_cast<size_t>(b.chunk), DType::f32,
         comm::OpLabel("all-gather of parameter bucket", static_cast<int64_t>(i)));

@@ -109,6 +109,10 @@ class Zero : public Strategy {
     return shard_size_ +
            static_cast<int64_t>(param_slots_.size()) * group_->size() * largest_chunk_;
   }
+  // Bytes this rank sent in its last step, counting each reduce-scatter and all-gather as
+  // a ring sends them ((N - 1) of a bucket's N chunks): stage 3's gathers for forward and
+  // backward (and again after an eviction) included.
+  double bytes_sent_last_step() const { return bytes_sent_; }
   // Stage 2: floats of the gradient window's slots (stage 1: 0).
   int64_t window_floats() const { return static_cast<int64_t>(slots_.size()) * slot_floats(); }
 
@@ -170,12 +174,16 @@ class Zero : public Strategy {
     Tensor memory;
     int64_t bucket = -1;
     uint64_t last_use = 0;
-    comm::Handle gathered;
+    comm::Handle gathered{};
   };
   Tensor master_;
   std::vector<ParamSlot> param_slots_;
   std::vector<int64_t> param_slot_of_bucket_;  // -1: not gathered
   uint64_t use_clock_ = 0;
+  double bytes_sent_ = 0;  // this step's, as a ring sends them
+  void count_sent(const Bucket& b) {
+    bytes_sent_ += static_cast<double>(b.chunk) * sizeof(float) * (group_->size() - 1);
+  }
   Tensor full_;
   MicroBatches micro_;
   bool communicate_ = false;            // this backward is the step's last: buckets go out
