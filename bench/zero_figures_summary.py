@@ -3,7 +3,8 @@
 2 ranks (medians over rounds), bytes sent a step a rank against DDP's, and peak memory per
 rank by category against the per-parameter formulas with Adam and fp32 parameters:
 DDP 16 bytes; stage 1 4 + 4 + 12/N (parameters, the flat gradient, the reduced chunks and
-the moments of 1/N); stage 2 4 + 12/N plus the window of bucket slots."""
+the moments of 1/N); stage 2 4 + 12/N plus the window of bucket slots; stage 3 16/N plus
+the windows of gathered parameters and gradient slots."""
 import json
 import statistics
 import sys
@@ -11,7 +12,7 @@ from collections import defaultdict
 
 runs = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
 MB = 1e6
-NAMES = {0: "ddp", 1: "zero-1", 2: "zero-2", "single": "single"}
+NAMES = {0: "ddp", 1: "zero-1", 2: "zero-2", 3: "zero-3", "single": "single"}
 speed = defaultdict(list)
 sent = {}
 memory = {}
@@ -27,7 +28,7 @@ print("throughput at 2 ranks (tokens/s, medians) and MB sent a step a rank")
 for model in sorted({m for m, _ in speed}):
     ddp = statistics.median(speed[(model, 0)])
     cells = []
-    for stage in (0, 1, 2):
+    for stage in (0, 1, 2, 3):
         if (model, stage) not in speed:
             continue
         v = statistics.median(speed[(model, stage)])
@@ -40,13 +41,16 @@ print(f"{'model':10} {'ranks':>5} {'strategy':>8} {'params':>8} {'grads':>8} {'o
       f"{'sum':>8} {'formula':>8} {'activ.':>8}")
 for (model, ranks, stage), m in sorted(memory.items(), key=lambda kv: str(kv[0])):
     p = m["parameters"]
-    n_params = p / 4  # fp32 parameters, alignment padding included
+    # fp32 parameters, alignment padding included (stage 3 holds 1/N: take DDP's count)
+    n_params = memory.get((model, 1, "single"), m)["parameters"] / 4
     if stage in (0, "single"):
         formula = f"{16 * n_params / MB:8.1f}"
     elif stage == 1:
         formula = f"{(8 + 12 / ranks) * n_params / MB:8.1f}"
-    else:
+    elif stage == 2:
         formula = f"{(4 + 12 / ranks) * n_params / MB:6.1f}+w"
+    else:
+        formula = f"{16 / ranks * n_params / MB:6.1f}+w"
     total = p + m["gradients"] + m["optimizer"]
     print(f"{model:10} {ranks:5} {NAMES[stage]:>8} {p / MB:8.1f} {m['gradients'] / MB:8.1f} "
           f"{m['optimizer'] / MB:8.1f} {total / MB:8.1f} {formula:>8} "
