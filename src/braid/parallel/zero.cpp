@@ -188,6 +188,13 @@ void Zero::finish_reduce(size_t i) {
 }
 
 void Zero::on_ready(int64_t begin, int64_t end) {
+  // Stage 3: backward is done with [begin, end) and goes on below it; start gathering the
+  // two buckets it reads next (bucket indices grow as addresses fall).
+  if (zero_.stage == 3 && !full_.defined() && begin > 0) {
+    size_t next = 0;
+    while (next < buckets_.size() && buckets_[next].begin > begin - 1) ++next;
+    for (size_t j = next; j < std::min(next + 2, buckets_.size()); ++j) gather_bucket(j, false);
+  }
   if (!communicate_) return;
   if (micro_sum_.count() > 1) {
     float* grads = params_.grad_memory();
@@ -283,6 +290,7 @@ double Zero::step(const data::Batch& batch, float lr, int64_t step) {
   params_.zero_grads();
   if (zero_.stage == 3) full_ = Tensor();  // a materialized copy serves between steps only
   bytes_sent_ = 0;
+  gather_wait_ = 0;
   double loss_sum = 0;
   const bool tree = micro_sum_.count() > 1;
   const float scale = m > 1 && !options_.deterministic ? 1.0f / static_cast<float>(m) : 1.0f;
@@ -351,7 +359,7 @@ double Zero::step(const data::Batch& batch, float lr, int64_t step) {
     times_.optimizer += watch.lap();
   }
   for (Bucket& b : buckets_) b.gathered.wait();
-  times_.communication_exposed += watch.lap();
+  times_.communication_exposed += watch.lap() + gather_wait_;
   times_.total = watch.elapsed();
   return loss_sum / m;
 }
@@ -422,7 +430,11 @@ void Zero::gather_bucket(size_t i, bool wait) {
   }
   ParamSlot& slot = param_slots_[static_cast<size_t>(s)];
   slot.last_use = ++use_clock_;
-  if (wait) slot.gathered.wait();
+  if (wait && !slot.gathered.done()) {
+    Stopwatch watch;
+    slot.gathered.wait();
+    gather_wait_ += watch.elapsed();  // inside forward's or backward's time
+  }
 }
 
 // A free slot, a new one while there are fewer than kParamSlots, else the least recently

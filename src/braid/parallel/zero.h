@@ -180,7 +180,8 @@ class Zero : public Strategy {
   std::vector<ParamSlot> param_slots_;
   std::vector<int64_t> param_slot_of_bucket_;  // -1: not gathered
   uint64_t use_clock_ = 0;
-  double bytes_sent_ = 0;  // this step's, as a ring sends them
+  double bytes_sent_ = 0;   // this step's, as a ring sends them
+  double gather_wait_ = 0;  // stage 3: seconds forward and backward waited for gathers
   void count_sent(const Bucket& b) {
     bytes_sent_ += static_cast<double>(b.chunk) * sizeof(float) * (group_->size() - 1);
   }
