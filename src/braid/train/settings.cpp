@@ -242,7 +242,7 @@ std::vector<Setting> make_settings() {
       [](auto& c) -> auto& { return c.bucket_mb; }));
   t.push_back(integer(
       "zero_stage", kParallel, 0, 3,
-            "ddp: 1 keeps each rank's range of the optimizer state only (ZeRO stage 1: gradients "
+      "ddp: 1 keeps each rank's range of the optimizer state only (ZeRO stage 1: gradients "
       "reduce-scattered, parameters all-gathered), 2 of the gradients too, 3 of the parameters "
       "too (gathered a bucket at a time for forward and backward); 0 replicates them",
       [](auto& c) -> auto& { return c.zero_stage; }));
