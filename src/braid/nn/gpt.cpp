@@ -15,14 +15,23 @@ class BlockCache : public Cache {
   Tensor dx1;  // dL/dx1
 };
 
-class GptCache : public Cache {
+class EmbeddingCache : public Cache {
  public:
-  std::unique_ptr<Cache> wte, ln_f;
-  std::vector<std::unique_ptr<Cache>> blocks;
-  Tensor x0;  // [B, T, D] token + position embeddings
+  std::unique_ptr<Cache> wte;
+};
+
+class HeadCache : public Cache {
+ public:
+  std::unique_ptr<Cache> ln_f;
   Tensor dh;  // [B, T, D] dL/d ln_f(x)
   Precision precision = Precision::fp32;
   Tensor hf_rounded;  // bf16, fp16: ln_f's output rounded, for the head's weight gradient
+};
+
+class GptCache : public Cache {
+ public:
+  std::unique_ptr<Cache> embedding, head;
+  std::vector<std::unique_ptr<Cache>> blocks;
 };
 
 // Checked before any member is built, so a bad config fails with the GPT's own message.
@@ -121,11 +130,114 @@ double GptBlock::forward_flops(const Shape& in) const {
   return attn_.forward_flops(in) + c_fc_.forward_flops(in) + c_proj_.forward_flops(hidden);
 }
 
+GptEmbedding::GptEmbedding(int64_t vocab, int64_t context, int64_t d_model)
+    : wte_(vocab, d_model), wpe_(context, d_model) {}
+
+void GptEmbedding::declare(ParamSet& params, const std::string& prefix) {
+  params_ = &params;
+  wte_.declare(params, prefix + "wte.");
+  wpe_.declare(params, prefix + "wpe.");
+}
+
+Shape GptEmbedding::output_shape(const Shape& in) const {
+  BRAID_CHECK(in.rank() == 2, "GPT: input shape ", in.str(), " is not [batch, time] of token ids");
+  BRAID_CHECK(in[1] >= 1 && in[1] <= wpe_.num_embeddings(), "GPT: sequence length ", in[1],
+              " (input ", in.str(), ") must be between 1 and the model's context of ",
+              wpe_.num_embeddings(), " tokens; shorten the sequences or raise the context");
+  return Shape{in[0], in[1], wte_.dim()};
+}
+
+std::unique_ptr<Cache> GptEmbedding::make_cache() const {
+  auto c = std::make_unique<EmbeddingCache>();
+  c->wte = wte_.make_cache();
+  return c;
+}
+
+// tokens [B, T] i32 -> [B, T, D]
+const Tensor& GptEmbedding::forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) {
+  auto& c = static_cast<EmbeddingCache&>(cache);
+  const Shape out_shape = output_shape(x.shape());
+  const int64_t B = out_shape[0], T = out_shape[1], D = out_shape[2];
+  const Tensor& tok = wte_.forward(x, *c.wte, ctx);  // checks dtype and ids
+  c.out.ensure(out_shape);
+  const float* pos = params_->param(wpe_.weight_id()).f32();
+  for (int64_t b = 0; b < B; ++b) add(tok.f32() + b * T * D, pos, c.out.f32() + b * T * D, T * D);
+  return c.out;
+}
+
+const Tensor& GptEmbedding::backward(const Tensor& dy, Cache& cache, bool need_dx) {
+  auto& c = static_cast<EmbeddingCache&>(cache);
+  BRAID_CHECK(!need_dx,
+              "GPT: backward asked for dL/dx, but the inputs are integer token ids "
+              "and have no gradient; call backward with need_dx = false");
+  BRAID_CHECK(dy.shape() == c.out.shape(), "GPT embedding: backward got dy ", dy.shape().str(),
+              " for output ", c.out.shape().str());
+  const int64_t B = dy.dim(0), T = dy.dim(1), D = dy.dim(2);
+  float* dpos = params_->grad(wpe_.weight_id()).f32();
+  for (int64_t b = 0; b < B; ++b) add_inplace(dy.f32() + b * T * D, dpos, T * D);
+  wte_.backward(dy, *c.wte, false);
+  return no_grad();
+}
+
+GptHead::GptHead(int64_t d_model, int64_t vocab)
+    : d_model_(d_model), vocab_(vocab), ln_f_(d_model) {}
+
+void GptHead::declare(ParamSet& params, const std::string& prefix) {
+  params_ = &params;
+  ln_f_.declare(params, prefix + "ln_f.");
+}
+
+Shape GptHead::output_shape(const Shape& in) const {
+  BRAID_CHECK(in.rank() == 3 && in[2] == d_model_, "GPT head: input ", in.str(),
+              " is not [batch, time, ", d_model_, "]");
+  return Shape{in[0], in[1], vocab_};
+}
+
+std::unique_ptr<Cache> GptHead::make_cache() const {
+  auto c = std::make_unique<HeadCache>();
+  c->ln_f = ln_f_.make_cache();
+  return c;
+}
+
+// x [B, T, D] -> logits [B, T, V]
+const Tensor& GptHead::forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) {
+  auto& c = static_cast<HeadCache&>(cache);
+  const Shape out_shape = output_shape(x.shape());
+  const int64_t BT = out_shape[0] * out_shape[1];
+  const Tensor& hf = ln_f_.forward(x, *c.ln_f, ctx);
+  c.out.ensure(out_shape);
+  c.precision = ctx.precision;
+  // logits[BT, V] = hf[BT, D] wte[V, D]^T
+  head_.forward(c.precision, hf.f32(), params_->param(wte_).f32(), nullptr, BT, d_model_, vocab_,
+                c.out.f32(), c.hf_rounded);
+  return c.out;
+}
+
+const Tensor& GptHead::backward(const Tensor& dy, Cache& cache, bool need_dx) {
+  auto& c = static_cast<HeadCache&>(cache);
+  BRAID_CHECK(dy.shape() == c.out.shape(), "GPT: backward got dlogits ", dy.shape().str(),
+              " for logits ", c.out.shape().str());
+  const int64_t B = dy.dim(0), T = dy.dim(1), D = d_model_, V = vocab_;
+  const Tensor& hf = c.ln_f->out;
+  // The tied head: dwte[V, D] (+)= dlogits^T[V, BT] hf[BT, D]; dh[BT, D] = dlogits wte.
+  bool overwrite = false;
+  float* dwte = params_->grad_for_write(wte_, overwrite).f32();
+  head_.take_dy(c.precision, dy.f32(), B * T, V, nullptr);
+  head_.weight_grad(c.precision, dy.f32(), hf.f32(), c.hf_rounded, B * T, D, V, overwrite, dwte);
+  c.dh.ensure({B, T, D}, DType::f32, MemCategory::activation_grads);
+  head_.input_grad(c.precision, dy.f32(), params_->param(wte_).f32(), B * T, D, V, c.dh.f32());
+  return ln_f_.backward(c.dh, *c.ln_f, need_dx);
+}
+
+double GptHead::forward_flops(const Shape& in) const {
+  return 2.0 * static_cast<double>(in[0] * in[1]) * static_cast<double>(d_model_) *
+         static_cast<double>(vocab_);
+}
+
 Gpt::Gpt(const GptConfig& config)
     : config_(validated(config)),
-      wte_(config.vocab, config.d_model),
-      wpe_(config.context, config.d_model),
-      ln_f_(config.d_model) {
+      embedding_(config.vocab, config.context, config.d_model),
+      head_(config.d_model, config.vocab) {
   for (int64_t i = 0; i < config.layers; ++i)
     blocks_.push_back(std::make_unique<GptBlock>(config.d_model, config.heads, config.mlp_ratio));
 }
@@ -133,8 +245,8 @@ Gpt::Gpt(const GptConfig& config)
 void Gpt::declare(ParamSet& params, const std::string& prefix) {
   params_ = &params;
   first_ = params.layout().size();
-  wte_.declare(params, prefix + "wte.");
-  wpe_.declare(params, prefix + "wpe.");
+  embedding_.declare(params, prefix);
+  head_.set_tied_weight(embedding_.wte_id());
   block_params_.clear();
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const ParamSet::Id before = params.layout().size();
@@ -142,7 +254,7 @@ void Gpt::declare(ParamSet& params, const std::string& prefix) {
     block_params_.emplace_back(before, params.layout().size());
   }
   ln_f_first_ = params.layout().size();
-  ln_f_.declare(params, prefix + "ln_f.");
+  head_.declare(params, prefix);
   end_ = params.layout().size();
 }
 
@@ -168,45 +280,30 @@ void Gpt::init(Rng& rng) {
 }
 
 Shape Gpt::output_shape(const Shape& in) const {
-  BRAID_CHECK(in.rank() == 2, "GPT: input shape ", in.str(), " is not [batch, time] of token ids");
-  BRAID_CHECK(in[1] >= 1 && in[1] <= config_.context, "GPT: sequence length ", in[1], " (input ",
-              in.str(), ") must be between 1 and the model's context of ", config_.context,
-              " tokens; shorten the sequences or raise the context");
-  return Shape{in[0], in[1], config_.vocab};
+  const Shape x = embedding_.output_shape(in);
+  return Shape{x[0], x[1], config_.vocab};
 }
 
 std::unique_ptr<Cache> Gpt::make_cache() const {
   auto c = std::make_unique<GptCache>();
-  c->wte = wte_.make_cache();
+  c->embedding = embedding_.make_cache();
   for (const auto& b : blocks_) c->blocks.push_back(b->make_cache());
-  c->ln_f = ln_f_.make_cache();
+  c->head = head_.make_cache();
   return c;
 }
 
 // tokens [B, T] i32 -> logits [B, T, V]
 const Tensor& Gpt::forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) {
   auto& c = static_cast<GptCache&>(cache);
-  const Shape out_shape = output_shape(x.shape());
-  const int64_t B = out_shape[0], T = out_shape[1], D = config_.d_model, V = config_.vocab;
   const ParamSet::Id blocks_first = block_params_.empty() ? ln_f_first_ : block_params_[0].first;
-  params_->about_to_use(first_, blocks_first);       // wte (also the head) and wpe
-  const Tensor& tok = wte_.forward(x, *c.wte, ctx);  // checks dtype and ids
-  c.x0.ensure({B, T, D});
-  const float* pos = params_->param(wpe_.weight_id()).f32();
-  for (int64_t b = 0; b < B; ++b) add(tok.f32() + b * T * D, pos, c.x0.f32() + b * T * D, T * D);
-  const Tensor* h = &c.x0;
+  params_->about_to_use(first_, blocks_first);  // wte (also the head) and wpe
+  const Tensor* h = &embedding_.forward(x, *c.embedding, ctx);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     params_->about_to_use(block_params_[i].first, block_params_[i].second);
     h = &blocks_[i]->forward(*h, *c.blocks[i], ctx);
   }
   params_->about_to_use(ln_f_first_, end_);
-  const Tensor& hf = ln_f_.forward(*h, *c.ln_f, ctx);
-  c.out.ensure(out_shape);
-  c.precision = ctx.precision;
-  // logits[BT, V] = hf[BT, D] wte[V, D]^T
-  head_.forward(c.precision, hf.f32(), params_->param(wte_.weight_id()).f32(), nullptr, B * T, D, V,
-                c.out.f32(), c.hf_rounded);
-  return c.out;
+  return head_.forward(*h, *c.head, ctx);
 }
 
 const Tensor& Gpt::backward(const Tensor& dy, Cache& cache, bool need_dx) {
@@ -214,37 +311,36 @@ const Tensor& Gpt::backward(const Tensor& dy, Cache& cache, bool need_dx) {
   BRAID_CHECK(!need_dx,
               "GPT: backward asked for dL/dx, but the inputs are integer token ids "
               "and have no gradient; call backward with need_dx = false");
-  BRAID_CHECK(dy.shape() == c.out.shape(), "GPT: backward got dlogits ", dy.shape().str(),
-              " for logits ", c.out.shape().str());
-  const int64_t B = dy.dim(0), T = dy.dim(1), D = config_.d_model, V = config_.vocab;
-  const Tensor& hf = c.ln_f->out;
-  const ParamSet::Id wte = wte_.weight_id();
-  // The tied head: dwte[V, D] (+)= dlogits^T[V, BT] hf[BT, D]; dh[BT, D] = dlogits wte.
-  bool overwrite = false;
-  float* dwte = params_->grad_for_write(wte, overwrite).f32();
-  head_.take_dy(c.precision, dy.f32(), B * T, V, nullptr);
-  head_.weight_grad(c.precision, dy.f32(), hf.f32(), c.hf_rounded, B * T, D, V, overwrite, dwte);
-  c.dh.ensure({B, T, D}, DType::f32, MemCategory::activation_grads);
-  head_.input_grad(c.precision, dy.f32(), params_->param(wte).f32(), B * T, D, V, c.dh.f32());
-  const Tensor* g = &ln_f_.backward(c.dh, *c.ln_f, true);
+  const Tensor* g = &head_.backward(dy, *c.head, true);
   params_->mark_ready(ln_f_first_, end_);
   for (size_t i = blocks_.size(); i-- > 0;) {
     g = &blocks_[i]->backward(*g, *c.blocks[i], true);
     params_->mark_ready(block_params_[i].first, block_params_[i].second);
   }
-  float* dpos = params_->grad(wpe_.weight_id()).f32();
-  for (int64_t b = 0; b < B; ++b) add_inplace(g->f32() + b * T * D, dpos, T * D);
   // The tied embedding's gradient is final only now: the head wrote it first.
-  wte_.backward(*g, *c.wte, false);
+  embedding_.backward(*g, *c.embedding, false);
   params_->mark_ready(first_, block_params_.empty() ? ln_f_first_ : block_params_[0].first);
   return no_grad();
+}
+
+std::vector<PipelineUnit> Gpt::pipeline_units() {
+  const ParamSet::Id blocks_first = block_params_.empty() ? ln_f_first_ : block_params_[0].first;
+  std::vector<PipelineUnit> units;
+  units.push_back({.module = &embedding_, .name = "embedding", .first = first_,
+                   .end = blocks_first, .buffers_first = 0, .buffers_end = 0, .tied = {}});
+  for (size_t i = 0; i < blocks_.size(); ++i)
+    units.push_back({.module = blocks_[i].get(), .name = "h." + std::to_string(i),
+                     .first = block_params_[i].first, .end = block_params_[i].second,
+                     .buffers_first = 0, .buffers_end = 0, .tied = {}});
+  units.push_back({.module = &head_, .name = "head", .first = ln_f_first_, .end = end_,
+                   .buffers_first = 0, .buffers_end = 0, .tied = {embedding_.wte_id()}});
+  return units;
 }
 
 double Gpt::forward_flops(const Shape& in) const {
   const Shape out = output_shape(in);
   const Shape hidden{out[0], out[1], config_.d_model};
-  double total = 2.0 * static_cast<double>(out[0] * out[1]) * static_cast<double>(config_.d_model) *
-                 static_cast<double>(config_.vocab);
+  double total = head_.forward_flops(hidden);
   for (const auto& b : blocks_) total += b->forward_flops(hidden);
   return total;
 }

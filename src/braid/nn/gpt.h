@@ -54,6 +54,50 @@ class GptBlock : public Module {
   Linear c_proj_;
 };
 
+// The GPT's input: tokens [B, T] i32 -> x0 = wte[tokens] + wpe[0:T], [B, T, D] f32.
+// Parameters "<prefix>wte.weight", "<prefix>wpe.weight". Backward adds into wte's gradient
+// (the head, which shares it, writes it first in one process).
+class GptEmbedding : public Module {
+ public:
+  GptEmbedding(int64_t vocab, int64_t context, int64_t d_model);
+
+  std::string_view kind() const override { return "GptEmbedding"; }
+  void declare(ParamSet& params, const std::string& prefix) override;
+  Shape output_shape(const Shape& in) const override;
+  std::unique_ptr<Cache> make_cache() const override;
+  const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
+  ParamSet::Id wte_id() const { return wte_.weight_id(); }
+
+ private:
+  Embedding wte_, wpe_;
+  ParamSet* params_ = nullptr;
+};
+
+// The GPT's output: x [B, T, D] -> logits = ln_f(x) wte^T, [B, T, V]. Parameters
+// "<prefix>ln_f.*"; it reads the embedding's wte (tied, set_tied_weight) and writes its
+// gradient first (overwriting after zero_grads).
+class GptHead : public Module {
+ public:
+  GptHead(int64_t d_model, int64_t vocab);
+
+  std::string_view kind() const override { return "GptHead"; }
+  void declare(ParamSet& params, const std::string& prefix) override;
+  void set_tied_weight(ParamSet::Id wte) { wte_ = wte; }
+  Shape output_shape(const Shape& in) const override;
+  std::unique_ptr<Cache> make_cache() const override;
+  const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
+  double forward_flops(const Shape& in) const override;
+
+ private:
+  int64_t d_model_, vocab_;
+  LayerNorm ln_f_;
+  ParamSet* params_ = nullptr;
+  ParamSet::Id wte_ = 0;
+  XWtProduct head_;  // the tied head's products
+};
+
 class Gpt : public Module {
  public:
   explicit Gpt(const GptConfig& config);
@@ -69,19 +113,20 @@ class Gpt : public Module {
   // ln_f, then each block as its backward ends, then the embeddings (the head shares wte).
   bool reports_ready() const override { return true; }
   bool announces_use() const override { return true; }
+  // The embedding, each block, the head (tied to the embedding's wte).
+  std::vector<PipelineUnit> pipeline_units() override;
 
   const GptConfig& config() const { return config_; }
 
  private:
   GptConfig config_;
-  Embedding wte_, wpe_;
+  GptEmbedding embedding_;
   std::vector<std::unique_ptr<GptBlock>> blocks_;
-  LayerNorm ln_f_;
+  GptHead head_;
   ParamSet* params_ = nullptr;
   ParamSet::Id first_ = 0, end_ = 0;  // this model's range of ids in the ParamSet
   std::vector<std::pair<ParamSet::Id, ParamSet::Id>> block_params_;  // from declare()
   ParamSet::Id ln_f_first_ = 0;
-  XWtProduct head_;  // the tied head's products
 };
 
 std::unique_ptr<Module> make_gpt(const GptConfig& config);

@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/rng.h"
 #include "core/tensor.h"
@@ -51,6 +52,20 @@ class Cache {
   Tensor dx;   // backward's dL/dx
 };
 
+class Module;
+
+// One layer of a model seen as the sequence its forward runs (Module::pipeline_units), for a
+// pipeline to cut into stages.
+struct PipelineUnit {
+  Module* module = nullptr;
+  std::string name;                  // "embedding", "h.3", "head"; "0", "1", ... in Sequential
+  ParamSet::Id first = 0, end = 0;   // the parameters it declared
+  size_t buffers_first = 0, buffers_end = 0;  // its named buffers (BatchNorm's statistics)
+  // Parameters declared by another unit that this one reads too: the GPT's head reads the
+  // embedding's wte (tied weights).
+  std::vector<ParamSet::Id> tied;
+};
+
 class Module {
  public:
   virtual ~Module() = default;
@@ -74,6 +89,11 @@ class Module {
   // (ParamSet::about_to_use), as containers do for their children; a strategy whose
   // parameters arrive during forward must otherwise have them all in place first.
   virtual bool announces_use() const { return false; }
+  // After declare(): the units whose forwards chained in order are this module's forward,
+  // and whose backwards in reverse order are its backward (a unit that does not report
+  // its own range final, reports_ready(), is followed by mark_ready of its range; none
+  // needs dL/dx below the first unit with parameters). Empty: the model cannot be cut.
+  virtual std::vector<PipelineUnit> pipeline_units() { return {}; }
   // Multiply-adds x2 of one forward pass over a batch of shape `in`, for GFLOP/s figures.
   virtual double forward_flops(const Shape& in) const {
     (void)in;

@@ -24,10 +24,13 @@ void Sequential::declare(ParamSet& params, const std::string& prefix) {
   params_ = &params;
   first_with_params_ = children_.size();
   child_params_.clear();
+  child_buffers_.clear();
   for (size_t i = 0; i < children_.size(); ++i) {
     const ParamSet::Id before = params.layout().size();
+    const size_t buffers_before = params.buffers().size();
     children_[i]->declare(params, prefix + std::to_string(i) + ".");
     child_params_.emplace_back(before, params.layout().size());
+    child_buffers_.emplace_back(buffers_before, params.buffers().size());
     if (params.layout().size() > before && first_with_params_ == children_.size())
       first_with_params_ = i;
   }
@@ -71,6 +74,19 @@ const Tensor& Sequential::backward(const Tensor& dy, Cache& cache, bool need_dx)
       params_->mark_ready(child_params_[i].first, child_params_[i].second);
   }
   return children_.empty() ? dy : *g;
+}
+
+std::vector<PipelineUnit> Sequential::pipeline_units() {
+  std::vector<PipelineUnit> units;
+  for (size_t i = 0; i < children_.size() && i < child_params_.size(); ++i)
+    units.push_back({.module = children_[i].get(),
+                     .name = std::to_string(i),
+                     .first = child_params_[i].first,
+                     .end = child_params_[i].second,
+                     .buffers_first = child_buffers_[i].first,
+                     .buffers_end = child_buffers_[i].second,
+                     .tied = {}});
+  return units;
 }
 
 double Sequential::forward_flops(const Shape& in) const {

@@ -33,10 +33,13 @@ class Sequential : public Module {
   bool reports_ready() const override { return true; }
   // Each child's parameters are announced before its forward.
   bool announces_use() const override { return true; }
+  // One unit per child.
+  std::vector<PipelineUnit> pipeline_units() override;
 
  private:
   std::vector<std::unique_ptr<Module>> children_;
   std::vector<std::pair<ParamSet::Id, ParamSet::Id>> child_params_;  // from declare()
+  std::vector<std::pair<size_t, size_t>> child_buffers_;            // from declare()
   ParamSet* params_ = nullptr;
   // Children up to and including this one need no input gradient unless the caller asks
   // for one: nothing before them learns (mlp's Linear after Flatten). Until declare()
