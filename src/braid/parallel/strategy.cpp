@@ -70,10 +70,7 @@ void Strategy::build(const nn::FlatAllocator& allocator, bool with_optimizer) {
 double Strategy::forward_loss(const data::Batch& b, int64_t step, int64_t micro, float grad_scale) {
   Stopwatch watch;
   const int64_t t0 = timeline_ ? Timeline::now() : 0;
-  Rng rng = Rng(options_.seed, kForwardStream, 0).fork(static_cast<uint64_t>(step));
-  if (micro > 0) rng = rng.fork(static_cast<uint64_t>(micro));
-  const Tensor& logits =
-      module_->forward(b.inputs, *cache_, {nn::Mode::train, rng, options_.precision});
+  const Tensor& logits = module_->forward(b.inputs, *cache_, train_context(step, micro));
   const double loss =
       nn::softmax_cross_entropy(logits, b.targets, &dlogits_,
                                 {.grad_scale = scaler_ ? grad_scale * scaler_->scale() : grad_scale,
@@ -86,6 +83,12 @@ double Strategy::forward_loss(const data::Batch& b, int64_t step, int64_t micro,
                       {"micro_batch", micro});
   }
   return loss;
+}
+
+nn::ForwardContext Strategy::train_context(int64_t step, int64_t micro) const {
+  Rng rng = Rng(options_.seed, kForwardStream, 0).fork(static_cast<uint64_t>(step));
+  if (micro > 0) rng = rng.fork(static_cast<uint64_t>(micro));
+  return {nn::Mode::train, rng, options_.precision};
 }
 
 void Strategy::backward() {

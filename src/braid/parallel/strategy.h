@@ -157,6 +157,8 @@ class Strategy {
   // randomness, and micro-batch 0 draws what a plain one-process step draws) of step
   // `step`, leaving dL/dlogits x grad_scale for backward(). Returns the mean loss.
   double forward_loss(const data::Batch& b, int64_t step, int64_t micro, float grad_scale);
+  // The forward context of micro-batch `micro` of step `step` in training (forward_loss's).
+  nn::ForwardContext train_context(int64_t step, int64_t micro) const;
   // Backward from forward_loss's gradient; every range is reported final to the listeners
   // as backward finishes it (the timeline records each as a backward span).
   void backward();

@@ -59,10 +59,16 @@ struct TrainConfig {
 
   // Distribution. `batch` is per rank (as PyTorch DDP's DataLoader); the global batch of a
   // step is batch x world size.
-  std::string strategy = "auto";  // auto, single, ddp, local_sgd, ps, fedavg
+  std::string strategy = "auto";  // auto, single, ddp, local_sgd, ps, fedavg, pipeline
   double bucket_mb = 25;
   int64_t zero_stage = 0;           // ddp: ZeRO: 1 shards the optimizer state, 2 gradients too
   std::string comm_dtype = "fp32";  // ddp: fp32, bf16, fp16 on the wire
+  struct Pipeline {
+    int64_t stages = 0;  // > 1: pipeline parallelism over that many ranks (the job's size)
+    int64_t micro_batches = 4;
+    std::string schedule = "1f1b";  // gpipe, 1f1b
+    bool recompute = false;         // keep only stage inputs; forward again in backward
+  } pipeline;
   struct LocalSgd {
     int64_t period = 8;      // local steps between parameter averages (H)
     int64_t start_step = 0;  // steps before it are synchronous DDP steps (post-local SGD)

@@ -161,8 +161,13 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
   // rank the shard is the whole split in order, as before.
   const data::LoaderOptions eval_opts =
       data::sharded_eval_options(std::min(config.batch, std::max<int64_t>(1, eval->size())),
-                                 placement.evaluate_whole_split ? 0 : placement.rank,
-                                 placement.evaluate_whole_split ? 1 : placement.world, config.seed);
+                                 placement.evaluate_whole_split ? 0
+                                 : placement.eval_world > 0     ? placement.eval_rank
+                                                                : placement.rank,
+                                 placement.evaluate_whole_split ? 1
+                                 : placement.eval_world > 0     ? placement.eval_world
+                                                                : placement.world,
+                                 config.seed);
   check_batch_fits(config, model, *train, *eval, eval_opts.batch, placement);
   DataLoaders out;
   out.train = std::make_unique<data::Loader>(train, train_opts);

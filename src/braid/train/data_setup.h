@@ -29,6 +29,10 @@ struct DataPlacement {
   data::SplitSpec validation{};
   // Evaluate on the whole split whatever the rank (a parameter-server chief evaluates alone).
   bool evaluate_whole_split = false;
+  // Evaluation's shard when it differs from training's (a pipeline: every stage trains on
+  // the same batches, and each evaluates its share of the split); eval_world 0: as training.
+  int eval_rank = 0;
+  int eval_world = 0;
 };
 
 DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,

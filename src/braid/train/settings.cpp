@@ -146,11 +146,30 @@ std::vector<Setting> make_settings() {
       [](auto& c) -> auto& { return c.kernel_choices; }));
 
   t.push_back(text(
-      "strategy", kParallel, {"auto", "single", "ddp", "local_sgd", "ps", "fedavg"},
-      "how ranks share the work (auto: ddp when the job has more than one rank; local_sgd: "
-      "local steps, parameters averaged every local_sgd.period steps; ps: parameter servers, "
-      "under braid launch --servers S --workers W; fedavg: federated averaging)",
+      "strategy", kParallel, {"auto", "single", "ddp", "local_sgd", "ps", "fedavg", "pipeline"},
+      "how ranks share the work (auto: ddp when the job has more than one rank, pipeline when "
+      "pipeline.stages > 1; local_sgd: local steps, parameters averaged every local_sgd.period "
+      "steps; ps: parameter servers, under braid launch --servers S --workers W; fedavg: "
+      "federated averaging; pipeline: the layers cut into one stage a rank)",
       [](auto& c) -> auto& { return c.strategy; }));
+  t.push_back(integer(
+      "pipeline.stages", kParallel, 0, 4096,
+      "pipeline: stages (the job's ranks; 0 with strategy pipeline: every rank a stage)",
+      [](auto& c) -> auto& { return c.pipeline.stages; }));
+  t.push_back(integer(
+      "pipeline.micro_batches", kParallel, 1, 1 << 16,
+      "pipeline: micro-batches each rank's batch is cut into, flowing through the stages (M)",
+      [](auto& c) -> auto& { return c.pipeline.micro_batches; }));
+  t.push_back(text(
+      "pipeline.schedule", kParallel, {"gpipe", "1f1b"},
+      "pipeline: gpipe (every forward, then every backward: M micro-batches in flight) or "
+      "1f1b (one forward, one backward: at most stages in flight)",
+      [](auto& c) -> auto& { return c.pipeline.schedule; }));
+  t.push_back(row(
+      "pipeline.recompute", K::boolean, kParallel,
+      "pipeline: keep only each stage's inputs and run its forward again before backward "
+      "(activation checkpointing)",
+      [](auto& c) -> auto& { return c.pipeline.recompute; }));
   t.push_back(integer(
       "local_sgd.period", kParallel, 1, 1 << 20,
       "local_sgd: steps each rank takes alone between two averages of the parameters (H)",

@@ -5,6 +5,7 @@
 #include "comm/group.h"
 #include "parallel/ddp.h"
 #include "parallel/local_sgd.h"
+#include "parallel/pipeline.h"
 #include "parallel/ps_evaluator.h"
 #include "parallel/ps_worker.h"
 #include "parallel/single_process.h"
@@ -44,7 +45,8 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     std::optional<parallel::PsLayout> ps) {
   const int world = group ? group->size() : 1;
   std::string name = config.strategy;
-  if (name == "auto") name = ps ? "ps" : world > 1 ? "ddp" : "single";
+  if (name == "auto")
+    name = ps ? "ps" : config.pipeline.stages > 1 ? "pipeline" : world > 1 ? "ddp" : "single";
   BRAID_CHECK(!ps || name == "ps" || name == "fedavg", "strategy '", name,
               "' runs in a job of equal ranks, but this is a parameter-server job (",
               ps ? ps->workers : 0, " workers, ", ps ? ps->servers : 0,
@@ -69,7 +71,11 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     return std::make_unique<parallel::PsWorker>(std::move(module), step_options(config),
                                                 std::move(group), *ps);
   }
-  BRAID_CHECK(config.precision != "fp16" || name == "single" || name == "ddp",
+  BRAID_CHECK(config.pipeline.stages <= 1 || name == "pipeline", "pipeline.stages (",
+              config.pipeline.stages, ") cuts the model into stages, which strategy '", name,
+              "' does not; use strategy pipeline (or auto)");
+  BRAID_CHECK(config.precision != "fp16" || name == "single" || name == "ddp" ||
+                  name == "pipeline",
               "precision fp16 needs its loss scaler in the update, which strategy '", name,
               "' does not run on this rank; use strategy single or ddp, or precision bf16 "
               "(no loss scaling needed)");
@@ -114,7 +120,26 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     return std::make_unique<parallel::LocalSgd>(std::move(module), step_options(config),
                                                 std::move(group), local, d);
   }
-  BRAID_THROW(Error, "unknown strategy '", name, "'; choose auto, single, ddp, local_sgd or ps");
+  if (name == "pipeline") {
+    BRAID_CHECK(group, "strategy pipeline needs a job of one rank a stage: run it under braid "
+                       "launch -n P (or torchrun, mpirun, srun)");
+    BRAID_CHECK(config.pipeline.stages == 0 || config.pipeline.stages == world,
+                "pipeline.stages is ", config.pipeline.stages, " but the job has ", world,
+                " ranks; each rank is one stage (launch -n ", config.pipeline.stages,
+                ", or set pipeline.stages to ", world, ")");
+    BRAID_CHECK(!config.sync_batchnorm, "sync_batchnorm shares statistics between data-parallel "
+                                        "ranks; a pipeline's stages hold different layers: drop it");
+    BRAID_CHECK(config.ema_decay == 0, "ema_decay averages the whole parameters every step, "
+                                       "which no pipeline stage holds; drop ema_decay");
+    parallel::PipelineOptions p;
+    p.micro_batches = static_cast<int>(config.pipeline.micro_batches);
+    p.schedule = parallel::parse_pipeline_schedule(config.pipeline.schedule);
+    p.recompute = config.pipeline.recompute;
+    return std::make_unique<parallel::Pipeline>(std::move(module), step_options(config),
+                                                std::move(group), p);
+  }
+  BRAID_THROW(Error, "unknown strategy '", name,
+              "'; choose auto, single, ddp, local_sgd, ps, fedavg or pipeline");
 }
 
 parallel::PsRules ps_rules(const TrainConfig& config, int workers) {

@@ -67,6 +67,8 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> world,
 
 void Trainer::init(bool load_data) {
   validate(config_);
+  const bool pipeline = config_.strategy == "pipeline" || config_.pipeline.stages > 1;
+  data_world_ = pipeline ? 1 : world_;
   if (!config_.kernel_choices.empty()) apply_kernel_record_at(config_.kernel_choices);
   // The data checks read the model, which then moves into the strategy.
   if (load_data) {
@@ -77,9 +79,12 @@ void Trainer::init(bool load_data) {
     DataLoaders loaders = make_loaders(
         config_, model_,
         evaluator ? DataPlacement{}
-                  : DataPlacement{.rank = group_ ? rank_ : 0,
-                                  .world = world_,
-                                  .evaluate_whole_split = ps_.has_value() && rank_ == 0});
+                  : DataPlacement{.rank = group_ && !pipeline ? rank_ : 0,
+                                  .world = data_world_,
+                                  .evaluate_whole_split = ps_.has_value() && rank_ == 0,
+                                  // Every stage holds the whole model when it evaluates.
+                                  .eval_rank = group_ ? rank_ : 0,
+                                  .eval_world = world_});
     train_loader_ = std::move(loaders.train);
     eval_loader_ = std::move(loaders.eval);
   }
@@ -109,7 +114,7 @@ std::unique_ptr<optim::Schedule> Trainer::make_schedule(int64_t total_steps) con
   double lr = config_.optimizer.lr;
   // Linear scaling by the global batch: every rank's batch makes one step.
   if (config_.optimizer.base_batch > 0)
-    lr = optim::scaled_lr(static_cast<float>(lr), config_.batch * world_,
+    lr = optim::scaled_lr(static_cast<float>(lr), config_.batch * data_world_,
                           config_.optimizer.base_batch);
   optim::ScheduleConfig sc;
   sc.name = config_.schedule.name;
@@ -343,7 +348,7 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
   int64_t window_steps = 0;
   const bool is_lm = model_.task == Task::language_model;
   auto sample_unit = is_lm ? "tokens/s" : "samples/s";
-  const double per_step_samples = static_cast<double>(config_.batch * world_) *
+  const double per_step_samples = static_cast<double>(config_.batch * data_world_) *
                                   (is_lm ? static_cast<double>(config_.seq_len) : 1.0);
 
   // Null where this rank does not evaluate (a parameter-server worker other than the chief).

@@ -29,7 +29,7 @@ int64_t read_count(const json& object, const char* key, const std::string& field
 
 }  // namespace
 
-int64_t Trainer::global_batch() const { return config_.batch * world_; }
+int64_t Trainer::global_batch() const { return config_.batch * data_world_; }
 
 // Where this rank's loader stands after a checkpoint's samples: the same global sample,
 // counted in batches of this run (world_ ranks x config_.batch). A checkpoint from another
@@ -43,7 +43,7 @@ Trainer::ResumePosition Trainer::position_here(const json& ts, const std::string
   const int64_t batch = read_count(l, "batch", "train_state.loader.batch", file);
   r.samples = read_count(l, "samples", "train_state.loader.samples", file);
   // The same world and batch: the position stands as recorded (check_position checks it).
-  if (world == world_ && batch == config_.batch) return r;
+  if (world == data_world_ && batch == config_.batch) return r;
   BRAID_CHECK(r.samples == r.position * world * batch, "checkpoint '", file,
               "': train_state.loader.samples ", r.samples, " is not position ", r.position,
               " x world_size ", world, " x batch ", batch, " (the file was edited or is corrupt)");
@@ -51,7 +51,7 @@ Trainer::ResumePosition Trainer::position_here(const json& ts, const std::string
   if (r.samples % global_batch() != 0)
     BRAID_THROW(Error, "checkpoint '", file, "' stopped at sample ", r.samples, " of its epoch (",
                 world, " ranks x batch ", batch, "), which is not a whole ",
-                "number of this run's global batches (", world_, " ranks x batch ", config_.batch,
+                "number of this run's global batches (", data_world_, " ranks x batch ", config_.batch,
                 " = ", global_batch(), "); resume with a global batch that divides ", r.samples,
                 ", e.g. the same ", world * batch,
                 " (ranks x batch, with accumulate_steps to fit)");
@@ -77,7 +77,7 @@ void Trainer::save_checkpoint(const std::string& dir) const {
     state["loader"] = {{"epoch", ls.epoch},
                        {"position", ls.position},
                        {"samples", ls.position * global_batch()},
-                       {"world_size", world_},
+                       {"world_size", data_world_},
                        {"batch", config_.batch}};
   }
   if (average_) state["ema_updates"] = average_->updates();
@@ -178,7 +178,7 @@ void Trainer::load_checkpoint(const std::string& path) {
                                position_here(ck.train_state, dir + "/state.json").position};
     if (ls.position != l.at("position").get<int64_t>())
       log_info("checkpoint '", dir, "' was written by ", l.at("world_size").get<int64_t>(),
-               " ranks x batch ", l.at("batch").get<int64_t>(), "; this run (", world_,
+               " ranks x batch ", l.at("batch").get<int64_t>(), "; this run (", data_world_,
                " ranks x batch ", config_.batch, ") continues its epoch ", ls.epoch, " at batch ",
                ls.position, " (sample ", l.at("samples").get<int64_t>(), ")");
     if (ls.epoch == epoch_ && ls.position > 0 && ls.position < train_loader_->batches_per_epoch()) {

@@ -1,0 +1,309 @@
+// Pipeline parallelism against one process, with stages as threads over the in-process
+// transport: deterministic mode is bitwise one process accumulating M micro-batches, at
+// 2, 3 and 4 stages, under GPipe and 1F1B, on an MLP, a CNN with BatchNorm and dropout, and
+// the GPT whose embedding is tied to its head across the first and last stages; otherwise
+// within rounding, with clipping and fp16 loss scaling; recompute changes no bit; the
+// gathered optimizer state is one process's; a stage that dies fails every stage.
+#include "parallel/pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "comm/inproc_ranks.h"
+#include "parallel/single_process.h"
+#include "parallel/strategy_test_data.h"
+#include "train/model_spec.h"
+
+namespace braid::parallel {
+namespace {
+
+using comm::testing::message;
+using comm::testing::rethrow_first;
+using comm::testing::run_group;
+using namespace braid::parallel::testing;  // NOLINT: the shared test data
+
+constexpr float kLr = 0.05f;
+constexpr int64_t kBatch = 8;
+constexpr int64_t kTokens = 16;  // the GPT's sequence length
+
+json deep_mlp() {
+  json layers = json::array({{{"type", "flatten"}}, {{"type", "linear"}, {"out_features", 32}}});
+  for (int i = 0; i < 4; ++i) {
+    layers.push_back({{"type", "relu"}});
+    layers.push_back({{"type", "linear"}, {"out_features", 32}});
+  }
+  layers.push_back({{"type", "relu"}});
+  layers.push_back({{"type", "linear"}, {"out_features", 10}});
+  return {{"input", {12, 12, 1}}, {"layers", layers}};
+}
+
+// A model: a layer spec, or "gpt-tiny".
+struct Model {
+  json spec;
+  bool gpt = false;
+  std::unique_ptr<nn::Module> build() const {
+    return gpt ? train::build_model("gpt-tiny", kTokens).module : train::build_model(spec).module;
+  }
+  data::Batch batch(int64_t step) const {
+    if (!gpt) return global_batch(kBatch, step);
+    data::Batch b;
+    b.size = kBatch;
+    b.inputs = Tensor::empty({kBatch, kTokens}, DType::i32);
+    b.targets = Tensor::empty({kBatch, kTokens}, DType::i32);
+    Rng rng(91 + static_cast<uint64_t>(step));
+    for (int64_t i = 0; i < kBatch * kTokens; ++i) {
+      b.inputs.data<int32_t>()[i] = static_cast<int32_t>(rng.below(256));
+      b.targets.data<int32_t>()[i] = static_cast<int32_t>(rng.below(256));
+    }
+    return b;
+  }
+};
+
+Model mlp() { return {deep_mlp(), false}; }
+Model cnn() { return {small_cnn(), false}; }
+Model gpt() { return {json(), true}; }
+
+struct Outcome {
+  std::vector<float> params;
+  optim::NamedTensors state;
+  std::vector<double> losses;
+};
+
+Outcome copy_state(const optim::NamedTensors& state) {
+  Outcome out;
+  for (const auto& [name, t] : state) {
+    Tensor copy = Tensor::empty(t.shape(), t.dtype());
+    copy.copy_from(t);
+    out.state.emplace_back(name, copy);
+  }
+  return out;
+}
+
+Outcome single(const Model& m, StepOptions o, int micro, int steps) {
+  o.accumulate_steps = micro;
+  SingleProcess s(m.build(), o);
+  std::vector<double> losses;
+  for (int t = 0; t < steps; ++t) losses.push_back(s.step(m.batch(t), kLr, t));
+  Outcome out = copy_state(s.optimizer_state());
+  out.params = params_of(s);
+  out.losses = losses;
+  return out;
+}
+
+Outcome pipeline(const Model& m, const StepOptions& o, int stages, PipelineOptions p, int steps,
+                 const std::function<void(int rank, int step)>& before_step = nullptr) {
+  Outcome out;
+  std::mutex mu;
+  rethrow_first(run_group(stages, [&](comm::Group& world) {
+    auto group = world.split(0, world.rank());
+    Pipeline s(m.build(), o, group, p);
+    std::vector<double> losses;
+    for (int t = 0; t < steps; ++t) {
+      if (before_step) before_step(group->rank(), t);
+      losses.push_back(s.step(m.batch(t), kLr, t));
+    }
+    s.synchronize();
+    EXPECT_TRUE(same_bits_on_every_rank(s, s.params().params(), s.params().size()))
+        << "rank " << group->rank();
+    s.gather_for_checkpoint();
+    if (group->rank() == 0) {
+      const std::lock_guard lock(mu);
+      out = copy_state(s.optimizer_state());
+      out.params = params_of(s);
+      out.losses = losses;
+    }
+  }));
+  return out;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float rel,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  const float tol = rel * largest(want);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol) << what << " at float " << i;
+}
+
+void expect_state_bitwise(const optim::NamedTensors& a, const optim::NamedTensors& b,
+                          const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first) << what;
+    ASSERT_EQ(a[i].second.nbytes(), b[i].second.nbytes()) << what << " " << a[i].first;
+    EXPECT_EQ(std::memcmp(a[i].second.raw(), b[i].second.raw(), a[i].second.nbytes()), 0)
+        << what << " " << a[i].first;
+  }
+}
+
+TEST(PipelineSchedule, OneFOneBKeepsAtMostStagesInFlightAndGpipeAll) {
+  for (auto schedule : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b})
+    for (int P : {1, 2, 3, 4})
+      for (int M : {1, 2, 4, 8})
+        for (int s = 0; s < P; ++s) {
+          const auto actions = stage_actions(schedule, s, P, M);
+          ASSERT_EQ(actions.size(), static_cast<size_t>(2 * M));
+          int in_flight = 0, most = 0, next_f = 0, next_b = 0;
+          for (const PipelineAction& a : actions) {
+            if (a.kind == PipelineAction::forward) {
+              EXPECT_EQ(a.position, next_f++);
+              most = std::max(most, ++in_flight);
+            } else {
+              EXPECT_EQ(a.position, next_b++);  // backwards in position order
+              EXPECT_LT(a.position, next_f);
+              --in_flight;
+            }
+          }
+          EXPECT_EQ(most, in_flight_limit(schedule, s, P, M));
+          if (schedule == PipelineSchedule::one_f_one_b) {
+            EXPECT_LE(most, P - s);
+          }
+        }
+  EXPECT_DOUBLE_EQ(theoretical_bubble(2, 4), 1.0 / 5.0);
+  EXPECT_DOUBLE_EQ(theoretical_bubble(4, 8), 3.0 / 11.0);
+}
+
+TEST(PipelineSchedule, BalanceMinimisesTheSlowestStage) {
+  EXPECT_EQ(balance_stages({1, 1, 1, 1}, 2), (std::vector<size_t>{0, 2, 4}));
+  EXPECT_EQ(balance_stages({5, 1, 1, 1, 1, 1}, 2), (std::vector<size_t>{0, 1, 6}));
+  EXPECT_EQ(balance_stages({1, 2, 3, 4, 5}, 3), (std::vector<size_t>{0, 3, 4, 5}));
+  EXPECT_EQ(balance_stages({3, 3, 3}, 3), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_THROW(balance_stages({1, 2}, 3), Error);
+}
+
+// The heart of it: every stage count and schedule, bitwise one process.
+TEST(Pipeline, DeterministicEqualsOneProcessAccumulatingBitwise) {
+  StepOptions o = options("adamw");
+  o.deterministic = true;
+  constexpr int kMicro = 4, kSteps = 3;
+  for (const auto& [label, model] :
+       {std::pair{"mlp", mlp()}, std::pair{"cnn", cnn()}, std::pair{"gpt", gpt()}}) {
+    const Outcome want = single(model, o, kMicro, kSteps);
+    for (int P : {2, 3, 4})
+      for (auto schedule : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
+        const std::string what = std::string(label) + " P=" + std::to_string(P) + " " +
+                                 std::string(schedule_name(schedule));
+        const Outcome got = pipeline(model, o, P, {.micro_batches = kMicro, .schedule = schedule,
+                                                   .recompute = false, .cut = {}},
+                                     kSteps);
+        expect_bitwise(got.params, want.params, what.c_str());
+        expect_state_bitwise(got.state, want.state, what);
+        for (int t = 0; t < kSteps; ++t)
+          EXPECT_NEAR(got.losses[t], want.losses[t], 1e-12 * std::abs(want.losses[t])) << what;
+      }
+  }
+}
+
+TEST(Pipeline, RecomputeChangesNoBit) {
+  StepOptions o = options("sgd");
+  for (auto schedule : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b})
+    for (const auto& model : {mlp(), gpt()}) {
+      PipelineOptions p{.micro_batches = 4, .schedule = schedule, .recompute = false, .cut = {}};
+      const Outcome plain = pipeline(model, o, 3, p, 2);
+      p.recompute = true;
+      const Outcome again = pipeline(model, o, 3, p, 2);
+      expect_bitwise(again.params, plain.params, "recompute");
+    }
+}
+
+// The sums run in another order (the tied embedding's two halves meet once, not per
+// micro-batch): SGD's update is linear in the gradient, so the difference stays at rounding
+// (Adam's division would amplify it where a gradient is near zero).
+TEST(Pipeline, WithinRoundingOfOneProcessOutsideDeterministicMode) {
+  StepOptions o = options("sgd");
+  o.clip_grad_norm = 0.5f;
+  for (const auto& model : {mlp(), gpt()}) {
+    const Outcome want = single(model, o, 4, 3);
+    const Outcome got = pipeline(
+        model, o, 2, {.micro_batches = 4, .schedule = PipelineSchedule::one_f_one_b,
+                      .recompute = false, .cut = {}},
+        3);
+    expect_close(got.params, want.params, 1e-5f, model.gpt ? "gpt" : "mlp");
+  }
+}
+
+TEST(Pipeline, Fp16LossScalingSkipsOnEveryStageTogether) {
+  StepOptions o = options("sgd");
+  o.precision = nn::Precision::fp16;
+  o.loss_scaling = optim::LossScalerConfig{};
+  o.loss_scaling->initial_scale = 1e30f;  // the first steps overflow and are skipped
+  o.loss_scaling->hysteresis = 1;
+  const Outcome want = single(mlp(), o, 2, 4);
+  const Outcome got = pipeline(
+      mlp(), o, 2,
+      {.micro_batches = 2, .schedule = PipelineSchedule::gpipe, .recompute = false, .cut = {}}, 4);
+  expect_close(got.params, want.params, 1e-5f, "fp16");
+}
+
+TEST(Pipeline, AGivenCutIsUsedAndAStateLoadedBeforeTheFirstStepResumes) {
+  StepOptions o = options("adamw");
+  o.deterministic = true;
+  const Outcome first = single(gpt(), o, 2, 2);
+  // One process's parameters and state after two steps, loaded into a 2-stage pipeline cut
+  // at the third block, continue as one process does.
+  o.accumulate_steps = 2;
+  SingleProcess ref(gpt().build(), o);
+  for (int t = 0; t < 4; ++t) ref.step(gpt().batch(t), kLr, t);
+  o.accumulate_steps = 1;
+  std::vector<float> got;
+  rethrow_first(run_group(2, [&](comm::Group& world) {
+    auto group = world.split(0, world.rank());
+    Pipeline s(gpt().build(), o, group,
+               {.micro_batches = 2, .schedule = PipelineSchedule::one_f_one_b, .recompute = false,
+                .cut = {0, 3, 6}});
+    std::copy(first.params.begin(), first.params.end(), s.params().params());
+    s.load_optimizer_state(first.state);
+    s.sync_parameters();
+    for (int t = 2; t < 4; ++t) s.step(gpt().batch(t), kLr, t);
+    s.synchronize();
+    if (group->rank() == 0) got = params_of(s);
+  }));
+  expect_bitwise(got, params_of(ref), "resumed");
+}
+
+TEST(Pipeline, AStageThatDiesFailsEveryStageNamingIt) {
+  StepOptions o = options("sgd");
+  const auto results = run_group(3, [&](comm::Group& world) {
+    auto group = world.split(0, world.rank());
+    Pipeline s(mlp().build(), o, group,
+               {.micro_batches = 4, .schedule = PipelineSchedule::one_f_one_b, .recompute = false,
+                .cut = {}});
+    for (int t = 0; t < 3; ++t) {
+      if (t == 1 && group->rank() == 1) throw Error("stage 1 died");
+      s.step(mlp().batch(t), kLr, t);
+    }
+  });
+  for (int r : {0, 2}) {
+    const std::string e = message(results[static_cast<size_t>(r)]);
+    EXPECT_FALSE(e.empty()) << "rank " << r << " did not fail";
+    EXPECT_NE(e.find("1"), std::string::npos) << e;
+  }
+}
+
+TEST(Pipeline, ModelsThatCannotBeCutAndTooFewLayersAreRefused) {
+  const auto results = run_group(4, [&](comm::Group& world) {
+    auto group = world.split(0, world.rank());
+    Pipeline s(train::build_model(small_mlp()).module, options("sgd"), group,
+               {.micro_batches = 2, .schedule = PipelineSchedule::gpipe, .recompute = false,
+                .cut = {0, 1, 2, 3, 3}});
+  });
+  EXPECT_NE(message(results[0]).find("increasing unit boundaries"), std::string::npos)
+      << message(results[0]);
+  StepOptions o = options("sgd");
+  o.accumulate_steps = 2;
+  const auto refused = run_group(2, [&](comm::Group& world) {
+    auto group = world.split(0, world.rank());
+    Pipeline s(mlp().build(), o, group, {});
+  });
+  EXPECT_NE(message(refused[0]).find("drop accumulate_steps"), std::string::npos);
+  const auto bn = run_group(2, [&](comm::Group& world) {
+    auto group = world.split(0, world.rank());
+    Pipeline s(cnn().build(), options("sgd"), group,
+               {.micro_batches = 2, .schedule = PipelineSchedule::gpipe, .recompute = true,
+                .cut = {}});
+  });
+  EXPECT_NE(message(bn[0]).find("BatchNorm"), std::string::npos) << message(bn[0]);
+}
+
+}  // namespace
+}  // namespace braid::parallel
