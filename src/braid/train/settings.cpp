@@ -453,7 +453,9 @@ std::vector<std::string> flag_names(const Setting& s) {
   if (dot != std::string::npos) {
     const std::string leaf = leaf_of(s.key);
     int same_leaf = 0;
-    for (const Setting& other : settings()) same_leaf += leaf_of(other.key) == leaf;
+    // Another key spelled as the leaf ("schedule", for schedule.name) keeps the short flag.
+    for (const Setting& other : settings())
+      same_leaf += leaf_of(other.key) == leaf || other.key == leaf || other.key == leaf + ".name";
     if (leaf == "name")
       names.push_back("--" + dashed(s.key.substr(0, dot)));
     else if (same_leaf == 1)

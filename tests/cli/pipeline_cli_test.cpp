@@ -1,0 +1,108 @@
+// Pipeline parallelism as a user runs it: `pipeline.stages 2` under `braid launch -n 2`,
+// real processes. In deterministic mode the checkpoint is byte for byte one process's
+// accumulating the same micro-batches (so PyTorch loads it as it loads any braid
+// checkpoint), a run stopped halfway resumes as one process to the same bytes, and a stage
+// killed with kill -9 makes the other fail at once naming it.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/fault_helpers.h"
+#include "fashion_mnist_data.h"
+#include "launch/braid_process.h"
+#include "run_braid.h"
+#include "same_checkpoint.h"
+#include "temp_dir.h"
+#include "tiny_mlp.h"
+
+namespace {
+
+using braid::testing::BraidResult;
+using braid::testing::HangGuard;
+using braid::testing::has_text;
+using braid::testing::Process;
+using braid::testing::run_braid;
+using braid::testing::same_checkpoint;
+using braid::testing::TempDir;
+
+std::string flags(const TempDir& tmp) {
+  return braid::testing::tiny_mlp_flags(tmp) +
+         "--optimizer adamw --lr 0.003 --deterministic --checkpoint-every 6 ";
+}
+
+BraidResult launch2(const std::string& args) {
+  return run_braid("launch -n 2 -- " + std::string(BRAID_BINARY) + " train " + args,
+                   "BRAID_TIMEOUT_S=60");
+}
+
+TEST(PipelineCli, CheckpointIsOneProcessAccumulatingAndResumesAsOneProcess) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    const std::string out = tmp.file(std::string("pipe_") + schedule);
+    const BraidResult r = launch2(flags(tmp) + "--pipeline.stages 2 --micro-batches 4 " +
+                                  "--pipeline.schedule " + schedule + " --steps 12 --out " + out);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_TRUE(has_text(r.output, "strategy pipeline"));
+    EXPECT_TRUE(has_text(r.output, "cut by measured time: stage 0: 0.."));
+  }
+  BraidResult r = run_braid("train " + flags(tmp) + "--accumulate-steps 4 --steps 12 --out " +
+                            tmp.file("single"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(same_checkpoint(tmp.file("pipe_gpipe/checkpoint"), tmp.file("single/checkpoint")));
+  EXPECT_TRUE(same_checkpoint(tmp.file("pipe_1f1b/checkpoint"), tmp.file("single/checkpoint")));
+
+  r = launch2(flags(tmp) + "--pipeline.stages 2 --micro-batches 4 --recompute --steps 6 --out " +
+              tmp.file("half"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_braid("train --resume " + tmp.file("half") +
+                " --steps 12 --strategy single --pipeline.stages 0 --no-pipeline.recompute "
+                "--accumulate-steps 4");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has_text(r.output, "at step 6"));
+  EXPECT_TRUE(same_checkpoint(tmp.file("half/checkpoint"), tmp.file("single/checkpoint")));
+}
+
+TEST(PipelineCli, StagesOtherThanTheJobsRanksAreAnErrorNamingBoth) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  BraidResult r = launch2(flags(tmp) + "--pipeline.stages 3 --steps 2 --out " + tmp.file("x"));
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_TRUE(has_text(r.output, "pipeline.stages is 3 but the job has 2 ranks"));
+  r = launch2(flags(tmp) + "--strategy ddp --pipeline.stages 2 --steps 2 --out " + tmp.file("y"));
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_TRUE(has_text(r.output, "use strategy pipeline"));
+}
+
+// kill -9 of stage 1 while the CNN trains: stage 0 fails at once (its deadline is 120 s)
+// naming rank 1 as dead, and the launcher ends the job naming the signal.
+TEST(PipelineCli, AKilledStageFailsTheOtherNamingIt) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string script = "echo pid $$; exec " + std::string(BRAID_BINARY) +
+                             " train --config " BRAID_SOURCE_DIR
+                             "/configs/cnn.json --batch 64 --max-steps 400 --log-every 2 "
+                             "--threads 1 --pipeline.stages 2 --micro-batches 4 --out " +
+                             tmp.file("out");
+  Process job({BRAID_BINARY, "launch", "-n", "2", "--", "sh", "-c", script},
+              std::map<std::string, std::string>{{"BRAID_TIMEOUT_S", "120"}});
+  HangGuard guard(job.pid(), std::chrono::seconds(60));
+  ASSERT_TRUE(job.wait_for("[rank 1] pid ")) << job.output();
+  const std::string& out = job.output();
+  const std::string tag = "[rank 1] pid ";
+  const int victim = std::stoi(out.substr(out.find(tag) + tag.size()));
+  ASSERT_TRUE(job.wait_for("[rank 0] epoch 1/")) << job.output();
+  braid::testing::let_it_compute(victim, 5);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  const int code = job.finish();
+  ASSERT_FALSE(guard.fired()) << "the job hung after stage 1 died:\n" << job.output();
+  EXPECT_EQ(code, 128 + SIGKILL) << job.output();
+  EXPECT_TRUE(has_text(job.output(), "rank 1 (process " + std::to_string(victim) + ") died"));
+  EXPECT_TRUE(has_text(job.output(), "braid launch: rank 1 was killed by signal 9 (SIGKILL)"));
+}
+
+}  // namespace
