@@ -12,6 +12,11 @@
 // bucket's allreduce with no compute). A step well under their sum is communication that
 // overlap hid.
 //
+// Pipeline (`--strategy pipeline -n P --micro-batches M --schedule gpipe|1f1b`): every
+// stage steps on the same batch (--batch is the pipeline's); per stage: its compute, the
+// time it waited for a neighbour and the schedule's span, whose ratio is the measured
+// bubble, printed beside the theory (P - 1) / (M + P - 1); and each stage's peak memory.
+//
 // Timing follows bench/pytorch_ddp_bench.py so the two compare: --warmup untimed steps,
 // then --repeats rounds of --steps steps; a round's time is its slowest rank's and the
 // figures are the median round's; samples/s counts every rank's batch.
@@ -37,6 +42,7 @@
 #include "launch/env.h"
 #include "launch/job.h"
 #include "parallel/ddp.h"
+#include "parallel/pipeline.h"
 #include "parallel/strategy.h"
 #include "parallel/zero.h"
 #include "train/trainer.h"
@@ -54,6 +60,9 @@ struct TrainBenchFlags {
   int steps = 30, warmup = 5, repeats = 5, threads = 1, ranks = 0, zero_stage = 0;
   double bucket_mb = 25;
   bool json = false, synthetic = false, deterministic = false;
+  int micro_batches = 4;
+  std::string schedule = "1f1b";
+  bool recompute = false;
 };
 
 train::TrainConfig bench_config(const TrainBenchFlags& f) {
@@ -67,6 +76,9 @@ train::TrainConfig bench_config(const TrainBenchFlags& f) {
   config.precision = f.precision;
   config.comm_dtype = f.comm_dtype;
   config.zero_stage = f.zero_stage;
+  config.pipeline.micro_batches = f.micro_batches;
+  config.pipeline.schedule = f.schedule;
+  config.pipeline.recompute = f.recompute;
   if (f.model.starts_with(
           "gpt")) {  // as bench/pytorch_train_bench.py: AdamW for the language model
     config.dataset = "text";
@@ -82,6 +94,7 @@ train::TrainConfig bench_config(const TrainBenchFlags& f) {
 class Ranks {
  public:
   Ranks(train::Trainer& trainer, comm::Group* world) : trainer_(trainer), world_(world) {}
+  train::Trainer& trainer() { return trainer_; }
   int rank() const { return world_ ? world_->rank() : 0; }
   int size() const { return world_ ? world_->size() : 1; }
   void sum(std::vector<double>& v) {
@@ -120,6 +133,7 @@ struct Split {
 struct Rounds {
   std::vector<double> seconds;  // per round, its slowest rank's
   Split split;                  // this rank's per-step times
+  std::vector<double> stage_compute, stage_waiting, stage_schedule;  // a pipeline stage's
   int64_t allocations = 0;      // in the timed steps, this rank
 };
 
@@ -134,6 +148,9 @@ Rounds time_rounds(train::Trainer& trainer, Ranks& ranks, const TrainBenchFlags&
     return std::pair{w.elapsed(), waited};
   };
   for (int i = 0; i < f.warmup; ++i) one_step();
+  // A pipeline times its layers in its first step (to cut the stages): its peaks are the
+  // steady state's, from here.
+  if (f.strategy == "pipeline") MemoryTracker::process().reset_peaks();
   for (int r = 0; r < f.repeats; ++r) {
     ranks.barrier();
     Stopwatch round;
@@ -148,6 +165,12 @@ Rounds time_rounds(train::Trainer& trainer, Ranks& ranks, const TrainBenchFlags&
       out.split.optimizer.push_back(t.optimizer);
       out.split.comm_exposed.push_back(t.communication_exposed);
       out.split.data_wait.push_back(waited);
+      if (auto* p = dynamic_cast<const parallel::Pipeline*>(&trainer.strategy())) {
+        const parallel::PipelineTimes& pt = p->last_pipeline_times();
+        out.stage_compute.push_back(pt.compute);
+        out.stage_waiting.push_back(pt.waiting);
+        out.stage_schedule.push_back(pt.schedule);
+      }
     }
     out.seconds.push_back(ranks.max(round.elapsed()));
   }
@@ -191,16 +214,70 @@ void print_memory(const MemoryCounters& mem, nlohmann::json& out, bool print) {
                   static_cast<double>(mem.peak[c]) / (1 << 20));
 }
 
+// Each stage's compute, waiting, schedule span and bubble (medians of the timed steps), its
+// peak memory by category, and the theory's bubble.
+void report_pipeline(const TrainBenchFlags& f, const Rounds& rounds, const MemoryCounters& mem,
+                     Ranks& ranks, nlohmann::json& out, bool print) {
+  const int n = ranks.size(), me = ranks.rank();
+  std::vector<double> all(static_cast<size_t>(n) * (4 + kMemCategoryCount), 0);
+  double* mine = all.data() + static_cast<size_t>(me) * (4 + kMemCategoryCount);
+  mine[0] = median(rounds.stage_compute);
+  mine[1] = median(rounds.stage_waiting);
+  mine[2] = median(rounds.stage_schedule);
+  std::vector<double> bubbles;
+  for (size_t i = 0; i < rounds.stage_schedule.size(); ++i)
+    bubbles.push_back(rounds.stage_waiting[i] / rounds.stage_schedule[i]);
+  mine[3] = median(bubbles);
+  for (size_t c = 0; c < kMemCategoryCount; ++c) mine[4 + c] = static_cast<double>(mem.peak[c]);
+  ranks.sum(all);
+  const double theory = parallel::theoretical_bubble(n, f.micro_batches);
+  out["micro_batches"] = f.micro_batches;
+  out["schedule"] = f.schedule;
+  out["recompute"] = f.recompute;
+  out["bubble_theory"] = theory;
+  if (auto* p = dynamic_cast<const parallel::Pipeline*>(&ranks.trainer().strategy()))
+    out["cut"] = p->describe_cut();
+  double bubble_sum = 0;
+  for (int s = 0; s < n; ++s) {
+    const double* v = all.data() + static_cast<size_t>(s) * (4 + kMemCategoryCount);
+    nlohmann::json st = {{"compute_ms", v[0] * 1e3}, {"waiting_ms", v[1] * 1e3},
+                         {"schedule_ms", v[2] * 1e3}, {"bubble", v[3]}};
+    for (size_t c = 0; c < kMemCategoryCount; ++c)
+      st["peak_memory_bytes"][std::string(mem_category_name(static_cast<MemCategory>(c)))] =
+          v[4 + c];
+    out["stages"].push_back(st);
+    bubble_sum += v[3];
+  }
+  out["bubble_mean"] = bubble_sum / n;
+  if (!print) return;
+  std::printf("  pipeline: %s, %d micro-batches%s; %s\n", f.schedule.c_str(), f.micro_batches,
+              f.recompute ? ", recompute" : "", std::string(out.value("cut", "")).c_str());
+  std::printf("  %-6s %12s %12s %12s %8s %14s %14s\n", "stage", "compute ms", "waiting ms",
+              "schedule ms", "bubble", "activations", "param+grad+opt");
+  for (int s = 0; s < n; ++s) {
+    const auto& st = out["stages"][static_cast<size_t>(s)];
+    const auto& m = st["peak_memory_bytes"];
+    const double weights = static_cast<double>(m["parameters"]) +
+                           static_cast<double>(m["gradients"]) + static_cast<double>(m["optimizer"]);
+    std::printf("  %-6d %12.2f %12.2f %12.2f %8.3f %10.1f MiB %10.1f MiB\n", s,
+                static_cast<double>(st["compute_ms"]), static_cast<double>(st["waiting_ms"]),
+                static_cast<double>(st["schedule_ms"]), static_cast<double>(st["bubble"]),
+                static_cast<double>(m["activations"]) / (1 << 20), weights / (1 << 20));
+  }
+  std::printf("  bubble: measured %.3f (mean of the stages), theory (P-1)/(M+P-1) = %.3f\n",
+              bubble_sum / n, theory);
+}
+
 void run_train_bench(const TrainBenchFlags& f) {
-  BRAID_CHECK(f.strategy == "single" || f.strategy == "ddp", "bench train: --strategy is '",
-              f.strategy, "'; use single or ddp");
+  BRAID_CHECK(f.strategy == "single" || f.strategy == "ddp" || f.strategy == "pipeline",
+              "bench train: --strategy is '", f.strategy, "'; use single, ddp or pipeline");
   BRAID_CHECK(f.steps > 0 && f.repeats > 0 && f.warmup >= 0 && f.batch > 0,
               "bench train: --steps, --repeats and --batch must be > 0, --warmup >= 0");
   const launch::RankEnv env = launch::read_rank_env();
   const bool in_job = env.world_size > 1;
   if (!in_job && f.ranks > 1) relaunch_as_ranks(f.ranks, f.transport);
-  BRAID_CHECK(f.strategy == "single" || in_job,
-              "bench train --strategy ddp needs ranks: give -n N or run it under a launcher");
+  BRAID_CHECK(f.strategy == "single" || in_job, "bench train --strategy ", f.strategy,
+              " needs ranks: give -n N or run it under a launcher");
 
   set_blas_threads(f.threads);
   std::optional<launch::Job> job;
@@ -211,13 +288,16 @@ void run_train_bench(const TrainBenchFlags& f) {
   }
   const train::TrainConfig config = bench_config(f);
   // --strategy single in a job: every rank trains alone (compute with the cores shared).
-  train::Trainer trainer = f.strategy == "ddp" ? train::Trainer(config, job->world, !f.synthetic)
-                                               : train::Trainer(config, !f.synthetic);
+  train::Trainer trainer = f.strategy != "single"
+                               ? train::Trainer(config, job->world, !f.synthetic)
+                               : train::Trainer(config, !f.synthetic);
   Ranks ranks(trainer, job ? job->world.get() : nullptr);
   const bool printer = ranks.rank() == 0;
   const bool lm = trainer.model().task == train::Task::language_model;
+  // A pipeline's stages all work on one batch.
+  const int batches = f.strategy == "pipeline" ? 1 : ranks.size();
   const double per_step =
-      static_cast<double>(f.batch) * ranks.size() * (lm ? static_cast<double>(config.seq_len) : 1);
+      static_cast<double>(f.batch) * batches * (lm ? static_cast<double>(config.seq_len) : 1);
 
   data::Batch synthetic;
   const auto seed = static_cast<uint64_t>(1 + ranks.rank());  // a different batch per rank
@@ -259,7 +339,9 @@ void run_train_bench(const TrainBenchFlags& f) {
 
   double alone_compute = 0, alone_comm = 0;
   const MemoryCounters mem = MemoryTracker::process().snapshot();
-  if (f.strategy == "ddp") {
+  if (f.strategy == "pipeline") {
+    report_pipeline(f, rounds, mem, ranks, out, printer && !f.json);
+  } else if (f.strategy == "ddp") {
     out["deterministic"] = f.deterministic;
     out["bucket_mb"] = f.bucket_mb;
     out["comm_dtype"] = f.comm_dtype;
@@ -295,7 +377,7 @@ void run_train_bench(const TrainBenchFlags& f) {
       out["step_over_sum_of_parts"] = step_s / (alone_compute + alone_comm);
     }
   } else {
-    const double gflops = trainer.flops_per_step() / step_s * 1e-9 * ranks.size();
+    const double gflops = trainer.flops_per_step() / step_s * 1e-9 * batches;
     const PeakResult peak =
         measure_fma_peak(isa_supported(Isa::avx2) ? Isa::avx2 : best_isa(), 0.3);
     out["gflops"] = gflops;
@@ -349,7 +431,8 @@ void add_train_bench(CLI::App& bench) {
   auto f = std::make_shared<TrainBenchFlags>();
   CLI::App* tr = bench.add_subcommand("train", "training step throughput and split");
   tr->add_option("--model", f->model, "mlp, cnn, cnn-bn, gpt-tiny, gpt-small");
-  tr->add_option("--strategy", f->strategy, "single (one process per rank) or ddp");
+  tr->add_option("--strategy", f->strategy,
+                 "single (one process per rank), ddp or pipeline (one stage per rank)");
   tr->add_option("-n,--ranks", f->ranks, "outside a job: launch this many local ranks");
   tr->add_option("--transport", f->transport, "with -n: auto, shm or tcp");
   tr->add_option("--batch", f->batch, "batch size per rank");
@@ -366,6 +449,10 @@ void add_train_bench(CLI::App& bench) {
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   tr->add_option("--comm-dtype", f->comm_dtype, "ddp: gradients on the wire: fp32, bf16, fp16")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  tr->add_option("--micro-batches", f->micro_batches, "pipeline: micro-batches a step (M)");
+  tr->add_option("--schedule", f->schedule, "pipeline: gpipe or 1f1b")
+      ->check(CLI::IsMember({"gpipe", "1f1b"}));
+  tr->add_flag("--recompute", f->recompute, "pipeline: forward again in backward");
   tr->add_flag("--json", f->json, "one JSON object instead of a table");
   tr->add_flag("--synthetic", f->synthetic, "random inputs instead of the dataset");
   tr->callback([f] { run_train_bench(*f); });

@@ -294,7 +294,7 @@ void Pipeline::forward_action(int position, int64_t step) {
     if (popts_.recompute) return;
     Stopwatch w;
     run_units_forward(slot, *slot.x, train_context(step, k));
-    ptimes_.compute += w.elapsed();
+    times_.forward += w.elapsed();
     return;
   }
   Stopwatch w;
@@ -307,7 +307,7 @@ void Pipeline::forward_action(int position, int64_t step) {
     slot.output.copy_from(out);
     to_send = &slot.output;
   }
-  ptimes_.compute += w.elapsed();
+  times_.forward += w.elapsed();
   post_send(s + 1, tag(position, kActivation), to_send->raw(), to_send->nbytes(), slot.sends);
 }
 
@@ -344,7 +344,7 @@ void Pipeline::backward_action(int position, int64_t step) {
       Tie& t = ties_[i];
       if (ordered && t.owner == s && t.owner_unit == u) {
         // One process: the user's gradient is written first, this unit adds to it.
-        ptimes_.compute += w.elapsed();
+        times_.backward += w.elapsed();
         wait_timed(group_->irecv(t.user, tag(position, kTieGradient, i), t.staging.raw(),
                                  t.staging.nbytes()));
         w.lap();
@@ -368,7 +368,7 @@ void Pipeline::backward_action(int position, int64_t step) {
     float* grads = params_.grads(first_id_, end_id_);
     micro_sum_.add(position, grads + begin_, grads + begin_, 0, end_ - begin_);
   }
-  ptimes_.compute += w.elapsed();
+  times_.backward += w.elapsed();
   if (sends_dx_)
     post_send(s - 1, tag(position, kGradient), g->raw(), g->nbytes(),
               popts_.recompute ? recompute_sends_ : slot.sends);
@@ -440,13 +440,11 @@ double Pipeline::step(const data::Batch& batch, float lr, int64_t step) {
   grad_scale_ = m > 1 && !ordered ? 1.0f / static_cast<float>(m) : 1.0f;
   loss_sum_ = 0;
   params_.zero_grads();
-  const double setup = watch.lap();
   for (const PipelineAction& a : actions_) {
     if (a.kind == PipelineAction::forward) forward_action(a.position, step);
     else backward_action(a.position, step);
   }
   finish_ties_after_backward();
-  ptimes_.schedule = watch.lap();
   float* grads = params_.grads(first_id_, end_id_) + begin_;
   const int64_t len = end_ - begin_;
   if (ordered && len > 0) scale_into(grads, grads, len, 1.0f / static_cast<float>(m));
@@ -454,9 +452,14 @@ double Pipeline::step(const data::Batch& batch, float lr, int64_t step) {
   double shared[2] = {loss_sum_, 0};
   if (scaler_)
     shared[1] = optim::LossScaler::has_overflow({grads, static_cast<size_t>(len)}) ? 1 : 0;
+  // Until every stage is here the pipeline is still draining: this stage's tail of the
+  // bubble, so the wait counts as waiting and the schedule ends after it.
   Stopwatch comm_watch;
   comm::allreduce(*group_, shared, 2, DType::f64, ReduceOp::sum);
-  times_.communication_exposed = ptimes_.waiting + comm_watch.elapsed();
+  ptimes_.waiting += comm_watch.elapsed();
+  ptimes_.schedule = watch.lap();
+  ptimes_.compute = times_.forward + times_.backward;
+  times_.communication_exposed = ptimes_.waiting;
   bool skip = false;
   if (scaler_) {
     const float scale = scaler_->scale();
@@ -475,9 +478,7 @@ double Pipeline::step(const data::Batch& batch, float lr, int64_t step) {
   }
   send_updated_ties();
   times_.optimizer = watch.lap();
-  times_.forward = 0;
-  times_.backward = ptimes_.compute;
-  times_.total = watch.elapsed() + setup + ptimes_.schedule;
+  times_.total = ptimes_.schedule + times_.optimizer;
   return shared[0] / m;
 }
 

@@ -58,8 +58,9 @@ struct PipelineOptions {
 // schedule: the time spent waiting for a neighbour.
 struct PipelineTimes {
   double compute = 0;   // forwards, losses and backwards
-  double waiting = 0;   // for an activation or a gradient from a neighbour
-  double schedule = 0;  // from the first action's start to the last one's end
+  double waiting = 0;   // for an activation, a gradient or a tied weight, or for the slowest
+                        // stage at the step's end (the pipeline draining)
+  double schedule = 0;  // from the step's start until every stage is done with the batch
   double bubble() const { return schedule > 0 ? waiting / schedule : 0; }
 };
 
