@@ -43,6 +43,7 @@
 #include "launch/job.h"
 #include "parallel/ddp.h"
 #include "parallel/pipeline.h"
+#include "parallel/tensor_parallel.h"
 #include "parallel/strategy.h"
 #include "parallel/zero.h"
 #include "train/trainer.h"
@@ -269,8 +270,9 @@ void report_pipeline(const TrainBenchFlags& f, const Rounds& rounds, const Memor
 }
 
 void run_train_bench(const TrainBenchFlags& f) {
-  BRAID_CHECK(f.strategy == "single" || f.strategy == "ddp" || f.strategy == "pipeline",
-              "bench train: --strategy is '", f.strategy, "'; use single, ddp or pipeline");
+  BRAID_CHECK(f.strategy == "single" || f.strategy == "ddp" || f.strategy == "pipeline" ||
+                  f.strategy == "tensor",
+              "bench train: --strategy is '", f.strategy, "'; use single, ddp, pipeline or tensor");
   BRAID_CHECK(f.steps > 0 && f.repeats > 0 && f.warmup >= 0 && f.batch > 0,
               "bench train: --steps, --repeats and --batch must be > 0, --warmup >= 0");
   const launch::RankEnv env = launch::read_rank_env();
@@ -294,8 +296,8 @@ void run_train_bench(const TrainBenchFlags& f) {
   Ranks ranks(trainer, job ? job->world.get() : nullptr);
   const bool printer = ranks.rank() == 0;
   const bool lm = trainer.model().task == train::Task::language_model;
-  // A pipeline's stages all work on one batch.
-  const int batches = f.strategy == "pipeline" ? 1 : ranks.size();
+  // A pipeline's stages, and tensor-parallel ranks, all work on one batch.
+  const int batches = f.strategy == "pipeline" || f.strategy == "tensor" ? 1 : ranks.size();
   const double per_step =
       static_cast<double>(f.batch) * batches * (lm ? static_cast<double>(config.seq_len) : 1);
 
@@ -341,6 +343,10 @@ void run_train_bench(const TrainBenchFlags& f) {
   const MemoryCounters mem = MemoryTracker::process().snapshot();
   if (f.strategy == "pipeline") {
     report_pipeline(f, rounds, mem, ranks, out, printer && !f.json);
+  } else if (f.strategy == "tensor") {
+    if (auto* tp = dynamic_cast<parallel::TensorParallel*>(&trainer.strategy()))
+      out["local_parameter_floats"] = tp->local_floats();
+    out["comm_exposed_ms"] = exposed * 1e3;
   } else if (f.strategy == "ddp") {
     out["deterministic"] = f.deterministic;
     out["bucket_mb"] = f.bucket_mb;
@@ -403,8 +409,9 @@ void run_train_bench(const TrainBenchFlags& f) {
   std::printf("  %-26s %12.2f ms\n", "  forward + loss", forward * 1e3);
   std::printf("  %-26s %12.2f ms\n", "  backward", backward * 1e3);
   std::printf("  %-26s %12.2f ms\n", "  optimizer", optimizer * 1e3);
-  if (f.strategy == "ddp") {
+  if (f.strategy != "single")
     std::printf("  %-26s %12.2f ms\n", "  communication exposed", exposed * 1e3);
+  if (f.strategy == "ddp") {
     std::printf("  %-26s %12.2f MB  (%zu buckets)\n", "sent a step a rank",
                 static_cast<double>(out["ring_bytes_sent_per_rank"]) * 1e-6,
                 static_cast<size_t>(out["buckets"]));
@@ -432,7 +439,8 @@ void add_train_bench(CLI::App& bench) {
   CLI::App* tr = bench.add_subcommand("train", "training step throughput and split");
   tr->add_option("--model", f->model, "mlp, cnn, cnn-bn, gpt-tiny, gpt-small");
   tr->add_option("--strategy", f->strategy,
-                 "single (one process per rank), ddp or pipeline (one stage per rank)");
+                 "single (one process per rank), ddp, pipeline (one stage per rank) or tensor "
+                 "(the GPT cut by width across the ranks)");
   tr->add_option("-n,--ranks", f->ranks, "outside a job: launch this many local ranks");
   tr->add_option("--transport", f->transport, "with -n: auto, shm or tcp");
   tr->add_option("--batch", f->batch, "batch size per rank");

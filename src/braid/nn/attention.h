@@ -15,7 +15,12 @@ namespace braid::nn {
 
 class CausalSelfAttention : public Module {
  public:
-  CausalSelfAttention(int64_t dim, int64_t heads);
+  // local_heads < heads: this rank's share of the heads under tensor parallelism (Megatron's
+  // head-parallel attention): c_attn = Linear(dim, 3 local_heads hd) makes only their q, k,
+  // v, and c_proj = Linear(local_heads hd, dim, proj_bias) their part of the output, which
+  // the ranks' parts sum to. 0: every head.
+  CausalSelfAttention(int64_t dim, int64_t heads, int64_t local_heads = 0,
+                      bool proj_bias = true);
 
   std::string_view kind() const override { return "CausalSelfAttention"; }
   void declare(ParamSet& params, const std::string& prefix) override;
@@ -32,7 +37,7 @@ class CausalSelfAttention : public Module {
   Linear& c_proj() { return c_proj_; }
 
  private:
-  int64_t dim_, heads_, head_dim_;
+  int64_t dim_, heads_, head_dim_, local_heads_, inner_;  // inner_ = local_heads_ hd
   Linear c_attn_, c_proj_;
 };
 

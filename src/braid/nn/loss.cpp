@@ -7,6 +7,7 @@
 
 #include "core/kernels.h"
 #include "core/multiversion.h"
+#include "nn/tensor_reducer.h"
 
 namespace braid::nn {
 namespace {
@@ -149,6 +150,80 @@ LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Ten
     const float m = row_max(xr, classes);
     total += row_cross_entropy(xr, classes, y[r], m, eps, dr, grad);
     if (is_argmax(xr, y[r], m)) ++result.correct;
+  }
+  result.loss = result.count ? total / static_cast<double>(result.count) : 0.0;
+  return result;
+}
+
+LossResult vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& labels,
+                                        int64_t first_class, int64_t classes,
+                                        TensorReducer& reducer, Tensor* dlogits, Tensor& work,
+                                        const CrossEntropyOptions& options) {
+  BRAID_CHECK(options.label_smoothing == 0.0f,
+              "vocabulary-parallel cross-entropy: label smoothing is not built; drop "
+              "label_smoothing under tensor parallelism");
+  BRAID_CHECK(logits.dtype() == DType::f32 && logits.rank() >= 2 && logits.shape()[-1] > 0,
+              "vocab_parallel_cross_entropy: logits must be f32 [..., C] with rank >= 2, got ",
+              dtype_name(logits.dtype()), " ", logits.shape().str());
+  const int64_t local = logits.shape()[-1];
+  const int64_t rows = logits.numel() / local;
+  BRAID_CHECK(labels.dtype() == DType::i32 && labels.numel() == rows,
+              "vocab_parallel_cross_entropy: labels ", labels.shape().str(), " for logits ",
+              logits.shape().str());
+  const int32_t* y = labels.data<int32_t>();
+  LossResult result;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (y[r] == kIgnoreLabel) continue;
+    BRAID_CHECK(y[r] >= 0 && y[r] < classes, "softmax_cross_entropy: label ", y[r], " in row ", r,
+                " is outside [0, ", classes, ") (C = ", classes, "; -1 marks an ignored row)");
+    ++result.count;
+  }
+  work.ensure({4 * rows}, DType::f32, MemCategory::workspace);
+  float* maxes = work.f32();
+  float* sums = maxes + rows;  // then the label's logit, then the argmax hits: one sum
+  float* picked = sums + rows;
+  float* hits = picked + rows;
+  const float* x = logits.f32();
+  for (int64_t r = 0; r < rows; ++r) maxes[r] = row_max(x + r * local, local);
+  reducer.max(maxes, static_cast<size_t>(rows));
+  float* d = nullptr;
+  if (dlogits) {
+    dlogits->ensure(logits.shape(), DType::f32, MemCategory::activation_grads);
+    d = dlogits->f32();
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * local;
+    const int64_t at = y[r] - first_class;  // the label's column here, if this rank holds it
+    const bool here = y[r] != kIgnoreLabel && at >= 0 && at < local;
+    double s = 0;
+    if (d) {
+      s = exp_shifted(xr, maxes[r], d + r * local, local);
+    } else {
+      constexpr int64_t kBlock = 1024;
+      float e[kBlock];
+      for (int64_t j = 0; j < local; j += kBlock)
+        s += exp_shifted(xr + j, maxes[r], e, std::min(kBlock, local - j));
+    }
+    sums[r] = static_cast<float>(s);
+    picked[r] = here ? xr[at] : 0.0f;
+    hits[r] = here && xr[at] == maxes[r] ? 1.0f : 0.0f;
+  }
+  reducer.sum(sums, static_cast<size_t>(3 * rows));
+  const float grad = result.count ? options.grad_scale / static_cast<float>(result.count) : 0.0f;
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dr = d ? d + r * local : nullptr;
+    if (y[r] == kIgnoreLabel) {
+      if (dr) fill(0.0f, dr, local);
+      continue;
+    }
+    total += std::log(static_cast<double>(sums[r])) -
+             (static_cast<double>(picked[r]) - static_cast<double>(maxes[r]));
+    result.correct += hits[r] > 0 ? 1 : 0;
+    if (!dr) continue;
+    scale_shift(grad / sums[r], 0.0f, dr, local);
+    const int64_t at = y[r] - first_class;
+    if (at >= 0 && at < local) dr[at] -= grad;
   }
   result.loss = result.count ? total / static_cast<double>(result.count) : 0.0;
   return result;

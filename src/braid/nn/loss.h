@@ -33,6 +33,19 @@ struct CrossEntropyOptions {
 LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
                                  const CrossEntropyOptions& options = {});
 
+// softmax_cross_entropy over logits whose classes are split across the ranks of `reducer`
+// (Megatron's vocabulary-parallel cross-entropy): this rank holds classes [first_class,
+// first_class + C_local) of `classes`, as logits [..., C_local]; labels are global class
+// ids, the same on every rank. Three collective reductions over rows (the row maxima; then
+// the sums of exponentials, the label's logit and the argmax hits) give every rank the
+// dense loss and its own columns of the dense gradient, without gathering the logits.
+// `work` is caller-owned scratch (kept between steps). Label smoothing is not built.
+class TensorReducer;
+LossResult vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& labels,
+                                        int64_t first_class, int64_t classes,
+                                        TensorReducer& reducer, Tensor* dlogits, Tensor& work,
+                                        const CrossEntropyOptions& options = {});
+
 // Mean squared error over all elements, as torch.nn.MSELoss(reduction='mean'):
 //   pred, target f32 of the same shape (no broadcasting: a mismatch is an error naming both).
 // When dpred != nullptr it is ensure()d to pred's shape and receives

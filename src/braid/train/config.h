@@ -59,7 +59,9 @@ struct TrainConfig {
 
   // Distribution. `batch` is per rank (as PyTorch DDP's DataLoader); the global batch of a
   // step is batch x world size.
-  std::string strategy = "auto";  // auto, single, ddp, local_sgd, ps, fedavg, pipeline
+  // auto, single, ddp, local_sgd, ps, fedavg, pipeline, tensor
+  std::string strategy = "auto";
+  int64_t tensor_parallel = 0;  // > 1: the GPT cut by width across that many ranks
   double bucket_mb = 25;
   int64_t zero_stage = 0;           // ddp: ZeRO: 1 shards the optimizer state, 2 gradients too
   std::string comm_dtype = "fp32";  // ddp: fp32, bf16, fp16 on the wire

@@ -146,12 +146,19 @@ std::vector<Setting> make_settings() {
       [](auto& c) -> auto& { return c.kernel_choices; }));
 
   t.push_back(text(
-      "strategy", kParallel, {"auto", "single", "ddp", "local_sgd", "ps", "fedavg", "pipeline"},
+      "strategy", kParallel,
+      {"auto", "single", "ddp", "local_sgd", "ps", "fedavg", "pipeline", "tensor"},
       "how ranks share the work (auto: ddp when the job has more than one rank, pipeline when "
-      "pipeline.stages > 1; local_sgd: local steps, parameters averaged every local_sgd.period "
-      "steps; ps: parameter servers, under braid launch --servers S --workers W; fedavg: "
-      "federated averaging; pipeline: the layers cut into one stage a rank)",
+      "pipeline.stages > 1, tensor when tensor_parallel > 1; local_sgd: local steps, "
+      "parameters averaged every local_sgd.period steps; ps: parameter servers, under braid "
+      "launch --servers S --workers W; fedavg: federated averaging; pipeline: the layers cut "
+      "into one stage a rank; tensor: the GPT's matrices cut by width across the ranks)",
       [](auto& c) -> auto& { return c.strategy; }));
+  t.push_back(integer(
+      "tensor_parallel", kParallel, 0, 4096,
+      "tensor: ranks the GPT's attention heads, MLP and vocabulary are cut across (the job's "
+      "ranks; Megatron-style)",
+      [](auto& c) -> auto& { return c.tensor_parallel; }));
   t.push_back(integer(
       "pipeline.stages", kParallel, 0, 4096,
       "pipeline: stages (the job's ranks; 0 with strategy pipeline: every rank a stage)",

@@ -6,6 +6,7 @@
 #include "parallel/ddp.h"
 #include "parallel/local_sgd.h"
 #include "parallel/pipeline.h"
+#include "parallel/tensor_parallel.h"
 #include "parallel/ps_evaluator.h"
 #include "parallel/ps_worker.h"
 #include "parallel/single_process.h"
@@ -46,7 +47,11 @@ std::unique_ptr<parallel::Strategy> make_strategy(
   const int world = group ? group->size() : 1;
   std::string name = config.strategy;
   if (name == "auto")
-    name = ps ? "ps" : config.pipeline.stages > 1 ? "pipeline" : world > 1 ? "ddp" : "single";
+    name = ps                             ? "ps"
+           : config.pipeline.stages > 1   ? "pipeline"
+           : config.tensor_parallel > 1   ? "tensor"
+           : world > 1                    ? "ddp"
+                                          : "single";
   BRAID_CHECK(!ps || name == "ps" || name == "fedavg", "strategy '", name,
               "' runs in a job of equal ranks, but this is a parameter-server job (",
               ps ? ps->workers : 0, " workers, ", ps ? ps->servers : 0,
@@ -74,8 +79,11 @@ std::unique_ptr<parallel::Strategy> make_strategy(
   BRAID_CHECK(config.pipeline.stages <= 1 || name == "pipeline", "pipeline.stages (",
               config.pipeline.stages, ") cuts the model into stages, which strategy '", name,
               "' does not; use strategy pipeline (or auto)");
+  BRAID_CHECK(config.tensor_parallel <= 1 || name == "tensor", "tensor_parallel (",
+              config.tensor_parallel, ") cuts the GPT by width, which strategy '", name,
+              "' does not; use strategy tensor (or auto)");
   BRAID_CHECK(config.precision != "fp16" || name == "single" || name == "ddp" ||
-                  name == "pipeline",
+                  name == "pipeline" || name == "tensor",
               "precision fp16 needs its loss scaler in the update, which strategy '", name,
               "' does not run on this rank; use strategy single or ddp, or precision bf16 "
               "(no loss scaling needed)");
@@ -138,8 +146,20 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     return std::make_unique<parallel::Pipeline>(std::move(module), step_options(config),
                                                 std::move(group), p);
   }
+  if (name == "tensor") {
+    BRAID_CHECK(group, "strategy tensor needs a job of the ranks that share the model: run it "
+                       "under braid launch -n T (or torchrun, mpirun, srun)");
+    BRAID_CHECK(config.tensor_parallel == 0 || config.tensor_parallel == world,
+                "tensor_parallel is ", config.tensor_parallel, " but the job has ", world,
+                " ranks; each rank holds one part (launch -n ", config.tensor_parallel,
+                ", or set tensor_parallel to ", world, ")");
+    BRAID_CHECK(config.ema_decay == 0, "ema_decay averages the whole parameters every step, "
+                                       "which no tensor-parallel rank holds; drop ema_decay");
+    return std::make_unique<parallel::TensorParallel>(std::move(module), step_options(config),
+                                                      std::move(group));
+  }
   BRAID_THROW(Error, "unknown strategy '", name,
-              "'; choose auto, single, ddp, local_sgd, ps, fedavg or pipeline");
+              "'; choose auto, single, ddp, local_sgd, ps, fedavg, pipeline or tensor");
 }
 
 parallel::PsRules ps_rules(const TrainConfig& config, int workers) {

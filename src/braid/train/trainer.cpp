@@ -67,7 +67,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> world,
 
 void Trainer::init(bool load_data) {
   validate(config_);
-  const bool pipeline = config_.strategy == "pipeline" || config_.pipeline.stages > 1;
+  // Model parallelism: every rank of the job works on the same batch.
+  const bool pipeline = config_.strategy == "pipeline" || config_.pipeline.stages > 1 ||
+                        config_.strategy == "tensor" || config_.tensor_parallel > 1;
   data_world_ = pipeline ? 1 : world_;
   if (!config_.kernel_choices.empty()) apply_kernel_record_at(config_.kernel_choices);
   // The data checks read the model, which then moves into the strategy.

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Summarises bench/pipeline_figures.sh's JSON lines: medians over the rounds.
+
+  python3 bench/pipeline_figures_summary.py pipeline.jsonl
+"""
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+runs = [json.loads(line) for line in open(sys.argv[1]) if line.strip().startswith("{")]
+single = [r["tokens_per_s"] for r in runs if r["strategy"] == "single"]
+by = defaultdict(list)
+for r in runs:
+    if r["strategy"] == "pipeline":
+        by[(r["schedule"], r["micro_batches"])].append(r)
+
+med = statistics.median
+print(f"1 rank: {med(single):.0f} tokens/s (rounds: {', '.join(f'{x:.0f}' for x in single)})")
+pipe = by.get(("1f1b", 8), [])
+if pipe and single:
+    rates = [r["tokens_per_s"] for r in pipe]
+    print(f"2-stage pipeline 1f1b M=8: {med(rates):.0f} tokens/s = {med(rates) / med(single):.2f}x "
+          f"(goal 1.6x); cut: {pipe[0].get('cut', '')}")
+print()
+print("| schedule | M | bubble measured (stage 0 / stage 1) | theory | measured / theory "
+      "| activations MiB (stage 0 / 1) | tokens/s |")
+print("|---|---|---|---|---|---|---|")
+for (schedule, m), rs in sorted(by.items()):
+    b = med([r["bubble_mean"] for r in rs])
+    b0 = med([r["stages"][0]["bubble"] for r in rs])
+    b1 = med([r["stages"][1]["bubble"] for r in rs])
+    theory = rs[0]["bubble_theory"]
+    a0 = med([r["stages"][0]["peak_memory_bytes"]["activations"] for r in rs]) / 2**20
+    a1 = med([r["stages"][1]["peak_memory_bytes"]["activations"] for r in rs]) / 2**20
+    rate = med([r["tokens_per_s"] for r in rs])
+    print(f"| {schedule} | {m} | {b:.3f} ({b0:.3f} / {b1:.3f}) | {theory:.3f} | {b / theory:.2f} "
+          f"| {a0:.1f} / {a1:.1f} | {rate:.0f} |")

@@ -1,0 +1,81 @@
+// The GPT of gpt.h cut by width across T ranks, as Megatron-LM (Shoeybi et al. 2019): each
+// rank holds one T-th of every large matrix and the ranks' parts meet in two sums a block
+// in forward and two in backward (TensorReducer).
+//
+//   attention: c_attn column-parallel by heads (rank t makes q, k, v of heads
+//              [t H/T, (t+1) H/T)), c_proj row-parallel (its rows' part of the output),
+//              summed over ranks, then c_proj's bias; backward sums dL/d ln_1(x).
+//   MLP:       c_fc column-parallel (hidden units [t 4D/T, ...)), GELU on the part,
+//              c_proj row-parallel, summed, then its bias; backward sums dL/d ln_2(x).
+//   embedding: vocabulary-parallel (wte rows [t V/T, ...)): each token's row comes from
+//              the rank holding it (the others add zero), summed, then wpe.
+//   head:      tied to the local wte rows: logits for this rank's vocabulary slice only;
+//              the loss is vocab_parallel_loss.h's; backward sums dL/d ln_f(x).
+// LayerNorms, wpe and the two c_proj biases are replicated: their inputs and gradients are
+// the same on every rank. Parameters keep the full model's names with this rank's shapes;
+// parallel/tensor_parallel.h maps them to the full layout. H, 4D and V must be multiples
+// of T. Backward must be called with need_dx = false (token ids).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "nn/attention.h"
+#include "nn/gelu.h"
+#include "nn/gpt.h"
+#include "nn/layernorm.h"
+#include "nn/linear.h"
+#include "nn/tensor_reducer.h"
+
+namespace braid::nn {
+
+class TpGptBlock : public Module {
+ public:
+  TpGptBlock(const GptConfig& c, TensorReducer& reducer);
+
+  std::string_view kind() const override { return "TpGptBlock"; }
+  void declare(ParamSet& params, const std::string& prefix) override;
+  Shape output_shape(const Shape& in) const override { return in; }
+  std::unique_ptr<Cache> make_cache() const override;
+  const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
+
+ private:
+  TensorReducer& reducer_;
+  int64_t d_model_;
+  LayerNorm ln_1_;
+  CausalSelfAttention attn_;
+  LayerNorm ln_2_;
+  Linear c_fc_;
+  Gelu gelu_;
+  Linear c_proj_;
+  ParamSet* params_ = nullptr;
+  ParamSet::Id attn_bias_ = 0, mlp_bias_ = 0;  // the row-parallel projections' biases
+};
+
+class TensorParallelGpt : public Module {
+ public:
+  TensorParallelGpt(const GptConfig& config, TensorReducer& reducer);
+
+  std::string_view kind() const override { return "GPT (tensor parallel)"; }
+  void declare(ParamSet& params, const std::string& prefix) override;
+  Shape output_shape(const Shape& in) const override;  // [B, T, V/T]: this rank's logits
+  std::unique_ptr<Cache> make_cache() const override;
+  const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
+
+  const GptConfig& config() const { return config_; }
+  int64_t first_class() const { return vocab_first_; }  // this rank's vocabulary slice
+
+ private:
+  GptConfig config_;
+  TensorReducer& reducer_;
+  int64_t local_vocab_, vocab_first_;
+  std::vector<std::unique_ptr<TpGptBlock>> blocks_;
+  LayerNorm ln_f_;
+  ParamSet* params_ = nullptr;
+  ParamSet::Id wte_ = 0, wpe_ = 0;
+  XWtProduct head_;
+};
+
+}  // namespace braid::nn
