@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "comm/collectives.h"
 #include "comm/group.h"
 #include "core/kernels.h"
 #include "core/log.h"
@@ -48,7 +47,7 @@ struct Pipeline::Slot {
   Tensor input;                  // a stage after the first: the received activation
   Tensor output;                 // recompute: the stage's output, kept for its send
   const Tensor* x = nullptr;     // the micro-batch's input to this stage
-  std::vector<uint64_t> sends;   // sends still reading the slot's memory
+  std::vector<comm::Handle> sends;  // sends still reading the slot's memory
 };
 
 // A parameter declared by one stage's unit (owner) and read by a later stage's (user).
@@ -57,10 +56,9 @@ struct Pipeline::Tie {
   size_t owner_unit = 0;
   int owner = 0, user = 0;
   Tensor staging;           // the owner's: the user's gradient as it arrives
-  uint64_t value_recv = 0;  // the user's: this step's values from the owner
+  comm::Handle value_recv;  // the user's: this step's values from the owner
   bool value_pending = false;
-  uint64_t grad_send = 0;   // the user's: a gradient still on the wire
-  bool grad_pending = false;
+  std::vector<comm::Handle> grad_sends;  // the user's: gradients still on the wire
 };
 
 Pipeline::Pipeline(std::unique_ptr<nn::Module> module, StepOptions options,
@@ -94,6 +92,8 @@ Pipeline::Pipeline(std::unique_ptr<nn::Module> module, StepOptions options,
       BRAID_CHECK(u.buffers_end == u.buffers_first, "pipeline.recompute: layer ", u.name,
                   " keeps running statistics (BatchNorm), which a second forward would update "
                   "twice; drop recompute or the BatchNorm layers");
+  // From here the progress thread drives the group: every p2p and collective goes through it.
+  engine_ = std::make_unique<comm::ProgressEngine>(group_);
   if (!popts_.cut.empty()) {
     BRAID_CHECK(popts_.cut.size() == static_cast<size_t>(group_->size()) + 1 &&
                     popts_.cut.front() == 0 && popts_.cut.back() == units_.size() &&
@@ -110,8 +110,8 @@ Pipeline::~Pipeline() {
   // Sends still reading this rank's memory finish before it goes (a failed group throws:
   // nothing to keep in step with any more).
   try {
-    for (Slot& s : slots_) group_->wait(s.sends);
-    group_->wait(sends_);
+    for (Slot& s : slots_) wait_all(s.sends);
+    wait_all(sends_);
   } catch (const std::exception&) {
   }
 }
@@ -159,7 +159,8 @@ void Pipeline::measure_and_cut(const data::Batch& micro) {
     live.copy_from(saved[i]);
   }
   // Every rank cuts from the same (summed) times.
-  comm::allreduce(*group_, cost.data(), cost.size(), DType::f64, ReduceOp::sum);
+  engine_->iallreduce(cost.data(), cost.size(), DType::f64, ReduceOp::sum, "layer timing sum")
+      .wait();
   cut_ = balance_stages(cost, group_->size());
   prepare_stage();
   if (group_->rank() == 0) {
@@ -251,10 +252,20 @@ size_t Pipeline::slot_of(int position) const {
   return static_cast<size_t>(position) % slots_.size();
 }
 
-void Pipeline::wait_timed(uint64_t request) {
+void Pipeline::wait_timed(const comm::Handle& handle) {
   Stopwatch w;
-  group_->wait(request);
+  handle.wait();
   ptimes_.waiting += w.elapsed();
+}
+
+void Pipeline::wait_all(std::vector<comm::Handle>& handles) {
+  for (const comm::Handle& h : handles) h.wait();
+  handles.clear();
+}
+
+comm::Handle Pipeline::start_receive(int from, uint32_t t, void* data, size_t bytes,
+                                     comm::OpLabel label) {
+  return engine_->submit(label, [=](comm::Group& g) { g.recv(from, t, data, bytes); });
 }
 
 void Pipeline::run_units_forward(Slot& slot, const Tensor& x, const nn::ForwardContext& ctx) {
@@ -264,28 +275,23 @@ void Pipeline::run_units_forward(Slot& slot, const Tensor& x, const nn::ForwardC
     h = &units_[u].module->forward(*h, *caches[u - first_unit_], ctx);
 }
 
-// Sends complete in the transport's wait(); messages that fit its buffers are pushed out
-// now, so the peer need not wait for this rank's next wait.
-void Pipeline::post_send(int to, uint32_t t, const void* data, size_t bytes,
-                         std::vector<uint64_t>& into) {
-  const uint64_t id = group_->isend(to, t, data, bytes);
-  for (int i = 0; i < 64; ++i)
-    if (group_->test(id)) return;  // done (and released)
-  into.push_back(id);
+// Sends run on the progress thread, which keeps pushing them while this thread computes.
+void Pipeline::post_send(int to, uint32_t t, const void* data, size_t bytes, comm::OpLabel label,
+                         std::vector<comm::Handle>& into) {
+  into.push_back(engine_->submit(label, [=](comm::Group& g) { g.send(to, t, data, bytes); }));
 }
 
 void Pipeline::forward_action(int position, int64_t step) {
   const int s = group_->rank(), n = group_->size();
   const int k = order_[static_cast<size_t>(position)];
   Slot& slot = slots_[slot_of(position)];
-  group_->wait(slot.sends);  // the slot's memory is free again
-  slot.sends.clear();
+  wait_all(slot.sends);  // the slot's memory is free again
   if (s == 0) {
     slot.x = &micro_[k].inputs;
   } else {
     slot.input.ensure(in_shape_, DType::f32, MemCategory::activations);
-    wait_timed(group_->irecv(s - 1, tag(position, kActivation), slot.input.raw(),
-                             slot.input.nbytes()));
+    wait_timed(start_receive(s - 1, tag(position, kActivation), slot.input.raw(),
+                             slot.input.nbytes(), {"receive of the activation of micro-batch", k}));
     slot.x = &slot.input;
   }
   if (s == n - 1) {
@@ -298,7 +304,7 @@ void Pipeline::forward_action(int position, int64_t step) {
     return;
   }
   Stopwatch w;
-  if (popts_.recompute) group_->wait(recompute_sends_), recompute_sends_.clear();
+  if (popts_.recompute) wait_all(recompute_sends_);
   run_units_forward(slot, *slot.x, train_context(step, k));
   const Tensor& out = popts_.recompute ? recompute_caches_.back()->out : slot.caches.back()->out;
   const Tensor* to_send = &out;
@@ -308,7 +314,8 @@ void Pipeline::forward_action(int position, int64_t step) {
     to_send = &slot.output;
   }
   times_.forward += w.elapsed();
-  post_send(s + 1, tag(position, kActivation), to_send->raw(), to_send->nbytes(), slot.sends);
+  post_send(s + 1, tag(position, kActivation), to_send->raw(), to_send->nbytes(),
+            {"send of the activation of micro-batch", k}, slot.sends);
 }
 
 void Pipeline::backward_action(int position, int64_t step) {
@@ -319,15 +326,15 @@ void Pipeline::backward_action(int position, int64_t step) {
   if (!backward_here_) return;
   if (ordered && position > 0) params_.zero_grads();
   for (Tie& t : ties_)  // the tied gradient of the last micro-batch is written again below
-    if (t.user == s && t.grad_pending) group_->wait(t.grad_send), t.grad_pending = false;
+    if (t.user == s) wait_all(t.grad_sends);
   if (s < n - 1) {
     dy_.ensure(out_shape_, DType::f32, MemCategory::activation_grads);
-    wait_timed(group_->irecv(s + 1, tag(position, kGradient), dy_.raw(), dy_.nbytes()));
+    wait_timed(start_receive(s + 1, tag(position, kGradient), dy_.raw(), dy_.nbytes(),
+                             {"receive of the gradient of micro-batch", k}));
   }
   Stopwatch w;
   if (popts_.recompute) {
-    group_->wait(recompute_sends_);
-    recompute_sends_.clear();
+    wait_all(recompute_sends_);
     run_units_forward(slot, *slot.x, train_context(step, k));
   }
   auto& caches = popts_.recompute ? recompute_caches_ : slot.caches;
@@ -345,8 +352,8 @@ void Pipeline::backward_action(int position, int64_t step) {
       if (ordered && t.owner == s && t.owner_unit == u) {
         // One process: the user's gradient is written first, this unit adds to it.
         times_.backward += w.elapsed();
-        wait_timed(group_->irecv(t.user, tag(position, kTieGradient, i), t.staging.raw(),
-                                 t.staging.nbytes()));
+        wait_timed(start_receive(t.user, tag(position, kTieGradient, i), t.staging.raw(),
+                                 t.staging.nbytes(), {"receive of a tied weight's gradient", k}));
         w.lap();
         bool overwrite = false;
         Tensor grad = params_.grad_for_write(t.id, overwrite);
@@ -361,8 +368,8 @@ void Pipeline::backward_action(int position, int64_t step) {
     if (!ordered || t.user != s) continue;
     bool overwrite = false;
     const Tensor grad = params_.grad_for_write(t.id, overwrite);
-    t.grad_send = group_->isend(t.owner, tag(position, kTieGradient, i), grad.raw(), grad.nbytes());
-    t.grad_pending = true;
+    post_send(t.owner, tag(position, kTieGradient, i), grad.raw(), grad.nbytes(),
+              {"send of a tied weight's gradient", k}, t.grad_sends);
   }
   if (ordered && end_ > begin_) {
     float* grads = params_.grads(first_id_, end_id_);
@@ -371,6 +378,7 @@ void Pipeline::backward_action(int position, int64_t step) {
   times_.backward += w.elapsed();
   if (sends_dx_)
     post_send(s - 1, tag(position, kGradient), g->raw(), g->nbytes(),
+              {"send of the gradient of micro-batch", k},
               popts_.recompute ? recompute_sends_ : slot.sends);
 }
 
@@ -382,13 +390,15 @@ void Pipeline::finish_ties_after_backward() {
   for (size_t i = 0; i < ties_.size(); ++i) {
     Tie& t = ties_[i];
     if (t.user == s) {
-      if (t.grad_pending) group_->wait(t.grad_send), t.grad_pending = false;
+      wait_all(t.grad_sends);
       if (ordered) continue;
       const Tensor grad = params_.grad(t.id);
-      group_->send(t.owner, tag(popts_.micro_batches, kTieGradient, i), grad.raw(), grad.nbytes());
+      post_send(t.owner, tag(popts_.micro_batches, kTieGradient, i), grad.raw(), grad.nbytes(),
+                "send of a tied weight's gradient", t.grad_sends);
     } else if (t.owner == s && !ordered) {
-      wait_timed(group_->irecv(t.user, tag(popts_.micro_batches, kTieGradient, i),
-                               t.staging.raw(), t.staging.nbytes()));
+      wait_timed(start_receive(t.user, tag(popts_.micro_batches, kTieGradient, i),
+                               t.staging.raw(), t.staging.nbytes(),
+                               "receive of a tied weight's gradient"));
       Tensor grad = params_.grad(t.id);
       add_inplace(t.staging.f32(), grad.f32(), grad.numel());
     }
@@ -403,9 +413,11 @@ void Pipeline::send_updated_ties() {
     Tie& t = ties_[i];
     const Tensor value = params_.param(t.id);
     if (t.owner == s) {
-      post_send(t.user, tag(0, kTieValue, i), value.raw(), value.nbytes(), sends_);
+      post_send(t.user, tag(0, kTieValue, i), value.raw(), value.nbytes(),
+                "send of a tied weight's values", sends_);
     } else if (t.user == s) {
-      t.value_recv = group_->irecv(t.owner, tag(0, kTieValue, i), value.raw(), value.nbytes());
+      t.value_recv = start_receive(t.owner, tag(0, kTieValue, i), value.raw(), value.nbytes(),
+                                   "receive of a tied weight's values");
       t.value_pending = true;
     }
   }
@@ -424,8 +436,7 @@ double Pipeline::step(const data::Batch& batch, float lr, int64_t step) {
   micro_.split(batch, m);
   if (!prepared_) measure_and_cut(micro_[0]);
   settle_tied_values();
-  group_->wait(sends_);
-  sends_.clear();
+  wait_all(sends_);
   const bool ordered = options_.deterministic && m > 1;
   order_.resize(static_cast<size_t>(m));
   for (int p = 0; p < m; ++p)
@@ -455,7 +466,7 @@ double Pipeline::step(const data::Batch& batch, float lr, int64_t step) {
   // Until every stage is here the pipeline is still draining: this stage's tail of the
   // bubble, so the wait counts as waiting and the schedule ends after it.
   Stopwatch comm_watch;
-  comm::allreduce(*group_, shared, 2, DType::f64, ReduceOp::sum);
+  engine_->iallreduce(shared, 2, DType::f64, ReduceOp::sum, "the step's loss sum").wait();
   ptimes_.waiting += comm_watch.elapsed();
   ptimes_.schedule = watch.lap();
   ptimes_.compute = times_.forward + times_.backward;
@@ -470,7 +481,7 @@ double Pipeline::step(const data::Batch& batch, float lr, int64_t step) {
     const auto& segments = stage_optimizer_->segments();
     if (options_.clip_grad_norm > 0) {
       double sq = optim::grad_sum_squares(grads, segments);
-      comm::allreduce(*group_, &sq, 1, DType::f64, ReduceOp::sum);
+      engine_->iallreduce(&sq, 1, DType::f64, ReduceOp::sum, "gradient norm").wait();
       optim::scale_grads(grads, segments,
                          optim::clip_coefficient(std::sqrt(sq), options_.clip_grad_norm));
     }
@@ -484,10 +495,15 @@ double Pipeline::step(const data::Batch& batch, float lr, int64_t step) {
 
 void Pipeline::sync_parameters() {
   settle_tied_values();
-  comm::broadcast(*group_, params_.params(), static_cast<size_t>(params_.size()), DType::f32, 0);
+  engine_
+      ->ibroadcast(params_.params(), static_cast<size_t>(params_.size()), DType::f32, 0,
+                   "broadcast of the parameters")
+      .wait();
   for (const nn::NamedBuffer& b : params_.buffers())
-    comm::broadcast(*group_, b.value.raw(), static_cast<size_t>(b.value.numel()),
-                    b.value.dtype(), 0);
+    engine_
+        ->ibroadcast(b.value.raw(), static_cast<size_t>(b.value.numel()), b.value.dtype(), 0,
+                     "broadcast of a buffer")
+        .wait();
 }
 
 // Every stage's parameters and buffers to every rank, from the stage that owns them.
@@ -499,27 +515,36 @@ void Pipeline::synchronize() {
     const nn::ParamSet::Id first = units_[fu].first, end = units_[eu - 1].end;
     if (end > first) {
       const int64_t b = params_.range_begin(first), e = params_.range_end(end);
-      comm::broadcast(*group_, params_.params() + b, static_cast<size_t>(e - b), DType::f32, s);
+      engine_
+          ->ibroadcast(params_.params() + b, static_cast<size_t>(e - b), DType::f32, s,
+                       {"broadcast of the parameters of stage", s})
+          .wait();
     }
     for (size_t u = fu; u < eu; ++u)
       for (size_t i = units_[u].buffers_first; i < units_[u].buffers_end; ++i) {
         const Tensor& v = params_.buffers()[i].value;
-        comm::broadcast(*group_, v.raw(), static_cast<size_t>(v.numel()), v.dtype(), s);
+        engine_
+            ->ibroadcast(v.raw(), static_cast<size_t>(v.numel()), v.dtype(), s,
+                         {"broadcast of the buffers of stage", s})
+            .wait();
       }
   }
 }
 
 void Pipeline::sum_over_ranks(double* values, size_t count, const char* what) {
-  (void)what;
-  comm::allreduce(*group_, values, count, DType::f64, ReduceOp::sum);
+  engine_->iallreduce(values, count, DType::f64, ReduceOp::sum, comm::OpLabel(what)).wait();
 }
 
-// A pipeline's compute thread drives its group: the sum is taken at once.
 void Pipeline::start_sum_over_ranks(double* values, size_t count, const char* what) {
-  sum_over_ranks(values, count, what);
+  BRAID_CHECK(pending_sum_.done(), "pipeline: a sum over ranks is already under way");
+  pending_sum_ =
+      engine_->iallreduce(values, count, DType::f64, ReduceOp::sum, comm::OpLabel(what));
 }
 
-void Pipeline::finish_sum_over_ranks() {}
+void Pipeline::finish_sum_over_ranks() {
+  pending_sum_.wait();
+  pending_sum_ = {};
+}
 
 std::string_view Pipeline::optimizer_name() const {
   return optim::make_optimizer(options_.optimizer, {}, 0)->name();
@@ -545,7 +570,13 @@ void Pipeline::gather_for_checkpoint() {
       continue;
     }
     if (!root) {
-      group_->send(0, kStateTag + static_cast<uint32_t>(k), t.raw(), t.nbytes());
+      const uint32_t state_tag = kStateTag + static_cast<uint32_t>(k);
+      const void* data = t.raw();
+      const size_t bytes = t.nbytes();
+      engine_
+          ->submit("send of optimizer state for a checkpoint",
+                   [=](comm::Group& g) { g.send(0, state_tag, data, bytes); })
+          .wait();
       continue;
     }
     Tensor full = Tensor::empty({params_.size()}, DType::f32, MemCategory::optimizer);
@@ -555,8 +586,11 @@ void Pipeline::gather_for_checkpoint() {
       const int64_t b = end > first ? params_.range_begin(first) : 0;
       const int64_t e = end > first ? params_.range_end(end) : 0;
       if (s == 0) std::memcpy(full.f32() + b, t.raw(), static_cast<size_t>(e - b) * sizeof(float));
-      else group_->recv(s, kStateTag + static_cast<uint32_t>(k), full.f32() + b,
-                        static_cast<size_t>(e - b) * sizeof(float));
+      else
+        start_receive(s, kStateTag + static_cast<uint32_t>(k), full.f32() + b,
+                      static_cast<size_t>(e - b) * sizeof(float),
+                      {"receive of optimizer state from stage", s})
+            .wait();
     }
     gathered_full_.emplace_back(name, full);
   }

@@ -26,14 +26,17 @@
 //   voted so all stages skip together; the loss (computed on the last stage) reaches every
 //   rank in the same small all-reduce.
 //
-// Every wait has the group's deadline: a stage that dies makes its neighbours' waits fail
-// naming it, and every other rank's at the step's closing all-reduce.
+// Communication runs on a progress thread (comm::ProgressEngine), in each stage's program
+// order: a send leaves while the stage computes its next micro-batch. Every wait has the
+// group's deadline: a stage that dies makes its neighbours' waits fail naming it, and
+// every other rank's at the step's closing all-reduce.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/progress_engine.h"
 #include "parallel/micro_batches.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/strategy.h"
@@ -106,9 +109,12 @@ class Pipeline : public Strategy {
   void finish_ties_after_backward();
   void send_updated_ties();
   void settle_tied_values();
-  void wait_timed(uint64_t request);
-  void post_send(int to, uint32_t tag, const void* data, size_t bytes,
-                 std::vector<uint64_t>& into);
+  void wait_timed(const comm::Handle& handle);
+  static void wait_all(std::vector<comm::Handle>& handles);
+  comm::Handle start_receive(int from, uint32_t tag, void* data, size_t bytes,
+                             comm::OpLabel label);
+  void post_send(int to, uint32_t tag, const void* data, size_t bytes, comm::OpLabel label,
+                 std::vector<comm::Handle>& into);
   size_t slot_of(int position) const;
 
   std::shared_ptr<comm::Group> group_;
@@ -135,13 +141,16 @@ class Pipeline : public Strategy {
   std::vector<Tensor> inputs_;  // received activations, by position mod size
   Tensor dy_;                   // a received gradient (or the loss's, on the last stage)
   std::vector<PipelineAction> actions_;
-  std::vector<uint64_t> sends_;            // the tied values' sends
-  std::vector<uint64_t> recompute_sends_;  // sends reading the recompute caches
+  std::vector<comm::Handle> sends_;            // the tied values' sends
+  std::vector<comm::Handle> recompute_sends_;  // sends reading the recompute caches
   Shape in_shape_, out_shape_;             // this stage's activations, a micro-batch
   int64_t step_ = 0;
   float grad_scale_ = 1;
   double loss_sum_ = 0;
   PipelineTimes ptimes_;
+  comm::Handle pending_sum_;
+  // Last: destroyed first, finishing the sends that read the buffers above.
+  std::unique_ptr<comm::ProgressEngine> engine_;
 };
 
 }  // namespace braid::parallel

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Summarises bench/pipeline_figures.sh's JSON lines: medians over the rounds.
+"""Summarises bench/model_parallel_figures.sh's JSON lines: medians over the rounds.
 
-  python3 bench/pipeline_figures_summary.py pipeline.jsonl
+  python3 bench/model_parallel_figures_summary.py model_parallel.jsonl
 """
 import json
 import statistics
@@ -22,6 +22,29 @@ if pipe and single:
     rates = [r["tokens_per_s"] for r in pipe]
     print(f"2-stage pipeline 1f1b M=8: {med(rates):.0f} tokens/s = {med(rates) / med(single):.2f}x "
           f"(goal 1.6x); cut: {pipe[0].get('cut', '')}")
+tensor = [r for r in runs if r["strategy"] == "tensor"]
+if tensor and single:
+    rates = [r["tokens_per_s"] for r in tensor]
+    print(f"2-rank tensor parallel: {med(rates):.0f} tokens/s = {med(rates) / med(single):.2f}x "
+          f"(goal 1.7x); communication exposed {med([r['comm_exposed_ms'] for r in tensor]):.1f} "
+          f"ms a step")
+
+
+def weights_mib(r):
+    m = r["peak_memory_bytes"]
+    return (m["parameters"] + m["gradients"] + m["optimizer"]) / 2**20
+
+
+def activations_mib(r):
+    return r["peak_memory_bytes"]["activations"] / 2**20
+
+
+print()
+print("Memory of rank 0 (MiB): parameters + gradients + optimizer, activations")
+for label, rs in [("1 rank", [r for r in runs if r["strategy"] == "single"]),
+                  ("tensor 2", tensor), ("pipeline 1f1b M=8, stage 0", pipe)]:
+    if rs:
+        print(f"  {label}: {weights_mib(rs[0]):.1f}, {activations_mib(rs[0]):.1f}")
 print()
 print("| schedule | M | bubble measured (stage 0 / stage 1) | theory | measured / theory "
       "| activations MiB (stage 0 / 1) | tokens/s |")
