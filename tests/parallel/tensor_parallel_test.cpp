@@ -67,13 +67,17 @@ Outcome single(const StepOptions& o, int steps) {
   return out;
 }
 
-Outcome tensor(const StepOptions& o, int ranks, int steps, const Outcome* from = nullptr,
+// The one-process options' accumulate_steps become the micro-batches of the strategy (one
+// pipeline stage: plain accumulation).
+Outcome tensor(StepOptions o, int ranks, int steps, const Outcome* from = nullptr,
                int first = 0) {
+  const int micro = o.accumulate_steps;
+  o.accumulate_steps = 1;
   Outcome out;
   std::mutex mu;
   rethrow_first(run_group(ranks, [&](comm::Group& world) {
     auto group = world.split(0, world.rank());
-    TensorParallel s(gpt(), o, group);
+    TensorParallel s(gpt(), o, group, micro);
     EXPECT_LT(s.local_floats(), s.params().size() * 3 / 4 + 1000);  // about 1/T of the model
     if (from) {
       std::copy(from->params.begin(), from->params.end(), s.params().params());

@@ -42,8 +42,7 @@
 #include "launch/env.h"
 #include "launch/job.h"
 #include "parallel/ddp.h"
-#include "parallel/pipeline.h"
-#include "parallel/tensor_parallel.h"
+#include "parallel/mesh_strategy.h"
 #include "parallel/strategy.h"
 #include "parallel/zero.h"
 #include "train/trainer.h"
@@ -166,7 +165,7 @@ Rounds time_rounds(train::Trainer& trainer, Ranks& ranks, const TrainBenchFlags&
       out.split.optimizer.push_back(t.optimizer);
       out.split.comm_exposed.push_back(t.communication_exposed);
       out.split.data_wait.push_back(waited);
-      if (auto* p = dynamic_cast<const parallel::Pipeline*>(&trainer.strategy())) {
+      if (auto* p = dynamic_cast<const parallel::MeshStrategy*>(&trainer.strategy())) {
         const parallel::PipelineTimes& pt = p->last_pipeline_times();
         out.stage_compute.push_back(pt.compute);
         out.stage_waiting.push_back(pt.waiting);
@@ -236,7 +235,7 @@ void report_pipeline(const TrainBenchFlags& f, const Rounds& rounds, const Memor
   out["schedule"] = f.schedule;
   out["recompute"] = f.recompute;
   out["bubble_theory"] = theory;
-  if (auto* p = dynamic_cast<const parallel::Pipeline*>(&ranks.trainer().strategy()))
+  if (auto* p = dynamic_cast<const parallel::MeshStrategy*>(&ranks.trainer().strategy()))
     out["cut"] = p->describe_cut();
   double bubble_sum = 0;
   for (int s = 0; s < n; ++s) {
@@ -344,7 +343,7 @@ void run_train_bench(const TrainBenchFlags& f) {
   if (f.strategy == "pipeline") {
     report_pipeline(f, rounds, mem, ranks, out, printer && !f.json);
   } else if (f.strategy == "tensor") {
-    if (auto* tp = dynamic_cast<parallel::TensorParallel*>(&trainer.strategy()))
+    if (auto* tp = dynamic_cast<parallel::MeshStrategy*>(&trainer.strategy()))
       out["local_parameter_floats"] = tp->local_floats();
     out["comm_exposed_ms"] = exposed * 1e3;
   } else if (f.strategy == "ddp") {

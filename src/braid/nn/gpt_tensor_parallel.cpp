@@ -13,12 +13,17 @@ class TpBlockCache : public Cache {
   Tensor x1, dx1;
 };
 
+class TpHeadCache : public Cache {
+ public:
+  std::unique_ptr<Cache> ln_f;
+  Tensor dh, hf_rounded;
+  Precision precision = Precision::fp32;
+};
+
 class TpGptCache : public Cache {
  public:
+  std::unique_ptr<Cache> embedding, head;
   std::vector<std::unique_ptr<Cache>> blocks;
-  std::unique_ptr<Cache> ln_f;
-  Tensor x0, dh, hf_rounded;
-  Precision precision = Precision::fp32;
 };
 
 int64_t part(int64_t whole, int ranks, const char* what) {
@@ -108,76 +113,104 @@ const Tensor& TpGptBlock::backward(const Tensor& dy, Cache& cache, bool need_dx)
   return c.dx;
 }
 
-TensorParallelGpt::TensorParallelGpt(const GptConfig& config, TensorReducer& reducer)
-    : config_(config),
+TpGptEmbedding::TpGptEmbedding(const GptConfig& c, TensorReducer& reducer)
+    : config_(c),
       reducer_(reducer),
-      local_vocab_(part(config.vocab, reducer.size(), "the vocabulary")),
-      vocab_first_(reducer.rank() * local_vocab_),
-      ln_f_(config.d_model) {
-  for (int64_t i = 0; i < config.layers; ++i)
-    blocks_.push_back(std::make_unique<TpGptBlock>(config, reducer));
-}
+      local_vocab_(part(c.vocab, reducer.size(), "the vocabulary")),
+      vocab_first_(reducer.rank() * local_vocab_) {}
 
-void TensorParallelGpt::declare(ParamSet& params, const std::string& prefix) {
+void TpGptEmbedding::declare(ParamSet& params, const std::string& prefix) {
   params_ = &params;
   wte_ = params.declare(prefix + "wte.weight", {local_vocab_, config_.d_model}, true);
   wpe_ = params.declare(prefix + "wpe.weight", {config_.context, config_.d_model}, true);
-  for (size_t i = 0; i < blocks_.size(); ++i)
-    blocks_[i]->declare(params, prefix + "h." + std::to_string(i) + ".");
-  ln_f_.declare(params, prefix + "ln_f.");
 }
 
-Shape TensorParallelGpt::output_shape(const Shape& in) const {
+Shape TpGptEmbedding::output_shape(const Shape& in) const {
   BRAID_CHECK(in.rank() == 2, "GPT: input shape ", in.str(), " is not [batch, time] of token ids");
   BRAID_CHECK(in[1] >= 1 && in[1] <= config_.context, "GPT: sequence length ", in[1], " (input ",
               in.str(), ") must be between 1 and the model's context of ", config_.context,
               " tokens; shorten the sequences or raise the context");
-  return Shape{in[0], in[1], local_vocab_};
+  return Shape{in[0], in[1], config_.d_model};
 }
 
-std::unique_ptr<Cache> TensorParallelGpt::make_cache() const {
-  auto c = std::make_unique<TpGptCache>();
-  for (const auto& b : blocks_) c->blocks.push_back(b->make_cache());
-  c->ln_f = ln_f_.make_cache();
-  return c;
-}
-
-const Tensor& TensorParallelGpt::forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) {
-  auto& c = static_cast<TpGptCache&>(cache);
+const Tensor& TpGptEmbedding::forward(const Tensor& x, Cache& c, const ForwardContext& ctx) {
+  (void)ctx;
   const Shape out_shape = output_shape(x.shape());
   BRAID_CHECK(x.dtype() == DType::i32, "GPT: token ids must be i32, got ", dtype_name(x.dtype()));
   const int64_t B = out_shape[0], T = out_shape[1], D = config_.d_model, BT = B * T;
   const int32_t* ids = x.data<int32_t>();
-  c.x = x;
-  c.x0.ensure({B, T, D});
-  const float* wte = params_->param(wte_).f32();
-  for (int64_t i = 0; i < BT; ++i) {
+  for (int64_t i = 0; i < BT; ++i)
     BRAID_CHECK(ids[i] >= 0 && ids[i] < config_.vocab, "GPT: token id ", ids[i], " at position ",
                 i, " is outside the vocabulary [0, ", config_.vocab, ")");
+  c.x = x;
+  c.out.ensure(out_shape);
+  const float* wte = params_->param(wte_).f32();
+  for (int64_t i = 0; i < BT; ++i) {
     const int64_t local = ids[i] - vocab_first_;
-    float* row = c.x0.f32() + i * D;
+    float* row = c.out.f32() + i * D;
     if (local >= 0 && local < local_vocab_) std::copy(wte + local * D, wte + (local + 1) * D, row);
     else fill(0.0f, row, D);
   }
-  reducer_.sum(c.x0.f32(), static_cast<size_t>(BT * D));  // each row from the rank holding it
+  reducer_.sum(c.out.f32(), static_cast<size_t>(BT * D));  // each row from the rank holding it
   const float* pos = params_->param(wpe_).f32();
-  for (int64_t b = 0; b < B; ++b) add_inplace(pos, c.x0.f32() + b * T * D, T * D);
-  const Tensor* h = &c.x0;
-  for (size_t i = 0; i < blocks_.size(); ++i) h = &blocks_[i]->forward(*h, *c.blocks[i], ctx);
-  const Tensor& hf = ln_f_.forward(*h, *c.ln_f, ctx);
-  c.out.ensure(out_shape);
-  c.precision = ctx.precision;
-  head_.forward(c.precision, hf.f32(), wte, nullptr, BT, D, local_vocab_, c.out.f32(),
-                c.hf_rounded);
+  for (int64_t b = 0; b < B; ++b) add_inplace(pos, c.out.f32() + b * T * D, T * D);
   return c.out;
 }
 
-const Tensor& TensorParallelGpt::backward(const Tensor& dy, Cache& cache, bool need_dx) {
-  auto& c = static_cast<TpGptCache&>(cache);
+const Tensor& TpGptEmbedding::backward(const Tensor& dy, Cache& c, bool need_dx) {
   BRAID_CHECK(!need_dx, "GPT: backward asked for dL/dx of integer token ids");
+  BRAID_CHECK(dy.shape() == c.out.shape(), "GPT embedding: backward got dy ", dy.shape().str(),
+              " for output ", c.out.shape().str());
+  const int64_t B = dy.dim(0), T = dy.dim(1), D = config_.d_model, BT = B * T;
+  float* dpos = params_->grad(wpe_).f32();
+  for (int64_t b = 0; b < B; ++b) add_inplace(dy.f32() + b * T * D, dpos, T * D);
+  // The head wrote wte's gradient first (one process's order); the rows add to it.
+  float* dwte = params_->grad(wte_).f32();
+  const int32_t* ids = c.x.data<int32_t>();
+  for (int64_t i = 0; i < BT; ++i) {
+    const int64_t local = ids[i] - vocab_first_;
+    if (local >= 0 && local < local_vocab_) add_inplace(dy.f32() + i * D, dwte + local * D, D);
+  }
+  return no_grad();
+}
+
+TpGptHead::TpGptHead(const GptConfig& c, TensorReducer& reducer, int64_t local_vocab)
+    : reducer_(reducer), d_model_(c.d_model), local_vocab_(local_vocab), ln_f_(c.d_model) {}
+
+void TpGptHead::declare(ParamSet& params, const std::string& prefix) {
+  params_ = &params;
+  ln_f_.declare(params, prefix + "ln_f.");
+}
+
+Shape TpGptHead::output_shape(const Shape& in) const {
+  BRAID_CHECK(in.rank() == 3 && in[2] == d_model_, "GPT head: input ", in.str(),
+              " is not [batch, time, ", d_model_, "]");
+  return Shape{in[0], in[1], local_vocab_};
+}
+
+std::unique_ptr<Cache> TpGptHead::make_cache() const {
+  auto c = std::make_unique<TpHeadCache>();
+  c->ln_f = ln_f_.make_cache();
+  return c;
+}
+
+const Tensor& TpGptHead::forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) {
+  auto& c = static_cast<TpHeadCache&>(cache);
+  const Shape out_shape = output_shape(x.shape());
+  const int64_t BT = out_shape[0] * out_shape[1];
+  const Tensor& hf = ln_f_.forward(x, *c.ln_f, ctx);
+  c.out.ensure(out_shape);
+  c.precision = ctx.precision;
+  head_.forward(c.precision, hf.f32(), params_->param(wte_).f32(), nullptr, BT, d_model_,
+                local_vocab_, c.out.f32(), c.hf_rounded);
+  return c.out;
+}
+
+const Tensor& TpGptHead::backward(const Tensor& dy, Cache& cache, bool need_dx) {
+  auto& c = static_cast<TpHeadCache&>(cache);
   BRAID_CHECK(dy.shape() == c.out.shape(), "GPT: backward got dlogits ", dy.shape().str(),
               " for logits ", c.out.shape().str());
-  const int64_t B = dy.dim(0), T = dy.dim(1), D = config_.d_model, BT = B * T;
+  const int64_t B = dy.dim(0), T = dy.dim(1), D = d_model_, BT = B * T;
   const Tensor& hf = c.ln_f->out;
   bool overwrite = false;
   float* dwte = params_->grad_for_write(wte_, overwrite).f32();
@@ -188,16 +221,70 @@ const Tensor& TensorParallelGpt::backward(const Tensor& dy, Cache& cache, bool n
   head_.input_grad(c.precision, dy.f32(), params_->param(wte_).f32(), BT, D, local_vocab_,
                    c.dh.f32());
   reducer_.sum(c.dh.f32(), static_cast<size_t>(BT * D));  // every vocabulary slice's share
-  const Tensor* g = &ln_f_.backward(c.dh, *c.ln_f, true);
+  return ln_f_.backward(c.dh, *c.ln_f, need_dx);
+}
+
+TensorParallelGpt::TensorParallelGpt(const GptConfig& config, TensorReducer& reducer)
+    : config_(config),
+      embedding_(config, reducer),
+      head_(config, reducer, embedding_.local_vocab()) {
+  for (int64_t i = 0; i < config.layers; ++i)
+    blocks_.push_back(std::make_unique<TpGptBlock>(config, reducer));
+}
+
+void TensorParallelGpt::declare(ParamSet& params, const std::string& prefix) {
+  unit_params_.clear();
+  auto unit = [&](Module& m, const std::string& name) {
+    const ParamSet::Id before = params.layout().size();
+    m.declare(params, prefix + name);
+    unit_params_.emplace_back(before, params.layout().size());
+  };
+  unit(embedding_, "");
+  head_.set_tied_weight(embedding_.wte_id());
+  for (size_t i = 0; i < blocks_.size(); ++i) unit(*blocks_[i], "h." + std::to_string(i) + ".");
+  unit(head_, "");
+}
+
+Shape TensorParallelGpt::output_shape(const Shape& in) const {
+  const Shape x = embedding_.output_shape(in);
+  return head_.output_shape(x);
+}
+
+std::unique_ptr<Cache> TensorParallelGpt::make_cache() const {
+  auto c = std::make_unique<TpGptCache>();
+  c->embedding = embedding_.make_cache();
+  for (const auto& b : blocks_) c->blocks.push_back(b->make_cache());
+  c->head = head_.make_cache();
+  return c;
+}
+
+const Tensor& TensorParallelGpt::forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) {
+  auto& c = static_cast<TpGptCache&>(cache);
+  const Tensor* h = &embedding_.forward(x, *c.embedding, ctx);
+  for (size_t i = 0; i < blocks_.size(); ++i) h = &blocks_[i]->forward(*h, *c.blocks[i], ctx);
+  return head_.forward(*h, *c.head, ctx);
+}
+
+const Tensor& TensorParallelGpt::backward(const Tensor& dy, Cache& cache, bool need_dx) {
+  auto& c = static_cast<TpGptCache&>(cache);
+  BRAID_CHECK(!need_dx, "GPT: backward asked for dL/dx of integer token ids");
+  const Tensor* g = &head_.backward(dy, *c.head, true);
   for (size_t i = blocks_.size(); i-- > 0;) g = &blocks_[i]->backward(*g, *c.blocks[i], true);
-  float* dpos = params_->grad(wpe_).f32();
-  for (int64_t b = 0; b < B; ++b) add_inplace(g->f32() + b * T * D, dpos, T * D);
-  const int32_t* ids = c.x.data<int32_t>();
-  for (int64_t i = 0; i < BT; ++i) {
-    const int64_t local = ids[i] - vocab_first_;
-    if (local >= 0 && local < local_vocab_) add_inplace(g->f32() + i * D, dwte + local * D, D);
-  }
-  return no_grad();
+  return embedding_.backward(*g, *c.embedding, false);
+}
+
+std::vector<PipelineUnit> TensorParallelGpt::pipeline_units() {
+  std::vector<PipelineUnit> units;
+  auto unit = [&](Module* m, std::string name, size_t i, std::vector<ParamSet::Id> tied) {
+    units.push_back({.module = m, .name = std::move(name), .first = unit_params_[i].first,
+                     .end = unit_params_[i].second, .buffers_first = 0, .buffers_end = 0,
+                     .tied = std::move(tied)});
+  };
+  unit(&embedding_, "embedding", 0, {});
+  for (size_t i = 0; i < blocks_.size(); ++i)
+    unit(blocks_[i].get(), "h." + std::to_string(i), i + 1, {});
+  unit(&head_, "head", blocks_.size() + 1, {embedding_.wte_id()});
+  return units;
 }
 
 }  // namespace braid::nn

@@ -53,6 +53,52 @@ class TpGptBlock : public Module {
   ParamSet::Id attn_bias_ = 0, mlp_bias_ = 0;  // the row-parallel projections' biases
 };
 
+// Tokens [B, T] -> x0 [B, T, D]: each token's row from the rank holding it, summed, + wpe.
+// Declares "wte.weight" (this rank's V/T rows) and "wpe.weight".
+class TpGptEmbedding : public Module {
+ public:
+  TpGptEmbedding(const GptConfig& c, TensorReducer& reducer);
+
+  std::string_view kind() const override { return "TpGptEmbedding"; }
+  void declare(ParamSet& params, const std::string& prefix) override;
+  Shape output_shape(const Shape& in) const override;
+  const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
+  ParamSet::Id wte_id() const { return wte_; }
+  int64_t local_vocab() const { return local_vocab_; }
+  int64_t first_class() const { return vocab_first_; }
+
+ private:
+  GptConfig config_;
+  TensorReducer& reducer_;
+  int64_t local_vocab_, vocab_first_;
+  ParamSet* params_ = nullptr;
+  ParamSet::Id wte_ = 0, wpe_ = 0;
+};
+
+// x [B, T, D] -> this rank's logits [B, T, V/T] = ln_f(x) wte_local^T (tied to the
+// embedding's rows); backward sums dL/d ln_f(x) over the ranks.
+class TpGptHead : public Module {
+ public:
+  TpGptHead(const GptConfig& c, TensorReducer& reducer, int64_t local_vocab);
+
+  std::string_view kind() const override { return "TpGptHead"; }
+  void declare(ParamSet& params, const std::string& prefix) override;
+  void set_tied_weight(ParamSet::Id wte) { wte_ = wte; }
+  Shape output_shape(const Shape& in) const override;
+  std::unique_ptr<Cache> make_cache() const override;
+  const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
+
+ private:
+  TensorReducer& reducer_;
+  int64_t d_model_, local_vocab_;
+  LayerNorm ln_f_;
+  ParamSet* params_ = nullptr;
+  ParamSet::Id wte_ = 0;
+  XWtProduct head_;
+};
+
 class TensorParallelGpt : public Module {
  public:
   TensorParallelGpt(const GptConfig& config, TensorReducer& reducer);
@@ -63,19 +109,18 @@ class TensorParallelGpt : public Module {
   std::unique_ptr<Cache> make_cache() const override;
   const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
+  // The embedding, each block, the head (tied to the embedding's wte rows).
+  std::vector<PipelineUnit> pipeline_units() override;
 
   const GptConfig& config() const { return config_; }
-  int64_t first_class() const { return vocab_first_; }  // this rank's vocabulary slice
+  int64_t first_class() const { return embedding_.first_class(); }  // this rank's slice
 
  private:
   GptConfig config_;
-  TensorReducer& reducer_;
-  int64_t local_vocab_, vocab_first_;
+  TpGptEmbedding embedding_;
   std::vector<std::unique_ptr<TpGptBlock>> blocks_;
-  LayerNorm ln_f_;
-  ParamSet* params_ = nullptr;
-  ParamSet::Id wte_ = 0, wpe_ = 0;
-  XWtProduct head_;
+  TpGptHead head_;
+  std::vector<std::pair<ParamSet::Id, ParamSet::Id>> unit_params_;  // from declare()
 };
 
 }  // namespace braid::nn

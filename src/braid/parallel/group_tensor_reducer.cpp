@@ -2,6 +2,7 @@
 
 #include "comm/collectives.h"
 #include "comm/group.h"
+#include "comm/progress_engine.h"
 #include "core/error.h"
 #include "core/timer.h"
 
@@ -15,17 +16,23 @@ GroupTensorReducer::GroupTensorReducer(std::shared_ptr<comm::Group> group)
 int GroupTensorReducer::rank() const { return group_->rank(); }
 int GroupTensorReducer::size() const { return group_->size(); }
 
-void GroupTensorReducer::sum(float* data, size_t count) {
-  if (group_->size() == 1) return;
-  Stopwatch w;
-  comm::allreduce(*group_, data, count, DType::f32, ReduceOp::sum);
-  seconds_ += w.elapsed();
-}
+void GroupTensorReducer::sum(float* data, size_t count) { reduce(data, count, ReduceOp::sum); }
+void GroupTensorReducer::max(float* data, size_t count) { reduce(data, count, ReduceOp::max); }
 
-void GroupTensorReducer::max(float* data, size_t count) {
+void GroupTensorReducer::reduce(float* data, size_t count, ReduceOp op) {
   if (group_->size() == 1) return;
   Stopwatch w;
-  comm::allreduce(*group_, data, count, DType::f32, ReduceOp::max);
+  if (engine_ == nullptr) {
+    comm::allreduce(*group_, data, count, DType::f32, op);
+  } else {
+    comm::Group* g = group_.get();
+    engine_
+        ->submit("tensor-parallel reduction",
+                 [g, data, count, op](comm::Group&) {
+                   comm::allreduce(*g, data, count, DType::f32, op);
+                 })
+        .wait();
+  }
   seconds_ += w.elapsed();
 }
 

@@ -1,7 +1,8 @@
 // GroupTensorReducer: tensor parallelism's sums and maxima (nn/tensor_reducer.h) over the
-// ranks of a comm::Group, by braid's collectives on the caller's (compute) thread: the
-// layers wait for each sum before they go on, so there is nothing to overlap. Every
-// collective leaves bitwise identical results on every rank (the reducer's contract).
+// ranks of a comm::Group, by braid's collectives: the layers wait for each sum before they
+// go on, so there is nothing to overlap. On the caller's (compute) thread, or, once a
+// comm::ProgressEngine drives the transport (use_engine), as operations of that engine.
+// Every collective leaves bitwise identical results on every rank (the reducer's contract).
 // Counts the seconds spent in its calls (the step's exposed communication).
 #pragma once
 
@@ -9,8 +10,11 @@
 
 #include "nn/tensor_reducer.h"
 
+#include "core/reduce.h"
+
 namespace braid::comm {
 class Group;
+class ProgressEngine;
 }
 
 namespace braid::parallel {
@@ -18,6 +22,8 @@ namespace braid::parallel {
 class GroupTensorReducer : public nn::TensorReducer {
  public:
   explicit GroupTensorReducer(std::shared_ptr<comm::Group> group);
+  // From now on, reduce as operations of `engine` (which must outlive the later calls).
+  void use_engine(comm::ProgressEngine* engine) { engine_ = engine; }
 
   int rank() const override;
   int size() const override;
@@ -29,7 +35,10 @@ class GroupTensorReducer : public nn::TensorReducer {
   comm::Group& group() { return *group_; }
 
  private:
+  void reduce(float* data, size_t count, ReduceOp op);
+
   std::shared_ptr<comm::Group> group_;
+  comm::ProgressEngine* engine_ = nullptr;
   double seconds_ = 0;
 };
 

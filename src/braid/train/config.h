@@ -59,12 +59,17 @@ struct TrainConfig {
 
   // Distribution. `batch` is per rank (as PyTorch DDP's DataLoader); the global batch of a
   // step is batch x world size.
-  // auto, single, ddp, local_sgd, ps, fedavg, pipeline, tensor
+  // auto, single, ddp, local_sgd, ps, fedavg, pipeline, tensor, mesh
   std::string strategy = "auto";
   int64_t tensor_parallel = 0;  // > 1: the GPT cut by width across that many ranks
   double bucket_mb = 25;
   int64_t zero_stage = 0;           // ddp: ZeRO: 1 shards the optimizer state, 2 gradients too
   std::string comm_dtype = "fp32";  // ddp: fp32, bf16, fp16 on the wire
+  // Model parallelism's mesh: data x tensor x pipeline = the job's ranks (0: from
+  // tensor_parallel and pipeline.stages, the data axis taking the rest).
+  struct Mesh {
+    int64_t data = 0, tensor = 0, pipeline = 0;
+  } mesh;
   struct Pipeline {
     int64_t stages = 0;  // > 1: pipeline parallelism over that many ranks (the job's size)
     int64_t micro_batches = 4;

@@ -147,13 +147,27 @@ std::vector<Setting> make_settings() {
 
   t.push_back(text(
       "strategy", kParallel,
-      {"auto", "single", "ddp", "local_sgd", "ps", "fedavg", "pipeline", "tensor"},
-      "how ranks share the work (auto: ddp when the job has more than one rank, pipeline when "
-      "pipeline.stages > 1, tensor when tensor_parallel > 1; local_sgd: local steps, "
-      "parameters averaged every local_sgd.period steps; ps: parameter servers, under braid "
-      "launch --servers S --workers W; fedavg: federated averaging; pipeline: the layers cut "
-      "into one stage a rank; tensor: the GPT's matrices cut by width across the ranks)",
+      {"auto", "single", "ddp", "local_sgd", "ps", "fedavg", "pipeline", "tensor", "mesh"},
+      "how ranks share the work (auto: ddp when the job has more than one rank, mesh when "
+      "pipeline.stages, tensor_parallel or mesh.* ask for model parallelism; local_sgd: local "
+      "steps, parameters averaged every local_sgd.period steps; ps: parameter servers, under "
+      "braid launch --servers S --workers W; fedavg: federated averaging; pipeline: the "
+      "layers cut into one stage a rank; tensor: the GPT's matrices cut by width across the "
+      "ranks; mesh: data x tensor x pipeline)",
       [](auto& c) -> auto& { return c.strategy; }));
+  t.push_back(integer(
+      "mesh.data", kParallel, 0, 1 << 20,
+      "mesh: data-parallel replicas of the model-parallel group (0: the job's ranks / "
+      "(tensor x pipeline))",
+      [](auto& c) -> auto& { return c.mesh.data; }));
+  t.push_back(integer(
+      "mesh.tensor", kParallel, 0, 4096,
+      "mesh: ranks the GPT is cut across by width (0: tensor_parallel)",
+      [](auto& c) -> auto& { return c.mesh.tensor; }));
+  t.push_back(integer(
+      "mesh.pipeline", kParallel, 0, 4096,
+      "mesh: pipeline stages (0: pipeline.stages)",
+      [](auto& c) -> auto& { return c.mesh.pipeline; }));
   t.push_back(integer(
       "tensor_parallel", kParallel, 0, 4096,
       "tensor: ranks the GPT's attention heads, MLP and vocabulary are cut across (the job's "

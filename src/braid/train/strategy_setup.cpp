@@ -5,8 +5,7 @@
 #include "comm/group.h"
 #include "parallel/ddp.h"
 #include "parallel/local_sgd.h"
-#include "parallel/pipeline.h"
-#include "parallel/tensor_parallel.h"
+#include "parallel/mesh_strategy.h"
 #include "parallel/ps_evaluator.h"
 #include "parallel/ps_worker.h"
 #include "parallel/single_process.h"
@@ -47,11 +46,7 @@ std::unique_ptr<parallel::Strategy> make_strategy(
   const int world = group ? group->size() : 1;
   std::string name = config.strategy;
   if (name == "auto")
-    name = ps                             ? "ps"
-           : config.pipeline.stages > 1   ? "pipeline"
-           : config.tensor_parallel > 1   ? "tensor"
-           : world > 1                    ? "ddp"
-                                          : "single";
+    name = ps ? "ps" : mesh_shape(config, world) ? "mesh" : world > 1 ? "ddp" : "single";
   BRAID_CHECK(!ps || name == "ps" || name == "fedavg", "strategy '", name,
               "' runs in a job of equal ranks, but this is a parameter-server job (",
               ps ? ps->workers : 0, " workers, ", ps ? ps->servers : 0,
@@ -76,14 +71,13 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     return std::make_unique<parallel::PsWorker>(std::move(module), step_options(config),
                                                 std::move(group), *ps);
   }
-  BRAID_CHECK(config.pipeline.stages <= 1 || name == "pipeline", "pipeline.stages (",
-              config.pipeline.stages, ") cuts the model into stages, which strategy '", name,
-              "' does not; use strategy pipeline (or auto)");
-  BRAID_CHECK(config.tensor_parallel <= 1 || name == "tensor", "tensor_parallel (",
-              config.tensor_parallel, ") cuts the GPT by width, which strategy '", name,
-              "' does not; use strategy tensor (or auto)");
-  BRAID_CHECK(config.precision != "fp16" || name == "single" || name == "ddp" ||
-                  name == "pipeline" || name == "tensor",
+  const bool model_parallel = name == "pipeline" || name == "tensor" || name == "mesh";
+  BRAID_CHECK(model_parallel || (config.pipeline.stages <= 1 && config.tensor_parallel <= 1 &&
+                                 config.mesh.data == 0 && config.mesh.tensor <= 1 &&
+                                 config.mesh.pipeline <= 1),
+              "pipeline.stages, tensor_parallel and mesh.* cut the model across ranks, which "
+              "strategy '", name, "' does not; use strategy pipeline, tensor or mesh (or auto)");
+  BRAID_CHECK(config.precision != "fp16" || name == "single" || name == "ddp" || model_parallel,
               "precision fp16 needs its loss scaler in the update, which strategy '", name,
               "' does not run on this rank; use strategy single or ddp, or precision bf16 "
               "(no loss scaling needed)");
@@ -128,38 +122,52 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     return std::make_unique<parallel::LocalSgd>(std::move(module), step_options(config),
                                                 std::move(group), local, d);
   }
-  if (name == "pipeline") {
-    BRAID_CHECK(group, "strategy pipeline needs a job of one rank a stage: run it under braid "
-                       "launch -n P (or torchrun, mpirun, srun)");
-    BRAID_CHECK(config.pipeline.stages == 0 || config.pipeline.stages == world,
-                "pipeline.stages is ", config.pipeline.stages, " but the job has ", world,
-                " ranks; each rank is one stage (launch -n ", config.pipeline.stages,
-                ", or set pipeline.stages to ", world, ")");
+  if (model_parallel) {
+    BRAID_CHECK(group, "strategy ", name,
+                " needs a job of the ranks that share the model: run it under braid launch -n N "
+                "(or torchrun, mpirun, srun)");
+    const parallel::MeshShape shape = *mesh_shape(config, world);
     BRAID_CHECK(!config.sync_batchnorm, "sync_batchnorm shares statistics between data-parallel "
-                                        "ranks; a pipeline's stages hold different layers: drop it");
+                                        "ranks holding the whole model; drop it under strategy ",
+                name);
     BRAID_CHECK(config.ema_decay == 0, "ema_decay averages the whole parameters every step, "
-                                       "which no pipeline stage holds; drop ema_decay");
+                                       "which no rank holds under strategy ",
+                name, "; drop ema_decay");
+    BRAID_CHECK(config.zero_stage == 0, "zero_stage along the mesh's data axis is not built "
+                                        "yet; drop zero_stage under strategy ",
+                name);
     parallel::PipelineOptions p;
-    p.micro_batches = static_cast<int>(config.pipeline.micro_batches);
+    // One stage: the micro-batches are plain accumulation's.
+    p.micro_batches = static_cast<int>(shape.pipeline > 1 ? config.pipeline.micro_batches
+                                                          : config.accumulate_steps);
     p.schedule = parallel::parse_pipeline_schedule(config.pipeline.schedule);
     p.recompute = config.pipeline.recompute;
-    return std::make_unique<parallel::Pipeline>(std::move(module), step_options(config),
-                                                std::move(group), p);
-  }
-  if (name == "tensor") {
-    BRAID_CHECK(group, "strategy tensor needs a job of the ranks that share the model: run it "
-                       "under braid launch -n T (or torchrun, mpirun, srun)");
-    BRAID_CHECK(config.tensor_parallel == 0 || config.tensor_parallel == world,
-                "tensor_parallel is ", config.tensor_parallel, " but the job has ", world,
-                " ranks; each rank holds one part (launch -n ", config.tensor_parallel,
-                ", or set tensor_parallel to ", world, ")");
-    BRAID_CHECK(config.ema_decay == 0, "ema_decay averages the whole parameters every step, "
-                                       "which no tensor-parallel rank holds; drop ema_decay");
-    return std::make_unique<parallel::TensorParallel>(std::move(module), step_options(config),
-                                                      std::move(group));
+    parallel::StepOptions o = step_options(config);
+    if (shape.pipeline == 1) o.accumulate_steps = 1;
+    return std::make_unique<parallel::MeshStrategy>(std::move(module), o, std::move(group), shape,
+                                                    p);
   }
   BRAID_THROW(Error, "unknown strategy '", name,
-              "'; choose auto, single, ddp, local_sgd, ps, fedavg, pipeline or tensor");
+              "'; choose auto, single, ddp, local_sgd, ps, fedavg, pipeline, tensor or mesh");
+}
+
+std::optional<parallel::MeshShape> mesh_shape(const TrainConfig& config, int world) {
+  const std::string& name = config.strategy;
+  auto pick = [](int64_t a, int64_t b, int64_t whole) { return a > 0 ? a : b > 0 ? b : whole; };
+  const int64_t T = pick(config.mesh.tensor, config.tensor_parallel, name == "tensor" ? world : 1);
+  const int64_t P = pick(config.mesh.pipeline, config.pipeline.stages, name == "pipeline" ? world : 1);
+  const bool asked = name == "pipeline" || name == "tensor" || name == "mesh" || T > 1 || P > 1 ||
+                     config.mesh.data > 0;
+  if (!asked) return std::nullopt;
+  BRAID_CHECK(world % (T * P) == 0, "pipeline.stages is ", P, " and tensor_parallel ", T,
+              " but the job has ", world, " ranks; the data axis takes the rest, so launch a "
+              "multiple of ", T * P, " ranks (launch -n ", T * P, ")");
+  const int64_t D = config.mesh.data > 0 ? config.mesh.data : world / (T * P);
+  BRAID_CHECK(D * T * P == world, "mesh: ", D, " data x ", T, " tensor x ", P, " pipeline = ",
+              D * T * P, " ranks, but the job has ", world);
+  return parallel::MeshShape{.data = static_cast<int>(D),
+                             .tensor = static_cast<int>(T),
+                             .pipeline = static_cast<int>(P)};
 }
 
 parallel::PsRules ps_rules(const TrainConfig& config, int workers) {

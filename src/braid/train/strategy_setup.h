@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "parallel/group_stats_reducer.h"
+#include "parallel/mesh_strategy.h"
 #include "parallel/ps_protocol.h"
 #include "parallel/ps_shard.h"
 #include "parallel/strategy.h"
@@ -31,6 +32,11 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     std::shared_ptr<comm::Group> group,
     std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer = nullptr,
     std::optional<parallel::PsLayout> ps = std::nullopt);
+
+// The data x tensor x pipeline mesh a config asks for over `world` ranks: mesh.* where
+// given, else tensor_parallel and pipeline.stages (strategy tensor or pipeline alone: every
+// rank on that axis), the data axis taking the rest. nullopt: no model parallelism.
+std::optional<parallel::MeshShape> mesh_shape(const TrainConfig& config, int world);
 
 // The consistency rules of a parameter-server job from the config's ps.* keys.
 parallel::PsRules ps_rules(const TrainConfig& config, int workers);

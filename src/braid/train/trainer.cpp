@@ -67,10 +67,11 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> world,
 
 void Trainer::init(bool load_data) {
   validate(config_);
-  // Model parallelism: every rank of the job works on the same batch.
-  const bool pipeline = config_.strategy == "pipeline" || config_.pipeline.stages > 1 ||
-                        config_.strategy == "tensor" || config_.tensor_parallel > 1;
-  data_world_ = pipeline ? 1 : world_;
+  // Model parallelism: the ranks of one model-parallel group work on the same batch, the
+  // data axis's replicas on their shares.
+  const std::optional<parallel::MeshShape> mesh = ps_ ? std::nullopt : mesh_shape(config_, world_);
+  data_world_ = mesh ? mesh->data : world_;
+  const int data_rank = mesh ? (rank_ / mesh->tensor) % mesh->data : rank_;
   if (!config_.kernel_choices.empty()) apply_kernel_record_at(config_.kernel_choices);
   // The data checks read the model, which then moves into the strategy.
   if (load_data) {
@@ -81,10 +82,10 @@ void Trainer::init(bool load_data) {
     DataLoaders loaders = make_loaders(
         config_, model_,
         evaluator ? DataPlacement{}
-                  : DataPlacement{.rank = group_ && !pipeline ? rank_ : 0,
+                  : DataPlacement{.rank = group_ ? data_rank : 0,
                                   .world = data_world_,
                                   .evaluate_whole_split = ps_.has_value() && rank_ == 0,
-                                  // Every stage holds the whole model when it evaluates.
+                                  // Every rank holds the whole model when it evaluates.
                                   .eval_rank = group_ ? rank_ : 0,
                                   .eval_world = world_});
     train_loader_ = std::move(loaders.train);
@@ -343,7 +344,11 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
                                   : config_.epochs * per_epoch;
   log_info("model ", module().kind(), ": ", params().count(), " parameters; ", total_steps,
            " steps of batch ", config_.batch,
-           world_ > 1 ? detail::concat(" x ", world_, " ranks") : "", "; optimizer ",
+           data_world_ > 1 ? detail::concat(" x ", data_world_, " ranks") : "",
+           data_world_ < world_ ? detail::concat(" (each shared by ", world_ / data_world_,
+                                                 " model-parallel ranks)")
+                                : "",
+           "; optimizer ",
            strategy_->optimizer_name(), "; strategy ", strategy_->name());
   Stopwatch run_watch;
   double window_loss = 0, window_seconds = 0, window_comm = 0, window_wait = 0;

@@ -1,0 +1,537 @@
+#include "parallel/mesh_strategy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "comm/collectives.h"
+#include "core/kernels.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "nn/gpt.h"
+#include "optim/clip.h"
+#include "parallel/mesh_stage.h"
+#include "parallel/same_model.h"
+
+namespace braid::parallel {
+namespace {
+
+constexpr uint32_t kStateTag = 0xFFFF0000u;  // + state tensor: optimizer state to stage 0
+
+std::vector<optim::Segment> segments_of(const nn::ParamSet& params, nn::ParamSet::Id first,
+                                        nn::ParamSet::Id end, int64_t begin) {
+  std::vector<optim::Segment> out;
+  for (nn::ParamSet::Id id = first; id < end; ++id) {
+    const nn::ParamInfo& p = params.info(id);
+    out.push_back({p.name, p.offset - begin, p.numel(), p.decay});
+  }
+  return out;
+}
+
+std::string format_ms(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g ms", seconds * 1e3);
+  return text;
+}
+
+}  // namespace
+
+MeshStrategy::MeshStrategy(std::unique_ptr<nn::Module> module, StepOptions options,
+                           std::shared_ptr<comm::Group> world, MeshShape shape,
+                           PipelineOptions pipeline)
+    : Strategy(std::move(module), std::move(options)),
+      world_(std::move(world)),
+      popts_(std::move(pipeline)) {
+  BRAID_CHECK(world_, "mesh: needs the job's group");
+  const int D = shape.data, T = shape.tensor, P = shape.pipeline;
+  BRAID_CHECK(D >= 1 && T >= 1 && P >= 1 && int64_t{D} * T * P == world_->size(), "mesh: ", D,
+              " data x ", T, " tensor x ", P, " pipeline = ", int64_t{D} * T * P,
+              " ranks, but the job has ", world_->size(),
+              "; choose axes whose product is the number of ranks");
+  BRAID_CHECK(popts_.micro_batches >= 1, "pipeline.micro_batches must be >= 1, got ",
+              popts_.micro_batches);
+  BRAID_CHECK(options_.accumulate_steps == 1,
+              "mesh: the batch is already cut into pipeline.micro_batches (", popts_.micro_batches,
+              "); drop accumulate_steps (", options_.accumulate_steps,
+              ") or fold it into micro_batches");
+  // The full model: what evaluation and checkpoints see. Cut by width, it never runs
+  // backward.
+  declare();
+  if (T > 1)
+    params_.set_grad_locator([](size_t) -> float* {
+      BRAID_THROW(Error, "tensor parallel: the full model has no gradients (each rank trains "
+                         "its shard of it)");
+    });
+  build(nullptr, /*with_optimizer=*/false);
+  check_same_model(*world_, params_, "mesh");
+  mesh_ = comm::make_mesh(*world_, D, T, P);
+  pipe_ = mesh_.pipeline.get();
+  if (T > 1) {
+    const auto* gpt = dynamic_cast<const nn::Gpt*>(module_.get());
+    BRAID_CHECK(gpt != nullptr, "tensor parallel: model '", module_->kind(),
+                "' is not a GPT; tensor_parallel cuts the GPT's attention, MLP and vocabulary "
+                "(width-split Sequential models are not built yet)");
+    BRAID_CHECK(options_.label_smoothing == 0,
+                "tensor parallel: label smoothing is not built for the vocabulary-parallel loss; "
+                "drop label_smoothing");
+    reducer_ = std::make_unique<GroupTensorReducer>(mesh_.tensor);
+    shards_ = std::make_unique<TensorShards>(gpt->config(), params_, *reducer_);
+    tmodule_ = &shards_->model();
+    tparams_ = &shards_->params();
+    shards_->to_local(params_.params(), tparams_->params());
+  } else {
+    tmodule_ = module_.get();
+    tparams_ = &params_;
+  }
+  units_ = tmodule_->pipeline_units();
+  BRAID_CHECK(!units_.empty(), "pipeline: model '", module_->kind(),
+              "' cannot be cut into stages (a Sequential model or a GPT can)");
+  BRAID_CHECK(static_cast<int>(units_.size()) >= P, "pipeline: ", P,
+              " stages need at least as many layers, but the model has ", units_.size(),
+              "; use fewer stages");
+  first_learning_unit_ = units_.size();
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (units_[u].end > units_[u].first) {
+      first_learning_unit_ = u;
+      break;
+    }
+  if (popts_.recompute)
+    for (const nn::PipelineUnit& u : units_)
+      BRAID_CHECK(u.buffers_end == u.buffers_first, "pipeline.recompute: layer ", u.name,
+                  " keeps running statistics (BatchNorm), which a second forward would update "
+                  "twice; drop recompute or the BatchNorm layers");
+  // From here the progress thread drives the job's groups: every p2p and collective goes
+  // through it.
+  engine_ = std::make_unique<comm::ProgressEngine>(world_);
+  if (reducer_) reducer_->use_engine(engine_.get());
+  if (!popts_.cut.empty()) {
+    BRAID_CHECK(popts_.cut.size() == static_cast<size_t>(P) + 1 && popts_.cut.front() == 0 &&
+                    popts_.cut.back() == units_.size() &&
+                    std::is_sorted(popts_.cut.begin(), popts_.cut.end()) &&
+                    std::adjacent_find(popts_.cut.begin(), popts_.cut.end()) == popts_.cut.end(),
+                "pipeline: a cut needs ", P + 1, " increasing unit boundaries from 0 to ",
+                units_.size());
+    cut_ = popts_.cut;
+    prepare_stage();
+  } else if (P == 1) {
+    cut_ = {0, units_.size()};
+    prepare_stage();
+  }
+  if (world_->rank() == 0 && world_->size() > 1) log_info(describe_placement());
+}
+
+MeshStrategy::~MeshStrategy() {
+  // Sends still reading this rank's memory finish before it goes (a failed group throws:
+  // nothing to keep in step with any more).
+  try {
+    for (Slot& s : slots_) wait_all(s.sends);
+    wait_all(sends_);
+    wait_all(recompute_sends_);
+    for (Tie& t : ties_) wait_all(t.grad_sends);
+  } catch (const std::exception&) {
+  }
+}
+
+std::string_view MeshStrategy::name() const {
+  if (mesh_.data_size == 1 && mesh_.tensor_size == 1) return "pipeline";
+  if (mesh_.data_size == 1 && mesh_.pipeline_size == 1) return "tensor";
+  return "mesh";
+}
+
+int MeshStrategy::rank() const { return world_->rank(); }
+int MeshStrategy::world_size() const { return world_->size(); }
+
+std::string MeshStrategy::describe_placement() const {
+  const int D = mesh_.data_size, T = mesh_.tensor_size, P = mesh_.pipeline_size;
+  std::string text = "mesh: " + std::to_string(D) + " data x " + std::to_string(T) +
+                     " tensor x " + std::to_string(P) + " pipeline;";
+  for (int r = 0; r < world_->size(); ++r)
+    text += std::string(r ? "," : "") + " rank " + std::to_string(r) + " = (data " +
+            std::to_string((r / T) % D) + ", tensor " + std::to_string(r % T) + ", stage " +
+            std::to_string(r / (T * D)) + ")";
+  return text;
+}
+
+void MeshStrategy::on_engine(comm::OpLabel label, const std::function<void(comm::Group&)>& fn) {
+  engine_->submit(label, [&fn](comm::Group& g) { fn(g); }).wait();
+}
+
+void MeshStrategy::measure_and_cut(const data::Batch& micro) {
+  // Every unit's forward and backward on the first micro-batch, twice (the first pays for
+  // first touches); the faster of the two counts. BatchNorm's statistics are put back.
+  nn::ParamSet& params = *tparams_;
+  std::vector<Tensor> saved;
+  for (const nn::NamedBuffer& b : params.buffers()) {
+    saved.push_back(Tensor::empty(b.value.shape(), b.value.dtype(), MemCategory::workspace));
+    saved.back().copy_from(b.value);
+  }
+  std::vector<double> cost(units_.size(), std::numeric_limits<double>::infinity());
+  std::vector<std::unique_ptr<nn::Cache>> caches;
+  for (const nn::PipelineUnit& u : units_) caches.push_back(u.module->make_cache());
+  for (int round = 0; round < 2; ++round) {
+    params.zero_grads();
+    std::vector<double> t(units_.size(), 0);
+    const nn::ForwardContext ctx = train_context(0, 0);
+    const Tensor* h = &micro.inputs;
+    for (size_t u = 0; u < units_.size(); ++u) {
+      Stopwatch w;
+      h = &units_[u].module->forward(*h, *caches[u], ctx);
+      t[u] += w.elapsed();
+    }
+    Stopwatch w;
+    loss_and_gradient(*h, micro.targets, 1.0f);
+    t.back() += w.elapsed();
+    const Tensor* g = &dy_;
+    for (size_t u = units_.size(); u-- > first_learning_unit_;) {
+      Stopwatch wb;
+      g = &units_[u].module->backward(*g, *caches[u], u > first_learning_unit_);
+      t[u] += wb.elapsed();
+    }
+    for (size_t u = 0; u < units_.size(); ++u) cost[u] = std::min(cost[u], t[u]);
+  }
+  params.zero_grads();
+  for (size_t i = 0; i < saved.size(); ++i) {
+    Tensor live = params.buffers()[i].value;  // shares the layer's memory
+    live.copy_from(saved[i]);
+  }
+  // Every rank cuts from the same (summed) times.
+  engine_->iallreduce(cost.data(), cost.size(), DType::f64, ReduceOp::sum, "layer timing sum")
+      .wait();
+  for (double& c : cost) c /= world_->size();
+  cut_ = balance_stages(cost, stages());
+  prepare_stage();
+  if (world_->rank() == 0) {
+    std::string text = "pipeline: " + std::to_string(stages()) + " stages, " +
+                       std::string(schedule_name(popts_.schedule)) + ", " +
+                       std::to_string(popts_.micro_batches) + " micro-batches" +
+                       (popts_.recompute ? ", recompute" : "") + "; cut by measured time: ";
+    for (int s = 0; s < stages(); ++s) {
+      double sum = 0;
+      for (size_t u = cut_[s]; u < cut_[s + 1]; ++u) sum += cost[u];
+      text += (s ? " | " : "") + std::string("stage ") + std::to_string(s) + ": " +
+              units_[cut_[s]].name +
+              (cut_[s + 1] - cut_[s] > 1 ? ".." + units_[cut_[s + 1] - 1].name : "") + " (" +
+              format_ms(sum) + ")";
+    }
+    log_info(text);
+  }
+}
+
+std::string MeshStrategy::describe_cut() const {
+  std::string text;
+  for (size_t s = 0; s + 1 < cut_.size(); ++s)
+    text += (s ? " | " : "") + std::string("stage ") + std::to_string(s) + ": " +
+            units_[cut_[s]].name +
+            (cut_[s + 1] - cut_[s] > 1 ? ".." + units_[cut_[s + 1] - 1].name : "");
+  return text;
+}
+
+std::pair<int64_t, int64_t> MeshStrategy::range_of_stage(int s) const {
+  const size_t fu = cut_[static_cast<size_t>(s)], eu = cut_[static_cast<size_t>(s) + 1];
+  const nn::ParamSet::Id first = units_[fu].first, end = units_[eu - 1].end;
+  if (end <= first) return {tparams_->range_begin(first), tparams_->range_begin(first)};
+  return {tparams_->range_begin(first), tparams_->range_end(end)};
+}
+
+void MeshStrategy::prepare_stage() {
+  const int s = stage(), n = stages();
+  const nn::ParamSet& params = *tparams_;
+  first_unit_ = cut_[static_cast<size_t>(s)];
+  end_unit_ = cut_[static_cast<size_t>(s) + 1];
+  first_id_ = units_[first_unit_].first;
+  end_id_ = units_[end_unit_ - 1].end;
+  std::tie(begin_, end_) = range_of_stage(s);
+  backward_here_ = end_unit_ > first_learning_unit_;
+  sends_dx_ = s > 0 && first_unit_ > first_learning_unit_;
+  const std::vector<optim::Segment> segments = segments_of(params, first_id_, end_id_, begin_);
+  stage_optimizer_ = optim::make_optimizer(options_.optimizer, segments, end_ - begin_);
+  // The global norm: each stage's range once over the data replicas, a replicated
+  // parameter of the tensor shards once over the tensor ranks.
+  norm_segments_.clear();
+  if (mesh_.data_index == 0)
+    for (nn::ParamSet::Id id = first_id_; id < end_id_; ++id)
+      if (!shards_ || shards_->is_cut(id) || mesh_.tensor_index == 0)
+        norm_segments_.push_back(segments[id - first_id_]);
+  auto stage_of_unit = [&](size_t u) {
+    return static_cast<int>(std::upper_bound(cut_.begin(), cut_.end(), u) - cut_.begin()) - 1;
+  };
+  ties_.clear();
+  for (size_t u = 0; u < units_.size(); ++u)
+    for (nn::ParamSet::Id id : units_[u].tied) {
+      size_t owner = 0;
+      while (owner < units_.size() && !(id >= units_[owner].first && id < units_[owner].end))
+        ++owner;
+      BRAID_CHECK(owner < units_.size(), "pipeline: layer ", units_[u].name,
+                  " reads a parameter no layer declares");
+      const int os = stage_of_unit(owner), us = stage_of_unit(u);
+      if (os == us) continue;
+      BRAID_CHECK(os < us, "pipeline: layer ", units_[u].name, " reads ", params.info(id).name,
+                  " of a later stage; only weights tied forward (as the GPT's head) are built");
+      Tie t;
+      t.id = id;
+      t.owner_unit = owner;
+      t.owner = os;
+      t.user = us;
+      if (s == os)
+        t.staging = Tensor::empty({params.info(id).numel()}, DType::f32, MemCategory::gradients);
+      ties_.push_back(std::move(t));
+    }
+  slots_.clear();
+  slots_.resize(static_cast<size_t>(in_flight_limit(popts_.schedule, s, n, popts_.micro_batches)));
+  for (Slot& slot : slots_)
+    if (!popts_.recompute)
+      for (size_t u = first_unit_; u < end_unit_; ++u)
+        slot.caches.push_back(units_[u].module->make_cache());
+  recompute_caches_.clear();
+  if (popts_.recompute)
+    for (size_t u = first_unit_; u < end_unit_; ++u)
+      recompute_caches_.push_back(units_[u].module->make_cache());
+  actions_ = stage_actions(popts_.schedule, s, n, popts_.micro_batches);
+  if (options_.deterministic && popts_.micro_batches > 1)
+    micro_sum_ = TreeSum(end_ - begin_, popts_.micro_batches);
+  prepared_ = true;
+  if (!loaded_state_.empty()) {  // a state loaded before the cut was known
+    const optim::NamedTensors full = std::move(loaded_state_);
+    loaded_state_.clear();
+    load_optimizer_state(full);
+  }
+}
+
+double MeshStrategy::step(const data::Batch& batch, float lr, int64_t step) {
+  Stopwatch watch;
+  times_ = {};
+  ptimes_ = {};
+  if (reducer_) reducer_->reset_seconds();
+  const int m = popts_.micro_batches;
+  micro_.split(batch, m);
+  if (!prepared_) measure_and_cut(micro_[0]);
+  settle_tied_values();
+  wait_all(sends_);
+  const bool ordered = options_.deterministic && m > 1;
+  order_.resize(static_cast<size_t>(m));
+  for (int p = 0; p < m; ++p)
+    order_[static_cast<size_t>(p)] = ordered ? micro_sum_.order()[static_cast<size_t>(p)] : p;
+  // Every micro-batch has the same shape: the activations at this stage's two ends.
+  Shape shape = micro_[0].inputs.shape();
+  for (size_t u = 0; u < end_unit_; ++u) {
+    if (u == first_unit_) in_shape_ = shape;
+    shape = units_[u].module->output_shape(shape);
+  }
+  out_shape_ = shape;
+  grad_scale_ = m > 1 && !ordered ? 1.0f / static_cast<float>(m) : 1.0f;
+  loss_sum_ = 0;
+  tparams_->zero_grads();
+  for (const PipelineAction& a : actions_) {
+    if (a.kind == PipelineAction::forward) forward_action(a.position, step);
+    else backward_action(a.position, step);
+  }
+  finish_ties_after_backward();
+  float* grads = tparams_->grads(first_id_, end_id_) + begin_;
+  const int64_t len = end_ - begin_;
+  if (ordered && len > 0) scale_into(grads, grads, len, 1.0f / static_cast<float>(m));
+  // One small all-reduce for the loss (from the last stage). Until every stage is here the
+  // pipeline is still draining: this stage's tail of the bubble, so the wait counts as
+  // waiting and the schedule ends after it.
+  const bool reports_loss = stage() == stages() - 1 && mesh_.tensor_index == 0;
+  double loss = reports_loss ? loss_sum_ : 0.0;
+  Stopwatch comm_watch;
+  engine_->iallreduce(&loss, 1, DType::f64, ReduceOp::sum, "the step's loss sum").wait();
+  ptimes_.waiting += comm_watch.lap();
+  ptimes_.schedule = watch.lap();
+  ptimes_.compute = times_.forward + times_.backward;
+  average_over_data(grads);
+  double overflow = 0;
+  if (scaler_) {  // voted, so every rank skips together
+    overflow = optim::LossScaler::has_overflow({grads, static_cast<size_t>(len)}) ? 1 : 0;
+    engine_->iallreduce(&overflow, 1, DType::f64, ReduceOp::sum, "overflow vote").wait();
+  }
+  times_.communication_exposed =
+      ptimes_.waiting + comm_watch.elapsed() + (reducer_ ? reducer_->seconds() : 0);
+  bool skip = false;
+  if (scaler_) {
+    const float scale = scaler_->scale();
+    skip = scaler_->update(overflow > 0);
+    if (!skip && len > 0) scale_into(grads, grads, len, 1.0f / scale);
+  }
+  watch.lap();
+  if (!skip) {
+    if (options_.clip_grad_norm > 0) {
+      double sq = optim::grad_sum_squares(grads, norm_segments_);
+      engine_->iallreduce(&sq, 1, DType::f64, ReduceOp::sum, "gradient norm").wait();
+      optim::scale_grads(grads, stage_optimizer_->segments(),
+                         optim::clip_coefficient(std::sqrt(sq), options_.clip_grad_norm));
+    }
+    stage_optimizer_->step(tparams_->params() + begin_, grads, lr);
+    full_current_ = false;
+  }
+  send_updated_ties();
+  times_.optimizer = watch.lap();
+  times_.total = ptimes_.schedule + times_.optimizer;
+  return loss / (m * mesh_.data_size);
+}
+
+// Data axis: each replica's gradients of this stage's range averaged over the replicas.
+void MeshStrategy::average_over_data(float* grads) {
+  const int64_t len = end_ - begin_;
+  if (mesh_.data_size == 1 || len == 0) return;
+  comm::Group* data = mesh_.data.get();
+  on_engine("gradient average over the data axis", [&](comm::Group&) {
+    comm::allreduce(*data, grads, static_cast<size_t>(len), DType::f32, ReduceOp::sum);
+  });
+  scale_into(grads, grads, len, 1.0f / static_cast<float>(mesh_.data_size));
+}
+
+void MeshStrategy::sync_parameters() {
+  settle_tied_values();
+  engine_
+      ->ibroadcast(params_.params(), static_cast<size_t>(params_.size()), DType::f32, 0,
+                   "broadcast of the parameters")
+      .wait();
+  for (const nn::NamedBuffer& b : params_.buffers())
+    engine_
+        ->ibroadcast(b.value.raw(), static_cast<size_t>(b.value.numel()), b.value.dtype(), 0,
+                     "broadcast of a buffer")
+        .wait();
+  if (shards_) shards_->to_local(params_.params(), tparams_->params());
+  full_current_ = true;
+}
+
+// Every stage's parameters and buffers to every rank of the pipeline, from the stage that
+// owns them; then the tensor shards into the full layout.
+void MeshStrategy::synchronize() {
+  if (full_current_) return;
+  settle_tied_values();
+  for (int s = 0; s < stages(); ++s) {
+    const auto [b, e] = range_of_stage(s);
+    float* at = tparams_->params() + b;
+    if (e > b)
+      on_engine({"broadcast of the parameters of stage", s}, [&](comm::Group&) {
+        comm::broadcast(*pipe_, at, static_cast<size_t>(e - b), DType::f32, s);
+      });
+    for (size_t u = cut_[static_cast<size_t>(s)]; u < cut_[static_cast<size_t>(s) + 1]; ++u)
+      for (size_t i = units_[u].buffers_first; i < units_[u].buffers_end; ++i) {
+        const Tensor& v = tparams_->buffers()[i].value;
+        on_engine({"broadcast of the buffers of stage", s}, [&](comm::Group&) {
+          comm::broadcast(*pipe_, v.raw(), static_cast<size_t>(v.numel()), v.dtype(), s);
+        });
+      }
+  }
+  if (shards_) {
+    fill(0.0f, params_.params(), params_.size());
+    shards_->to_full(tparams_->params(), params_.params());
+    comm::Group* tensor = mesh_.tensor.get();
+    on_engine("gather of the tensor shards", [&](comm::Group&) {
+      comm::allreduce(*tensor, params_.params(), static_cast<size_t>(params_.size()), DType::f32,
+                      ReduceOp::sum);
+    });
+  }
+  full_current_ = true;
+}
+
+void MeshStrategy::sum_over_ranks(double* values, size_t count, const char* what) {
+  engine_->iallreduce(values, count, DType::f64, ReduceOp::sum, comm::OpLabel(what)).wait();
+}
+
+void MeshStrategy::start_sum_over_ranks(double* values, size_t count, const char* what) {
+  BRAID_CHECK(pending_sum_.done(), "mesh: a sum over ranks is already under way");
+  pending_sum_ =
+      engine_->iallreduce(values, count, DType::f64, ReduceOp::sum, comm::OpLabel(what));
+}
+
+void MeshStrategy::finish_sum_over_ranks() {
+  pending_sum_.wait();
+  pending_sum_ = {};
+}
+
+std::string_view MeshStrategy::optimizer_name() const {
+  return optim::make_optimizer(options_.optimizer, {}, 0)->name();
+}
+
+void MeshStrategy::gather_for_checkpoint() {
+  gathered_full_.clear();
+  const bool root = world_->rank() == 0;
+  if (!prepared_) {
+    // No step yet: the state loaded and not yet cut, or a fresh optimizer's.
+    if (root && !loaded_state_.empty()) gathered_full_ = loaded_state_;
+    else if (root)
+      gathered_full_ = optim::make_optimizer(options_.optimizer,
+                                             segments_of(params_, 0, params_.layout().size(), 0),
+                                             params_.size())
+                           ->state();
+    return;
+  }
+  const optim::NamedTensors mine = stage_optimizer_->state();
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const auto& [name, t] = mine[k];
+    if (t.dtype() != DType::f32) {
+      if (root) gathered_full_.emplace_back(name, t);
+      continue;
+    }
+    const uint32_t state_tag = kStateTag + static_cast<uint32_t>(k);
+    if (stage() != 0) {  // this stage's range to stage 0, in the trained layout
+      on_engine("send of optimizer state for a checkpoint", [&](comm::Group&) {
+        pipe_->send(0, state_tag, t.raw(), t.nbytes());
+      });
+      continue;
+    }
+    Tensor trained = Tensor::empty({tparams_->size()}, DType::f32, MemCategory::optimizer);
+    for (int s = 0; s < stages(); ++s) {
+      const auto [b, e] = range_of_stage(s);
+      const size_t bytes = static_cast<size_t>(e - b) * sizeof(float);
+      if (s == 0) std::memcpy(trained.f32() + b, t.raw(), bytes);
+      else
+        on_engine({"receive of optimizer state from stage", s}, [&](comm::Group&) {
+          pipe_->recv(s, state_tag, trained.f32() + b, bytes);
+        });
+    }
+    Tensor full = trained;
+    if (shards_) {  // the tensor shards into the full layout (stage 0's tensor group)
+      full = Tensor::empty({params_.size()}, DType::f32, MemCategory::optimizer);
+      shards_->to_full(trained.f32(), full.f32());
+      comm::Group* tensor = mesh_.tensor.get();
+      on_engine("gather of optimizer state shards", [&](comm::Group&) {
+        comm::allreduce(*tensor, full.f32(), static_cast<size_t>(params_.size()), DType::f32,
+                        ReduceOp::sum);
+      });
+    }
+    if (root) gathered_full_.emplace_back(name, full);
+  }
+}
+
+optim::NamedTensors MeshStrategy::optimizer_state() const {
+  BRAID_CHECK(world_->rank() == 0 && !gathered_full_.empty(),
+              "mesh: the full optimizer state is gathered on rank 0 by gather_for_checkpoint()");
+  return gathered_full_;
+}
+
+void MeshStrategy::load_optimizer_state(const optim::NamedTensors& state) {
+  for (const auto& [name, t] : state)
+    BRAID_CHECK(t.dtype() != DType::f32 || t.numel() == params_.size(), "optimizer state '", name,
+                "' holds ", t.numel(), " floats; this model's layout has ", params_.size());
+  if (!prepared_) {  // the stage is known at the first step: kept until then
+    loaded_state_ = state;
+    return;
+  }
+  optim::NamedTensors part;
+  Tensor trained;
+  if (shards_) trained = Tensor::empty({tparams_->size()}, DType::f32, MemCategory::workspace);
+  for (const auto& [name, t] : state) {
+    if (t.dtype() != DType::f32) {
+      part.emplace_back(name, t);
+      continue;
+    }
+    const float* from = t.f32();
+    if (shards_) {
+      shards_->to_local(t.f32(), trained.f32());
+      from = trained.f32();
+    }
+    Tensor slice = Tensor::empty({end_ - begin_}, DType::f32, MemCategory::optimizer);
+    std::memcpy(slice.f32(), from + begin_, static_cast<size_t>(end_ - begin_) * sizeof(float));
+    part.emplace_back(name, slice);
+  }
+  stage_optimizer_->load_state(part);
+}
+
+}  // namespace braid::parallel
