@@ -273,6 +273,26 @@ const Tensor& TensorParallelGpt::backward(const Tensor& dy, Cache& cache, bool n
   return embedding_.backward(*g, *c.embedding, false);
 }
 
+std::vector<WidthCut> gpt_width_cuts(const GptConfig& c, int rank, int ranks) {
+  const int64_t D = c.d_model, t = rank;
+  const int64_t W = part(D, ranks, "the model width");
+  const int64_t F = part(c.mlp_ratio * D, ranks, "the MLP's hidden width");
+  const int64_t V = part(c.vocab, ranks, "the vocabulary");
+  std::vector<WidthCut> cuts{{"wte.weight", false, {{t * V, V}}}};
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string h = "h." + std::to_string(i) + ".";
+    const std::vector<std::pair<int64_t, int64_t>> qkv{{t * W, W}, {D + t * W, W},
+                                                       {2 * D + t * W, W}};
+    cuts.push_back({h + "attn.c_attn.weight", false, qkv});
+    cuts.push_back({h + "attn.c_attn.bias", false, qkv});
+    cuts.push_back({h + "attn.c_proj.weight", true, {{t * W, W}}});
+    cuts.push_back({h + "mlp.c_fc.weight", false, {{t * F, F}}});
+    cuts.push_back({h + "mlp.c_fc.bias", false, {{t * F, F}}});
+    cuts.push_back({h + "mlp.c_proj.weight", true, {{t * F, F}}});
+  }
+  return cuts;
+}
+
 std::vector<PipelineUnit> TensorParallelGpt::pipeline_units() {
   std::vector<PipelineUnit> units;
   auto unit = [&](Module* m, std::string name, size_t i, std::vector<ParamSet::Id> tied) {

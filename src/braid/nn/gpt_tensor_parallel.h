@@ -26,6 +26,7 @@
 #include "nn/layernorm.h"
 #include "nn/linear.h"
 #include "nn/tensor_reducer.h"
+#include "nn/width_cut.h"
 
 namespace braid::nn {
 
@@ -122,5 +123,10 @@ class TensorParallelGpt : public Module {
   TpGptHead head_;
   std::vector<std::pair<ParamSet::Id, ParamSet::Id>> unit_params_;  // from declare()
 };
+
+// How rank `rank` of `ranks`' parameters of TensorParallelGpt cut the full GPT's: c_attn by
+// heads (q, k and v rows), c_fc by rows, both c_proj weights by columns, wte by vocabulary
+// rows; the rest is whole.
+std::vector<WidthCut> gpt_width_cuts(const GptConfig& c, int rank, int ranks);
 
 }  // namespace braid::nn

@@ -24,6 +24,7 @@ class Linear : public Module {
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
   ParamSet::Id weight_id() const { return weight_; }
+  bool has_bias() const { return has_bias_; }
 
  private:
   int64_t in_, out_;

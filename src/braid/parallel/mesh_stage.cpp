@@ -52,10 +52,9 @@ void MeshStrategy::run_units_forward(Slot& slot, const Tensor& x, const nn::Forw
 }
 
 double MeshStrategy::loss_and_gradient(const Tensor& logits, const Tensor& targets, float scale) {
-  if (shards_)
-    return nn::vocab_parallel_cross_entropy(logits, targets, shards_->model().first_class(),
-                                            shards_->model().config().vocab, *reducer_, &dy_,
-                                            loss_work_, {.grad_scale = scale})
+  if (vocab_ > 0)  // the GPT cut by width: each rank holds a slice of the vocabulary
+    return nn::vocab_parallel_cross_entropy(logits, targets, vocab_first_, vocab_, *reducer_,
+                                            &dy_, loss_work_, {.grad_scale = scale})
         .loss;
   return nn::softmax_cross_entropy(logits, targets, &dy_,
                                    {.grad_scale = scale,

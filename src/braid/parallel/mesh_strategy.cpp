@@ -11,6 +11,8 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "nn/gpt.h"
+#include "nn/gpt_tensor_parallel.h"
+#include "nn/sequential_tensor_parallel.h"
 #include "optim/clip.h"
 #include "parallel/mesh_stage.h"
 #include "parallel/same_model.h"
@@ -69,15 +71,25 @@ MeshStrategy::MeshStrategy(std::unique_ptr<nn::Module> module, StepOptions optio
   mesh_ = comm::make_mesh(*world_, D, T, P);
   pipe_ = mesh_.pipeline.get();
   if (T > 1) {
-    const auto* gpt = dynamic_cast<const nn::Gpt*>(module_.get());
-    BRAID_CHECK(gpt != nullptr, "tensor parallel: model '", module_->kind(),
-                "' is not a GPT; tensor_parallel cuts the GPT's attention, MLP and vocabulary "
-                "(width-split Sequential models are not built yet)");
-    BRAID_CHECK(options_.label_smoothing == 0,
-                "tensor parallel: label smoothing is not built for the vocabulary-parallel loss; "
-                "drop label_smoothing");
     reducer_ = std::make_unique<GroupTensorReducer>(mesh_.tensor);
-    shards_ = std::make_unique<TensorShards>(gpt->config(), params_, *reducer_);
+    const int t = mesh_.tensor_index;
+    if (const auto* gpt = dynamic_cast<const nn::Gpt*>(module_.get())) {
+      BRAID_CHECK(options_.label_smoothing == 0,
+                  "tensor parallel: label smoothing is not built for the vocabulary-parallel "
+                  "loss; drop label_smoothing");
+      const nn::GptConfig& c = gpt->config();
+      auto cuts = nn::gpt_width_cuts(c, t, T);  // checks the sizes divide first
+      shards_ = std::make_unique<TensorShards>(
+          std::make_unique<nn::TensorParallelGpt>(c, *reducer_), cuts, params_, t);
+      vocab_ = c.vocab;
+      vocab_first_ = t * (c.vocab / T);
+    } else if (const auto* seq = dynamic_cast<const nn::Sequential*>(module_.get())) {
+      nn::WidthCutModel cut = nn::cut_sequential(*seq, *reducer_);
+      shards_ = std::make_unique<TensorShards>(std::move(cut.model), cut.cuts, params_, t);
+    } else {
+      BRAID_THROW(Error, "tensor parallel: model '", module_->kind(),
+                  "' cannot be cut by width (a GPT or a Sequential model of Linear layers can)");
+    }
     tmodule_ = &shards_->model();
     tparams_ = &shards_->params();
     shards_->to_local(params_.params(), tparams_->params());

@@ -22,8 +22,10 @@
 // - Deterministic mode: every stage sums its micro-batches' gradients in tree_sum.h's
 //   order: with D = T = 1 the run equals one process accumulating M micro-batches bit for
 //   bit.
-// Tensor axis (T ranks): the GPT cut by width (tensor_shards.h, nn/gpt_tensor_parallel.h);
-// the loss is the vocabulary-parallel cross-entropy. Each rank trains its shard.
+// Tensor axis (T ranks): the GPT cut by width (nn/gpt_tensor_parallel.h; the loss is the
+// vocabulary-parallel cross-entropy) or a Sequential model's Linear pairs
+// (nn/sequential_tensor_parallel.h); tensor_shards.h maps the parts to the full layout.
+// Each rank trains its shard.
 // Data axis (D replicas): each replica steps on its share of the global batch; a stage's
 // gradients are averaged over the replicas before the update.
 //
@@ -174,6 +176,7 @@ class MeshStrategy : public Strategy {
   std::vector<std::unique_ptr<nn::Cache>> recompute_caches_;
   Tensor dy_;                                  // a received gradient, or the loss's
   Tensor loss_work_;                           // the vocabulary-parallel loss's scratch
+  int64_t vocab_ = 0, vocab_first_ = 0;        // > 0: the loss is vocabulary-parallel
   std::vector<PipelineAction> actions_;
   std::vector<comm::Handle> sends_;            // the tied values' sends
   std::vector<comm::Handle> recompute_sends_;  // sends reading the recompute caches

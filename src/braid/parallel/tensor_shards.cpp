@@ -15,22 +15,14 @@ struct TensorShards::Shard {
 
 namespace {
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
-TensorShards::TensorShards(const nn::GptConfig& c, const nn::ParamSet& full,
-                           nn::TensorReducer& reducer)
-    : full_(full),
-      rank_(reducer.rank()),
-      model_(std::make_unique<nn::TensorParallelGpt>(c, reducer)) {
+TensorShards::TensorShards(std::unique_ptr<nn::Module> model,
+                           const std::vector<nn::WidthCut>& cuts, const nn::ParamSet& full,
+                           int rank)
+    : full_(full), rank_(rank), model_(std::move(model)) {
   model_->declare(params_, "");
   params_.allocate();
-  const int T = reducer.size(), t = reducer.rank();
-  const int64_t D = c.d_model, W = D / T, F = c.mlp_ratio * D / T, V = c.vocab / T;
   for (nn::ParamSet::Id id = 0; id < params_.layout().size(); ++id) {
     const nn::ParamInfo& p = params_.info(id);
     const int64_t at = full.find(p.name);
@@ -41,29 +33,17 @@ TensorShards::TensorShards(const nn::GptConfig& c, const nn::ParamSet& full,
     const Shape& fs = full.info(s.full).shape;
     s.rows_n = fs[0];
     s.cols_n = fs.numel() / fs[0];
-    const std::string& n = p.name;
-    if (ends_with(n, "attn.c_attn.weight") || ends_with(n, "attn.c_attn.bias")) {
-      s.kind = Shard::rows;
-      for (int j = 0; j < 3; ++j) s.runs.emplace_back(j * D + t * W, W);  // q, k, v
-    } else if (ends_with(n, "attn.c_proj.weight")) {
-      s.kind = Shard::cols;
-      s.runs.emplace_back(t * W, W);
-    } else if (ends_with(n, "mlp.c_fc.weight") || ends_with(n, "mlp.c_fc.bias")) {
-      s.kind = Shard::rows;
-      s.runs.emplace_back(t * F, F);
-    } else if (ends_with(n, "mlp.c_proj.weight")) {
-      s.kind = Shard::cols;
-      s.runs.emplace_back(t * F, F);
-    } else if (n == "wte.weight") {
-      s.kind = Shard::rows;
-      s.runs.emplace_back(t * V, V);
-    }
+    for (const nn::WidthCut& c : cuts)
+      if (c.name == p.name) {
+        s.kind = c.columns ? Shard::cols : Shard::rows;
+        s.runs = c.runs;
+      }
     int64_t cut = 0;
     for (const auto& r : s.runs) cut += r.second;
     const int64_t expect = s.kind == Shard::whole  ? fs.numel()
                            : s.kind == Shard::rows ? cut * s.cols_n
                                                    : s.rows_n * cut;
-    BRAID_CHECK(expect == p.numel(), "tensor parallel: '", n, "' holds ", p.numel(),
+    BRAID_CHECK(expect == p.numel(), "tensor parallel: '", p.name, "' holds ", p.numel(),
                 " values here but its shard of ", fs.str(), " has ", expect);
     shards_.push_back(std::move(s));
   }

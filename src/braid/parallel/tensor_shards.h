@@ -1,9 +1,9 @@
-// One rank's part of the GPT cut by width (nn/gpt_tensor_parallel.h) and the map between
-// its parameters and the full model's one-process layout.
+// One rank's part of a model cut by width (nn/gpt_tensor_parallel.h,
+// nn/sequential_tensor_parallel.h) and the map between its parameters and the full model's
+// one-process layout.
 //
 // Each local parameter is the full one whole (replicated: LayerNorms, wpe, the row-parallel
-// projections' biases) or runs of its rows (c_attn by heads: q, k and v rows; c_fc; wte's
-// vocabulary rows) or of its columns (the row-parallel c_proj weights). to_local() cuts a
+// projections' biases) or runs of its rows or columns (nn::WidthCut). to_local() cuts a
 // full-layout buffer (parameters, or an optimizer state of the same layout) into this
 // rank's; to_full() writes this rank's back, so that the ranks' writes into a zeroed buffer,
 // summed, give the whole model (replicated parameters written by tensor rank 0 only).
@@ -12,21 +12,22 @@
 #include <memory>
 #include <vector>
 
-#include "nn/gpt_tensor_parallel.h"
+#include "nn/module.h"
 #include "nn/params.h"
+#include "nn/width_cut.h"
 #include "optim/segment.h"
 
 namespace braid::parallel {
 
 class TensorShards {
  public:
-  // `full`: the GPT's parameters in its one-process layout (declared); `reducer` the tensor
-  // group's.
-  TensorShards(const nn::GptConfig& config, const nn::ParamSet& full,
-               nn::TensorReducer& reducer);
+  // `model`: this rank's part of the model (undeclared), `cuts` how its parameters cut the
+  // full ones; `full`: the model's parameters in the one-process layout (declared).
+  TensorShards(std::unique_ptr<nn::Module> model, const std::vector<nn::WidthCut>& cuts,
+               const nn::ParamSet& full, int rank);
   ~TensorShards();
 
-  nn::TensorParallelGpt& model() { return *model_; }
+  nn::Module& model() { return *model_; }
   nn::ParamSet& params() { return params_; }
   const nn::ParamSet& params() const { return params_; }
 
@@ -39,7 +40,7 @@ class TensorShards {
   struct Shard;
   const nn::ParamSet& full_;
   int rank_;
-  std::unique_ptr<nn::TensorParallelGpt> model_;
+  std::unique_ptr<nn::Module> model_;
   nn::ParamSet params_;
   std::vector<Shard> shards_;
 };
