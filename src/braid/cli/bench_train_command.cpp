@@ -60,7 +60,7 @@ struct TrainBenchFlags {
   int steps = 30, warmup = 5, repeats = 5, threads = 1, ranks = 0, zero_stage = 0;
   double bucket_mb = 25;
   bool json = false, synthetic = false, deterministic = false;
-  int micro_batches = 4;
+  int micro_batches = 4, chunks = 2;
   std::string schedule = "1f1b";
   bool recompute = false;
 };
@@ -78,6 +78,7 @@ train::TrainConfig bench_config(const TrainBenchFlags& f) {
   config.zero_stage = f.zero_stage;
   config.pipeline.micro_batches = f.micro_batches;
   config.pipeline.schedule = f.schedule;
+  config.pipeline.chunks = f.chunks;
   config.pipeline.recompute = f.recompute;
   if (f.model.starts_with(
           "gpt")) {  // as bench/pytorch_train_bench.py: AdamW for the language model
@@ -230,9 +231,11 @@ void report_pipeline(const TrainBenchFlags& f, const Rounds& rounds, const Memor
   mine[3] = median(bubbles);
   for (size_t c = 0; c < kMemCategoryCount; ++c) mine[4 + c] = static_cast<double>(mem.peak[c]);
   ranks.sum(all);
-  const double theory = parallel::theoretical_bubble(n, f.micro_batches);
+  const int chunks = f.schedule == "interleaved" ? f.chunks : 1;
+  const double theory = parallel::theoretical_bubble(n, f.micro_batches, chunks);
   out["micro_batches"] = f.micro_batches;
   out["schedule"] = f.schedule;
+  out["chunks"] = chunks;
   out["recompute"] = f.recompute;
   out["bubble_theory"] = theory;
   if (auto* p = dynamic_cast<const parallel::MeshStrategy*>(&ranks.trainer().strategy()))
@@ -264,7 +267,8 @@ void report_pipeline(const TrainBenchFlags& f, const Rounds& rounds, const Memor
                 static_cast<double>(st["schedule_ms"]), static_cast<double>(st["bubble"]),
                 static_cast<double>(m["activations"]) / (1 << 20), weights / (1 << 20));
   }
-  std::printf("  bubble: measured %.3f (mean of the stages), theory (P-1)/(M+P-1) = %.3f\n",
+  std::printf("  bubble: measured %.3f (mean of the stages), theory ((P-1)/v)/(M+(P-1)/v) = "
+              "%.3f\n",
               bubble_sum / n, theory);
 }
 
@@ -457,8 +461,9 @@ void add_train_bench(CLI::App& bench) {
   tr->add_option("--comm-dtype", f->comm_dtype, "ddp: gradients on the wire: fp32, bf16, fp16")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   tr->add_option("--micro-batches", f->micro_batches, "pipeline: micro-batches a step (M)");
-  tr->add_option("--schedule", f->schedule, "pipeline: gpipe or 1f1b")
-      ->check(CLI::IsMember({"gpipe", "1f1b"}));
+  tr->add_option("--schedule", f->schedule, "pipeline: gpipe, 1f1b or interleaved")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
+  tr->add_option("--chunks", f->chunks, "pipeline interleaved: chunks of layers a stage");
   tr->add_flag("--recompute", f->recompute, "pipeline: forward again in backward");
   tr->add_flag("--json", f->json, "one JSON object instead of a table");
   tr->add_flag("--synthetic", f->synthetic, "random inputs instead of the dataset");

@@ -166,4 +166,9 @@ int64_t ParamSet::count() const {
 
 void ParamSet::zero_grads() { std::fill(stale_.begin(), stale_.end(), uint8_t{1}); }
 
+void ParamSet::zero_grads(Id first, Id end) {
+  std::fill(stale_.begin() + static_cast<std::ptrdiff_t>(first),
+            stale_.begin() + static_cast<std::ptrdiff_t>(end), uint8_t{1});
+}
+
 }  // namespace braid::nn

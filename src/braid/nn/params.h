@@ -122,6 +122,8 @@ class ParamSet {
   // Marks every gradient as zero without touching memory: the layers' first writes
   // overwrite instead of accumulate, which saves a pass over the whole buffer per step.
   void zero_grads();
+  // The same for parameters [first, end) only.
+  void zero_grads(Id first, Id end);
 
   // The range of the flat buffers that parameters [first, end) tile, padding included.
   int64_t range_begin(Id first) const;

@@ -9,11 +9,12 @@
 namespace braid::parallel {
 namespace {
 
-// Point-to-point tags: the position (or tie) above, the message's kind in the low bits.
 enum TagKind : uint32_t { kActivation = 0, kGradient = 1, kTieGradient = 2, kTieValue = 3 };
 
-uint32_t tag(int position, uint32_t kind, size_t tie = 0) {
-  return (static_cast<uint32_t>(position) << 8) | (static_cast<uint32_t>(tie) << 2) | kind;
+// Point-to-point tags: the position above, then the receiving chunk (or tie), the kind.
+uint32_t tag(int position, uint32_t kind, size_t chunk_or_tie = 0) {
+  return (static_cast<uint32_t>(position) << 12) | (static_cast<uint32_t>(chunk_or_tie) << 2) |
+         kind;
 }
 
 }  // namespace
@@ -40,15 +41,12 @@ void MeshStrategy::post_send(comm::Group* g, int to, uint32_t t, const void* dat
   into.push_back(engine_->submit(label, [=](comm::Group&) { g->send(to, t, data, bytes); }));
 }
 
-size_t MeshStrategy::slot_of(int position) const {
-  return static_cast<size_t>(position) % slots_.size();
-}
-
-void MeshStrategy::run_units_forward(Slot& slot, const Tensor& x, const nn::ForwardContext& ctx) {
-  auto& caches = popts_.recompute ? recompute_caches_ : slot.caches;
+void MeshStrategy::run_units_forward(Chunk& c, Slot& slot, const Tensor& x,
+                                     const nn::ForwardContext& ctx) {
+  auto& caches = popts_.recompute ? c.recompute_caches : slot.caches;
   const Tensor* h = &x;
-  for (size_t u = first_unit_; u < end_unit_; ++u)
-    h = &units_[u].module->forward(*h, *caches[u - first_unit_], ctx);
+  for (size_t u = c.first_unit; u < c.end_unit; ++u)
+    h = &units_[u].module->forward(*h, *caches[u - c.first_unit], ctx);
 }
 
 double MeshStrategy::loss_and_gradient(const Tensor& logits, const Tensor& targets, float scale) {
@@ -62,32 +60,34 @@ double MeshStrategy::loss_and_gradient(const Tensor& logits, const Tensor& targe
       .loss;
 }
 
-void MeshStrategy::forward_action(int position, int64_t step) {
-  const int s = stage(), n = stages();
+void MeshStrategy::forward_action(Chunk& c, int position, int64_t step) {
   const int k = order_[static_cast<size_t>(position)];
-  Slot& slot = slots_[slot_of(position)];
+  const bool first = c.index == 0, last = c.index == chunk_count() - 1;
+  Slot& slot = c.slots[static_cast<size_t>(position) % c.slots.size()];
   wait_all(slot.sends);  // the slot's memory is free again
-  if (s == 0) {
+  if (first) {
     slot.x = &micro_[k].inputs;
   } else {
-    slot.input.ensure(in_shape_, DType::f32, MemCategory::activations);
-    wait_timed(start_receive(pipe_, s - 1, tag(position, kActivation), slot.input.raw(),
-                             slot.input.nbytes(), {"receive of the activation of micro-batch", k}));
+    slot.input.ensure(c.in_shape, DType::f32, MemCategory::activations);
+    wait_timed(start_receive(pipe_, stage_of_chunk(c.index - 1),
+                             tag(position, kActivation, static_cast<size_t>(c.index)),
+                             slot.input.raw(), slot.input.nbytes(),
+                             {"receive of the activation of micro-batch", k}));
     slot.x = &slot.input;
   }
-  if (s == n - 1) {
-    // The last stage's forward runs with its loss and backward (recompute) or is kept in
+  if (last) {
+    // The last chunk's forward runs with its loss and backward (recompute) or is kept in
     // the slot's caches until then.
     if (popts_.recompute) return;
     Stopwatch w;
-    run_units_forward(slot, *slot.x, train_context(step, k));
+    run_units_forward(c, slot, *slot.x, train_context(step, k));
     times_.forward += w.elapsed();
     return;
   }
   Stopwatch w;
-  if (popts_.recompute) wait_all(recompute_sends_);
-  run_units_forward(slot, *slot.x, train_context(step, k));
-  const Tensor& out = popts_.recompute ? recompute_caches_.back()->out : slot.caches.back()->out;
+  if (popts_.recompute) wait_all(c.recompute_sends);
+  run_units_forward(c, slot, *slot.x, train_context(step, k));
+  const Tensor& out = popts_.recompute ? c.recompute_caches.back()->out : slot.caches.back()->out;
   const Tensor* to_send = &out;
   if (popts_.recompute) {
     slot.output.ensure(out.shape(), DType::f32, MemCategory::activations);
@@ -95,39 +95,46 @@ void MeshStrategy::forward_action(int position, int64_t step) {
     to_send = &slot.output;
   }
   times_.forward += w.elapsed();
-  post_send(pipe_, s + 1, tag(position, kActivation), to_send->raw(), to_send->nbytes(),
-            {"send of the activation of micro-batch", k}, slot.sends);
+  post_send(pipe_, stage_of_chunk(c.index + 1),
+            tag(position, kActivation, static_cast<size_t>(c.index + 1)), to_send->raw(),
+            to_send->nbytes(), {"send of the activation of micro-batch", k}, slot.sends);
 }
 
-void MeshStrategy::backward_action(int position, int64_t step) {
-  const int s = stage(), n = stages();
+void MeshStrategy::backward_action(Chunk& c, int position, int64_t step) {
   const int k = order_[static_cast<size_t>(position)];
   const bool ordered = options_.deterministic && popts_.micro_batches > 1;
-  Slot& slot = slots_[slot_of(position)];
-  if (!backward_here_) return;
+  const bool last = c.index == chunk_count() - 1;
+  Slot& slot = c.slots[static_cast<size_t>(position) % c.slots.size()];
+  if (!c.backward_here) return;
   nn::ParamSet& params = *tparams_;
-  if (ordered && position > 0) params.zero_grads();
+  // Deterministic mode sums each micro-batch's gradient from zero: this chunk's range.
+  if (ordered && position > 0) {
+    params.zero_grads(c.first_id, c.end_id);
+    for (const Tie& t : ties_)  // the tied weight this chunk's units write first
+      if (t.user_chunk == c.index) params.zero_grads(t.id, t.id + 1);
+  }
   for (Tie& t : ties_)  // the tied gradient of the last micro-batch is written again below
-    if (t.user == s) wait_all(t.grad_sends);
-  if (s < n - 1) {
-    dy_.ensure(out_shape_, DType::f32, MemCategory::activation_grads);
-    wait_timed(start_receive(pipe_, s + 1, tag(position, kGradient), dy_.raw(), dy_.nbytes(),
-                             {"receive of the gradient of micro-batch", k}));
+    if (t.user_chunk == c.index) wait_all(t.grad_sends);
+  if (!last) {
+    dy_.ensure(c.out_shape, DType::f32, MemCategory::activation_grads);
+    wait_timed(start_receive(pipe_, stage_of_chunk(c.index + 1),
+                             tag(position, kGradient, static_cast<size_t>(c.index)), dy_.raw(),
+                             dy_.nbytes(), {"receive of the gradient of micro-batch", k}));
   }
   Stopwatch w;
   if (popts_.recompute) {
-    wait_all(recompute_sends_);
-    run_units_forward(slot, *slot.x, train_context(step, k));
+    wait_all(c.recompute_sends);
+    run_units_forward(c, slot, *slot.x, train_context(step, k));
   }
-  auto& caches = popts_.recompute ? recompute_caches_ : slot.caches;
-  if (s == n - 1)
+  auto& caches = popts_.recompute ? c.recompute_caches : slot.caches;
+  if (last)
     loss_sum_ += loss_and_gradient(caches.back()->out, micro_[k].targets,
                                    grad_scale_ * (scaler_ ? scaler_->scale() : 1.0f));
   const Tensor* g = &dy_;
-  for (size_t u = end_unit_; u-- > std::max(first_unit_, first_learning_unit_);) {
+  for (size_t u = c.end_unit; u-- > std::max(c.first_unit, first_learning_unit_);) {
     for (size_t i = 0; i < ties_.size(); ++i) {
       Tie& t = ties_[i];
-      if (ordered && t.owner == s && t.owner_unit == u) {
+      if (ordered && t.owner_chunk == c.index && t.owner_unit == u) {
         // One process: the user's gradient is written first, this unit adds to it.
         times_.backward += w.elapsed();
         wait_timed(start_receive(pipe_, t.user, tag(position, kTieGradient, i), t.staging.raw(),
@@ -139,31 +146,32 @@ void MeshStrategy::backward_action(int position, int64_t step) {
         else add_inplace(t.staging.f32(), grad.f32(), grad.numel());
       }
     }
-    g = &units_[u].module->backward(*g, *caches[u - first_unit_], u > first_learning_unit_);
+    g = &units_[u].module->backward(*g, *caches[u - c.first_unit], u > first_learning_unit_);
   }
   for (size_t i = 0; i < ties_.size(); ++i) {
     Tie& t = ties_[i];
-    if (!ordered || t.user != s) continue;
+    if (!ordered || t.user_chunk != c.index) continue;
     bool overwrite = false;
     const Tensor grad = params.grad_for_write(t.id, overwrite);
     post_send(pipe_, t.owner, tag(position, kTieGradient, i), grad.raw(), grad.nbytes(),
               {"send of a tied weight's gradient", k}, t.grad_sends);
   }
-  if (ordered && end_ > begin_) {
-    float* grads = params.grads(first_id_, end_id_);
-    micro_sum_.add(position, grads + begin_, grads + begin_, 0, end_ - begin_);
+  if (ordered && c.end > c.begin) {
+    float* grads = params.grads(c.first_id, c.end_id);
+    c.micro_sum.add(position, grads + c.begin, grads + c.begin, 0, c.end - c.begin);
   }
   times_.backward += w.elapsed();
-  if (sends_dx_)
-    post_send(pipe_, s - 1, tag(position, kGradient), g->raw(), g->nbytes(),
+  if (c.sends_dx)
+    post_send(pipe_, stage_of_chunk(c.index - 1),
+              tag(position, kGradient, static_cast<size_t>(c.index - 1)), g->raw(), g->nbytes(),
               {"send of the gradient of micro-batch", k},
-              popts_.recompute ? recompute_sends_ : slot.sends);
+              popts_.recompute ? c.recompute_sends : slot.sends);
 }
 
 // Outside deterministic mode the user's gradient of a tied weight arrives once, summed over
 // the micro-batches, and is added to the owner's.
 void MeshStrategy::finish_ties_after_backward() {
-  const int s = stage();
+  const int s = stage();  // a rank holds a tie's owner or user chunk, never both
   const bool ordered = options_.deterministic && popts_.micro_batches > 1;
   for (size_t i = 0; i < ties_.size(); ++i) {
     Tie& t = ties_[i];

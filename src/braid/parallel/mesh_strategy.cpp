@@ -100,9 +100,15 @@ MeshStrategy::MeshStrategy(std::unique_ptr<nn::Module> module, StepOptions optio
   units_ = tmodule_->pipeline_units();
   BRAID_CHECK(!units_.empty(), "pipeline: model '", module_->kind(),
               "' cannot be cut into stages (a Sequential model or a GPT can)");
-  BRAID_CHECK(static_cast<int>(units_.size()) >= P, "pipeline: ", P,
-              " stages need at least as many layers, but the model has ", units_.size(),
-              "; use fewer stages");
+  BRAID_CHECK(popts_.chunks >= 1 &&
+                  (popts_.chunks == 1 || popts_.schedule == PipelineSchedule::interleaved),
+              "pipeline.chunks (", popts_.chunks, ") > 1 needs pipeline.schedule interleaved");
+  BRAID_CHECK(static_cast<int>(units_.size()) >= P * popts_.chunks, "pipeline: ", P,
+              " stages x ", popts_.chunks, " chunks need at least as many layers, but the model has ",
+              units_.size(), "; use fewer stages or chunks");
+  if (popts_.schedule == PipelineSchedule::interleaved)
+    BRAID_CHECK(popts_.micro_batches % P == 0, "pipeline.schedule interleaved: micro_batches (",
+                popts_.micro_batches, ") must be a multiple of the stages (", P, ")");
   first_learning_unit_ = units_.size();
   for (size_t u = 0; u < units_.size(); ++u)
     if (units_[u].end > units_[u].first) {
@@ -119,15 +125,16 @@ MeshStrategy::MeshStrategy(std::unique_ptr<nn::Module> module, StepOptions optio
   engine_ = std::make_unique<comm::ProgressEngine>(world_);
   if (reducer_) reducer_->use_engine(engine_.get());
   if (!popts_.cut.empty()) {
-    BRAID_CHECK(popts_.cut.size() == static_cast<size_t>(P) + 1 && popts_.cut.front() == 0 &&
+    BRAID_CHECK(popts_.cut.size() == static_cast<size_t>(chunk_count()) + 1 &&
+                    popts_.cut.front() == 0 &&
                     popts_.cut.back() == units_.size() &&
                     std::is_sorted(popts_.cut.begin(), popts_.cut.end()) &&
                     std::adjacent_find(popts_.cut.begin(), popts_.cut.end()) == popts_.cut.end(),
-                "pipeline: a cut needs ", P + 1, " increasing unit boundaries from 0 to ",
-                units_.size());
+                "pipeline: a cut needs ", chunk_count() + 1,
+                " increasing unit boundaries from 0 to ", units_.size());
     cut_ = popts_.cut;
     prepare_stage();
-  } else if (P == 1) {
+  } else if (chunk_count() == 1) {
     cut_ = {0, units_.size()};
     prepare_stage();
   }
@@ -138,9 +145,11 @@ MeshStrategy::~MeshStrategy() {
   // Sends still reading this rank's memory finish before it goes (a failed group throws:
   // nothing to keep in step with any more).
   try {
-    for (Slot& s : slots_) wait_all(s.sends);
+    for (Chunk& c : chunks_) {
+      for (Slot& s : c.slots) wait_all(s.sends);
+      wait_all(c.recompute_sends);
+    }
     wait_all(sends_);
-    wait_all(recompute_sends_);
     for (Tie& t : ties_) wait_all(t.grad_sends);
   } catch (const std::exception&) {
   }
@@ -212,36 +221,43 @@ void MeshStrategy::measure_and_cut(const data::Batch& micro) {
   engine_->iallreduce(cost.data(), cost.size(), DType::f64, ReduceOp::sum, "layer timing sum")
       .wait();
   for (double& c : cost) c /= world_->size();
-  cut_ = balance_stages(cost, stages());
+  cut_ = balance_stages(cost, chunk_count());
   prepare_stage();
   if (world_->rank() == 0) {
-    std::string text = "pipeline: " + std::to_string(stages()) + " stages, " +
-                       std::string(schedule_name(popts_.schedule)) + ", " +
-                       std::to_string(popts_.micro_batches) + " micro-batches" +
-                       (popts_.recompute ? ", recompute" : "") + "; cut by measured time: ";
-    for (int s = 0; s < stages(); ++s) {
-      double sum = 0;
-      for (size_t u = cut_[s]; u < cut_[s + 1]; ++u) sum += cost[u];
-      text += (s ? " | " : "") + std::string("stage ") + std::to_string(s) + ": " +
-              units_[cut_[s]].name +
-              (cut_[s + 1] - cut_[s] > 1 ? ".." + units_[cut_[s + 1] - 1].name : "") + " (" +
-              format_ms(sum) + ")";
-    }
-    log_info(text);
+    std::vector<double> per_stage(static_cast<size_t>(stages()), 0);
+    for (int c = 0; c < chunk_count(); ++c)
+      for (size_t u = cut_[c]; u < cut_[c + 1]; ++u) per_stage[stage_of_chunk(c)] += cost[u];
+    std::string times;
+    for (double t : per_stage) times.append(" ").append(format_ms(t));
+    log_info("pipeline: ", stages(), " stages",
+             popts_.chunks > 1 ? detail::concat(" x ", popts_.chunks, " chunks") : "", ", ",
+             schedule_name(popts_.schedule), ", ", popts_.micro_batches, " micro-batches",
+             popts_.recompute ? ", recompute" : "", "; cut by measured time: ", describe_cut(),
+             " (per stage:", times, ")");
   }
 }
 
 std::string MeshStrategy::describe_cut() const {
   std::string text;
-  for (size_t s = 0; s + 1 < cut_.size(); ++s)
-    text += (s ? " | " : "") + std::string("stage ") + std::to_string(s) + ": " +
-            units_[cut_[s]].name +
-            (cut_[s + 1] - cut_[s] > 1 ? ".." + units_[cut_[s + 1] - 1].name : "");
+  for (size_t c = 0; c + 1 < cut_.size(); ++c) {
+    if (c > 0) text.append(" | ");
+    text.append(popts_.chunks > 1
+                    ? detail::concat("chunk ", c, " (stage ", stage_of_chunk(static_cast<int>(c)), ")")
+                    : detail::concat("stage ", c));
+    text.append(": ").append(units_[cut_[c]].name);
+    if (cut_[c + 1] - cut_[c] > 1) text.append("..").append(units_[cut_[c + 1] - 1].name);
+  }
   return text;
 }
 
-std::pair<int64_t, int64_t> MeshStrategy::range_of_stage(int s) const {
-  const size_t fu = cut_[static_cast<size_t>(s)], eu = cut_[static_cast<size_t>(s) + 1];
+int64_t MeshStrategy::stage_floats() const {
+  int64_t n = 0;
+  for (const Chunk& c : chunks_) n += c.end - c.begin;
+  return n;
+}
+
+std::pair<int64_t, int64_t> MeshStrategy::range_of_chunk(int chunk) const {
+  const size_t fu = cut_[static_cast<size_t>(chunk)], eu = cut_[static_cast<size_t>(chunk) + 1];
   const nn::ParamSet::Id first = units_[fu].first, end = units_[eu - 1].end;
   if (end <= first) return {tparams_->range_begin(first), tparams_->range_begin(first)};
   return {tparams_->range_begin(first), tparams_->range_end(end)};
@@ -250,23 +266,39 @@ std::pair<int64_t, int64_t> MeshStrategy::range_of_stage(int s) const {
 void MeshStrategy::prepare_stage() {
   const int s = stage(), n = stages();
   const nn::ParamSet& params = *tparams_;
-  first_unit_ = cut_[static_cast<size_t>(s)];
-  end_unit_ = cut_[static_cast<size_t>(s) + 1];
-  first_id_ = units_[first_unit_].first;
-  end_id_ = units_[end_unit_ - 1].end;
-  std::tie(begin_, end_) = range_of_stage(s);
-  backward_here_ = end_unit_ > first_learning_unit_;
-  sends_dx_ = s > 0 && first_unit_ > first_learning_unit_;
-  const std::vector<optim::Segment> segments = segments_of(params, first_id_, end_id_, begin_);
-  stage_optimizer_ = optim::make_optimizer(options_.optimizer, segments, end_ - begin_);
-  // The global norm: each stage's range once over the data replicas, a replicated
-  // parameter of the tensor shards once over the tensor ranks.
-  norm_segments_.clear();
-  if (mesh_.data_index == 0)
-    for (nn::ParamSet::Id id = first_id_; id < end_id_; ++id)
-      if (!shards_ || shards_->is_cut(id) || mesh_.tensor_index == 0)
-        norm_segments_.push_back(segments[id - first_id_]);
-  auto stage_of_unit = [&](size_t u) {
+  actions_ = stage_actions(popts_.schedule, s, n, popts_.micro_batches, popts_.chunks);
+  chunks_.clear();
+  chunks_.resize(static_cast<size_t>(popts_.chunks));
+  for (int j = 0; j < popts_.chunks; ++j) {
+    Chunk& c = chunks_[static_cast<size_t>(j)];
+    c.index = s + j * n;
+    c.first_unit = cut_[static_cast<size_t>(c.index)];
+    c.end_unit = cut_[static_cast<size_t>(c.index) + 1];
+    c.first_id = units_[c.first_unit].first;
+    c.end_id = units_[c.end_unit - 1].end;
+    std::tie(c.begin, c.end) = range_of_chunk(c.index);
+    c.backward_here = c.end_unit > first_learning_unit_;
+    c.sends_dx = c.index > 0 && c.first_unit > first_learning_unit_;
+    const std::vector<optim::Segment> segments = segments_of(params, c.first_id, c.end_id, c.begin);
+    c.optimizer = optim::make_optimizer(options_.optimizer, segments, c.end - c.begin);
+    // The global norm: each chunk once over the data replicas, a replicated parameter of
+    // the tensor shards once over the tensor ranks.
+    if (mesh_.data_index == 0)
+      for (nn::ParamSet::Id id = c.first_id; id < c.end_id; ++id)
+        if (!shards_ || shards_->is_cut(id) || mesh_.tensor_index == 0)
+          c.norm_segments.push_back(segments[id - c.first_id]);
+    c.slots.resize(static_cast<size_t>(std::max(1, in_flight(actions_, j))));
+    for (Slot& slot : c.slots)
+      if (!popts_.recompute)
+        for (size_t u = c.first_unit; u < c.end_unit; ++u)
+          slot.caches.push_back(units_[u].module->make_cache());
+    if (popts_.recompute)
+      for (size_t u = c.first_unit; u < c.end_unit; ++u)
+        c.recompute_caches.push_back(units_[u].module->make_cache());
+    if (options_.deterministic && popts_.micro_batches > 1)
+      c.micro_sum = TreeSum(c.end - c.begin, popts_.micro_batches);
+  }
+  auto chunk_of_unit = [&](size_t u) {
     return static_cast<int>(std::upper_bound(cut_.begin(), cut_.end(), u) - cut_.begin()) - 1;
   };
   ties_.clear();
@@ -277,32 +309,24 @@ void MeshStrategy::prepare_stage() {
         ++owner;
       BRAID_CHECK(owner < units_.size(), "pipeline: layer ", units_[u].name,
                   " reads a parameter no layer declares");
-      const int os = stage_of_unit(owner), us = stage_of_unit(u);
-      if (os == us) continue;
-      BRAID_CHECK(os < us, "pipeline: layer ", units_[u].name, " reads ", params.info(id).name,
+      const int oc = chunk_of_unit(owner), uc = chunk_of_unit(u);
+      if (oc == uc) continue;
+      BRAID_CHECK(oc < uc, "pipeline: layer ", units_[u].name, " reads ", params.info(id).name,
                   " of a later stage; only weights tied forward (as the GPT's head) are built");
+      BRAID_CHECK(stage_of_chunk(oc) != stage_of_chunk(uc),
+                  "pipeline: the tied weight ", params.info(id).name,
+                  " is read by two chunks of one stage; use another number of chunks");
       Tie t;
       t.id = id;
       t.owner_unit = owner;
-      t.owner = os;
-      t.user = us;
-      if (s == os)
+      t.owner_chunk = oc;
+      t.user_chunk = uc;
+      t.owner = stage_of_chunk(oc);
+      t.user = stage_of_chunk(uc);
+      if (s == t.owner)
         t.staging = Tensor::empty({params.info(id).numel()}, DType::f32, MemCategory::gradients);
       ties_.push_back(std::move(t));
     }
-  slots_.clear();
-  slots_.resize(static_cast<size_t>(in_flight_limit(popts_.schedule, s, n, popts_.micro_batches)));
-  for (Slot& slot : slots_)
-    if (!popts_.recompute)
-      for (size_t u = first_unit_; u < end_unit_; ++u)
-        slot.caches.push_back(units_[u].module->make_cache());
-  recompute_caches_.clear();
-  if (popts_.recompute)
-    for (size_t u = first_unit_; u < end_unit_; ++u)
-      recompute_caches_.push_back(units_[u].module->make_cache());
-  actions_ = stage_actions(popts_.schedule, s, n, popts_.micro_batches);
-  if (options_.deterministic && popts_.micro_batches > 1)
-    micro_sum_ = TreeSum(end_ - begin_, popts_.micro_batches);
   prepared_ = true;
   if (!loaded_state_.empty()) {  // a state loaded before the cut was known
     const optim::NamedTensors full = std::move(loaded_state_);
@@ -324,25 +348,33 @@ double MeshStrategy::step(const data::Batch& batch, float lr, int64_t step) {
   const bool ordered = options_.deterministic && m > 1;
   order_.resize(static_cast<size_t>(m));
   for (int p = 0; p < m; ++p)
-    order_[static_cast<size_t>(p)] = ordered ? micro_sum_.order()[static_cast<size_t>(p)] : p;
-  // Every micro-batch has the same shape: the activations at this stage's two ends.
+    order_[static_cast<size_t>(p)] =
+        ordered ? chunks_.front().micro_sum.order()[static_cast<size_t>(p)] : p;
+  // Every micro-batch has the same shape: the activations at each chunk's two ends.
   Shape shape = micro_[0].inputs.shape();
-  for (size_t u = 0; u < end_unit_; ++u) {
-    if (u == first_unit_) in_shape_ = shape;
-    shape = units_[u].module->output_shape(shape);
+  for (Chunk& c : chunks_) {
+    for (size_t u = 0; u < c.end_unit; ++u) {
+      if (u == c.first_unit) c.in_shape = shape;
+      shape = units_[u].module->output_shape(shape);
+    }
+    c.out_shape = shape;
+    shape = micro_[0].inputs.shape();
   }
-  out_shape_ = shape;
   grad_scale_ = m > 1 && !ordered ? 1.0f / static_cast<float>(m) : 1.0f;
   loss_sum_ = 0;
   tparams_->zero_grads();
   for (const PipelineAction& a : actions_) {
-    if (a.kind == PipelineAction::forward) forward_action(a.position, step);
-    else backward_action(a.position, step);
+    Chunk& c = chunks_[static_cast<size_t>(a.chunk)];
+    if (a.kind == PipelineAction::forward) forward_action(c, a.position, step);
+    else backward_action(c, a.position, step);
   }
   finish_ties_after_backward();
-  float* grads = tparams_->grads(first_id_, end_id_) + begin_;
-  const int64_t len = end_ - begin_;
-  if (ordered && len > 0) scale_into(grads, grads, len, 1.0f / static_cast<float>(m));
+  std::vector<float*> grads;
+  for (Chunk& c : chunks_) {
+    grads.push_back(tparams_->grads(c.first_id, c.end_id) + c.begin);
+    if (ordered && c.end > c.begin)
+      scale_into(grads.back(), grads.back(), c.end - c.begin, 1.0f / static_cast<float>(m));
+  }
   // One small all-reduce for the loss (from the last stage). Until every stage is here the
   // pipeline is still draining: this stage's tail of the bubble, so the wait counts as
   // waiting and the schedule ends after it.
@@ -353,10 +385,14 @@ double MeshStrategy::step(const data::Batch& batch, float lr, int64_t step) {
   ptimes_.waiting += comm_watch.lap();
   ptimes_.schedule = watch.lap();
   ptimes_.compute = times_.forward + times_.backward;
-  average_over_data(grads);
+  for (size_t j = 0; j < chunks_.size(); ++j) average_over_data(chunks_[j], grads[j]);
   double overflow = 0;
   if (scaler_) {  // voted, so every rank skips together
-    overflow = optim::LossScaler::has_overflow({grads, static_cast<size_t>(len)}) ? 1 : 0;
+    for (size_t j = 0; j < chunks_.size(); ++j)
+      overflow += optim::LossScaler::has_overflow(
+                      {grads[j], static_cast<size_t>(chunks_[j].end - chunks_[j].begin)})
+                      ? 1
+                      : 0;
     engine_->iallreduce(&overflow, 1, DType::f64, ReduceOp::sum, "overflow vote").wait();
   }
   times_.communication_exposed =
@@ -365,17 +401,26 @@ double MeshStrategy::step(const data::Batch& batch, float lr, int64_t step) {
   if (scaler_) {
     const float scale = scaler_->scale();
     skip = scaler_->update(overflow > 0);
-    if (!skip && len > 0) scale_into(grads, grads, len, 1.0f / scale);
+    if (!skip)
+      for (size_t j = 0; j < chunks_.size(); ++j)
+        scale_into(grads[j], grads[j], chunks_[j].end - chunks_[j].begin, 1.0f / scale);
   }
   watch.lap();
   if (!skip) {
+    float coefficient = 1;
     if (options_.clip_grad_norm > 0) {
-      double sq = optim::grad_sum_squares(grads, norm_segments_);
+      double sq = 0;
+      for (size_t j = 0; j < chunks_.size(); ++j)
+        sq += optim::grad_sum_squares(grads[j], chunks_[j].norm_segments);
       engine_->iallreduce(&sq, 1, DType::f64, ReduceOp::sum, "gradient norm").wait();
-      optim::scale_grads(grads, stage_optimizer_->segments(),
-                         optim::clip_coefficient(std::sqrt(sq), options_.clip_grad_norm));
+      coefficient = optim::clip_coefficient(std::sqrt(sq), options_.clip_grad_norm);
     }
-    stage_optimizer_->step(tparams_->params() + begin_, grads, lr);
+    for (size_t j = 0; j < chunks_.size(); ++j) {
+      Chunk& c = chunks_[j];
+      if (options_.clip_grad_norm > 0)
+        optim::scale_grads(grads[j], c.optimizer->segments(), coefficient);
+      c.optimizer->step(tparams_->params() + c.begin, grads[j], lr);
+    }
     full_current_ = false;
   }
   send_updated_ties();
@@ -384,9 +429,9 @@ double MeshStrategy::step(const data::Batch& batch, float lr, int64_t step) {
   return loss / (m * mesh_.data_size);
 }
 
-// Data axis: each replica's gradients of this stage's range averaged over the replicas.
-void MeshStrategy::average_over_data(float* grads) {
-  const int64_t len = end_ - begin_;
+// Data axis: each replica's gradients of this chunk's range averaged over the replicas.
+void MeshStrategy::average_over_data(Chunk& c, float* grads) {
+  const int64_t len = c.end - c.begin;
   if (mesh_.data_size == 1 || len == 0) return;
   comm::Group* data = mesh_.data.get();
   on_engine("gradient average over the data axis", [&](comm::Group&) {
@@ -415,14 +460,15 @@ void MeshStrategy::sync_parameters() {
 void MeshStrategy::synchronize() {
   if (full_current_) return;
   settle_tied_values();
-  for (int s = 0; s < stages(); ++s) {
-    const auto [b, e] = range_of_stage(s);
+  for (int c = 0; c < chunk_count(); ++c) {
+    const int s = stage_of_chunk(c);
+    const auto [b, e] = range_of_chunk(c);
     float* at = tparams_->params() + b;
     if (e > b)
       on_engine({"broadcast of the parameters of stage", s}, [&](comm::Group&) {
         comm::broadcast(*pipe_, at, static_cast<size_t>(e - b), DType::f32, s);
       });
-    for (size_t u = cut_[static_cast<size_t>(s)]; u < cut_[static_cast<size_t>(s) + 1]; ++u)
+    for (size_t u = cut_[static_cast<size_t>(c)]; u < cut_[static_cast<size_t>(c) + 1]; ++u)
       for (size_t i = units_[u].buffers_first; i < units_[u].buffers_end; ++i) {
         const Tensor& v = tparams_->buffers()[i].value;
         on_engine({"broadcast of the buffers of stage", s}, [&](comm::Group&) {
@@ -474,25 +520,33 @@ void MeshStrategy::gather_for_checkpoint() {
                            ->state();
     return;
   }
-  const optim::NamedTensors mine = stage_optimizer_->state();
-  for (size_t k = 0; k < mine.size(); ++k) {
-    const auto& [name, t] = mine[k];
-    if (t.dtype() != DType::f32) {
-      if (root) gathered_full_.emplace_back(name, t);
+  // Each chunk's optimizer names its buffers alike, in the same order.
+  const size_t names = chunks_.front().optimizer->state().size();
+  for (size_t k = 0; k < names; ++k) {
+    const auto [name, sample] = chunks_.front().optimizer->state()[k];
+    if (sample.dtype() != DType::f32) {
+      if (root) gathered_full_.emplace_back(name, sample);
       continue;
     }
     const uint32_t state_tag = kStateTag + static_cast<uint32_t>(k);
-    if (stage() != 0) {  // this stage's range to stage 0, in the trained layout
-      on_engine("send of optimizer state for a checkpoint", [&](comm::Group&) {
-        pipe_->send(0, state_tag, t.raw(), t.nbytes());
-      });
+    if (stage() != 0) {  // this rank's chunks to stage 0, in the trained layout
+      for (Chunk& c : chunks_) {
+        const Tensor t = c.optimizer->state()[k].second;
+        on_engine("send of optimizer state for a checkpoint", [&](comm::Group&) {
+          pipe_->send(0, state_tag, t.raw(), t.nbytes());
+        });
+      }
       continue;
     }
     Tensor trained = Tensor::empty({tparams_->size()}, DType::f32, MemCategory::optimizer);
-    for (int s = 0; s < stages(); ++s) {
-      const auto [b, e] = range_of_stage(s);
+    for (int c = 0; c < chunk_count(); ++c) {  // in each stage's chunk order
+      const int s = stage_of_chunk(c);
+      const auto [b, e] = range_of_chunk(c);
       const size_t bytes = static_cast<size_t>(e - b) * sizeof(float);
-      if (s == 0) std::memcpy(trained.f32() + b, t.raw(), bytes);
+      if (s == 0)
+        std::memcpy(trained.f32() + b,
+                    chunks_[static_cast<size_t>(c / stages())].optimizer->state()[k].second.raw(),
+                    bytes);
       else
         on_engine({"receive of optimizer state from stage", s}, [&](comm::Group&) {
           pipe_->recv(s, state_tag, trained.f32() + b, bytes);
@@ -526,24 +580,27 @@ void MeshStrategy::load_optimizer_state(const optim::NamedTensors& state) {
     loaded_state_ = state;
     return;
   }
-  optim::NamedTensors part;
   Tensor trained;
   if (shards_) trained = Tensor::empty({tparams_->size()}, DType::f32, MemCategory::workspace);
+  std::vector<optim::NamedTensors> parts(chunks_.size());
   for (const auto& [name, t] : state) {
-    if (t.dtype() != DType::f32) {
-      part.emplace_back(name, t);
-      continue;
-    }
-    const float* from = t.f32();
-    if (shards_) {
+    const float* from = t.dtype() == DType::f32 ? t.f32() : nullptr;
+    if (from && shards_) {
       shards_->to_local(t.f32(), trained.f32());
       from = trained.f32();
     }
-    Tensor slice = Tensor::empty({end_ - begin_}, DType::f32, MemCategory::optimizer);
-    std::memcpy(slice.f32(), from + begin_, static_cast<size_t>(end_ - begin_) * sizeof(float));
-    part.emplace_back(name, slice);
+    for (size_t j = 0; j < chunks_.size(); ++j) {
+      const Chunk& c = chunks_[j];
+      if (!from) {
+        parts[j].emplace_back(name, t);
+        continue;
+      }
+      Tensor slice = Tensor::empty({c.end - c.begin}, DType::f32, MemCategory::optimizer);
+      std::memcpy(slice.f32(), from + c.begin, static_cast<size_t>(c.end - c.begin) * 4);
+      parts[j].emplace_back(name, slice);
+    }
   }
-  stage_optimizer_->load_state(part);
+  for (size_t j = 0; j < chunks_.size(); ++j) chunks_[j].optimizer->load_state(parts[j]);
 }
 
 }  // namespace braid::parallel

@@ -55,7 +55,6 @@
 #include "parallel/pipeline_schedule.h"
 #include "parallel/strategy.h"
 #include "parallel/tensor_shards.h"
-#include "parallel/tree_sum.h"
 
 namespace braid::parallel {
 
@@ -66,9 +65,10 @@ struct MeshShape {
 struct PipelineOptions {
   int micro_batches = 1;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  int chunks = 1;          // interleaved: chunks of layers a rank (v)
   bool recompute = false;  // keep only each stage's inputs; forward again in backward
-  // Unit boundaries (stages + 1 values, 0 first, the unit count last) instead of the
-  // measured balance; empty: measure.
+  // Unit boundaries (stages x chunks + 1 values, 0 first, the unit count last) instead of
+  // the measured balance; empty: measure.
   std::vector<size_t> cut;
 };
 
@@ -106,7 +106,8 @@ class MeshStrategy : public Strategy {
   const comm::Mesh& mesh() const { return mesh_; }
   int stage() const { return mesh_.pipeline_index; }
   int stages() const { return mesh_.pipeline_size; }
-  // Unit boundaries of the stages (after the first step, or from the options).
+  // Unit boundaries of the chunks (stages x chunks; after the first step, or from the
+  // options).
   const std::vector<size_t>& cut() const { return cut_; }
   // "stage 0: embedding..h.2 | stage 1: ..." (after the cut is known).
   std::string describe_cut() const;
@@ -116,21 +117,22 @@ class MeshStrategy : public Strategy {
   // The parameters this rank trains: its tensor shard of the model (all of it when T = 1).
   int64_t local_floats() const { return tparams_->size(); }
   nn::ParamSet& trained_params() { return *tparams_; }
-  // The floats of the stage's range of them; the optimizer's state is over these.
-  int64_t stage_floats() const { return end_ - begin_; }
+  // The floats of this rank's chunks of them; the optimizer's state is over these.
+  int64_t stage_floats() const;
 
  private:
   struct Slot;
+  struct Chunk;
   struct Tie;
 
   void measure_and_cut(const data::Batch& micro);
   void prepare_stage();
   double loss_and_gradient(const Tensor& logits, const Tensor& targets, float scale);
-  void forward_action(int position, int64_t step);
-  void backward_action(int position, int64_t step);
-  void run_units_forward(Slot& slot, const Tensor& x, const nn::ForwardContext& ctx);
+  void forward_action(Chunk& c, int position, int64_t step);
+  void backward_action(Chunk& c, int position, int64_t step);
+  void run_units_forward(Chunk& c, Slot& slot, const Tensor& x, const nn::ForwardContext& ctx);
   void finish_ties_after_backward();
-  void average_over_data(float* grads);
+  void average_over_data(Chunk& c, float* grads);
   void send_updated_ties();
   void settle_tied_values();
   void wait_timed(const comm::Handle& handle);
@@ -141,9 +143,10 @@ class MeshStrategy : public Strategy {
                  comm::OpLabel label, std::vector<comm::Handle>& into);
   // A collective on a sub-group, as an operation of the engine; waits.
   void on_engine(comm::OpLabel label, const std::function<void(comm::Group&)>& fn);
-  size_t slot_of(int position) const;
-  // The stage range [first_unit, end_unit)'s parameters, in floats of the trained layout.
-  std::pair<int64_t, int64_t> range_of_stage(int s) const;
+  // The parameters of chunk c (among all), in floats of the trained layout.
+  std::pair<int64_t, int64_t> range_of_chunk(int c) const;
+  int chunk_count() const { return stages() * popts_.chunks; }
+  int stage_of_chunk(int c) const { return c % stages(); }
 
   std::shared_ptr<comm::Group> world_;
   comm::Mesh mesh_;
@@ -155,32 +158,21 @@ class MeshStrategy : public Strategy {
   nn::ParamSet* tparams_ = nullptr;              // and its parameters
   std::vector<nn::PipelineUnit> units_;
   std::vector<size_t> cut_;
-  size_t first_unit_ = 0, end_unit_ = 0;  // this stage's units
-  size_t first_learning_unit_ = 0;         // below it no unit needs dL/dx
-  nn::ParamSet::Id first_id_ = 0, end_id_ = 0;
-  int64_t begin_ = 0, end_ = 0;  // this stage's parameter range (floats)
+  size_t first_learning_unit_ = 0;  // below it no unit needs dL/dx
+  std::vector<Chunk> chunks_;       // this rank's, in order
   bool prepared_ = false;
-  bool backward_here_ = true;  // some unit of this stage (or below) learns
-  bool sends_dx_ = false;      // the previous stage waits for dL/dx
-  bool full_current_ = true;   // params_ holds the trained values
-  std::unique_ptr<optim::Optimizer> stage_optimizer_;
-  std::vector<optim::Segment> norm_segments_;  // what this rank adds to the global norm
+  bool full_current_ = true;  // params_ holds the trained values
   std::vector<Tie> ties_;
   optim::NamedTensors loaded_state_;    // loaded before the cut was known
   optim::NamedTensors gathered_full_;   // rank 0: gathered for a checkpoint
 
   MicroBatches micro_;
   std::vector<int> order_;  // position -> micro-batch
-  TreeSum micro_sum_;
-  std::vector<Slot> slots_;
-  std::vector<std::unique_ptr<nn::Cache>> recompute_caches_;
   Tensor dy_;                                  // a received gradient, or the loss's
   Tensor loss_work_;                           // the vocabulary-parallel loss's scratch
   int64_t vocab_ = 0, vocab_first_ = 0;        // > 0: the loss is vocabulary-parallel
   std::vector<PipelineAction> actions_;
   std::vector<comm::Handle> sends_;            // the tied values' sends
-  std::vector<comm::Handle> recompute_sends_;  // sends reading the recompute caches
-  Shape in_shape_, out_shape_;                 // this stage's activations, a micro-batch
   float grad_scale_ = 1;
   double loss_sum_ = 0;
   PipelineTimes ptimes_;

@@ -10,23 +10,53 @@ namespace braid::parallel {
 PipelineSchedule parse_pipeline_schedule(std::string_view name) {
   if (name == "gpipe") return PipelineSchedule::gpipe;
   if (name == "1f1b") return PipelineSchedule::one_f_one_b;
-  BRAID_CHECK(name != "interleaved",
-              "pipeline.schedule 'interleaved' (several chunks a rank) is not built yet; "
-              "use gpipe or 1f1b");
-  BRAID_THROW(Error, "pipeline.schedule '", name, "' is not a schedule; choose gpipe or 1f1b");
+  if (name == "interleaved") return PipelineSchedule::interleaved;
+  BRAID_THROW(Error, "pipeline.schedule '", name,
+              "' is not a schedule; choose gpipe, 1f1b or interleaved");
 }
 
 std::string_view schedule_name(PipelineSchedule schedule) {
-  return schedule == PipelineSchedule::gpipe ? "gpipe" : "1f1b";
+  switch (schedule) {
+    case PipelineSchedule::gpipe:
+      return "gpipe";
+    case PipelineSchedule::one_f_one_b:
+      return "1f1b";
+    case PipelineSchedule::interleaved:
+      return "interleaved";
+  }
+  return "?";
 }
 
 std::vector<PipelineAction> stage_actions(PipelineSchedule schedule, int stage, int stages,
-                                          int micro_batches) {
-  BRAID_CHECK(stages >= 1 && stage >= 0 && stage < stages && micro_batches >= 1,
+                                          int micro_batches, int chunks) {
+  BRAID_CHECK(stages >= 1 && stage >= 0 && stage < stages && micro_batches >= 1 && chunks >= 1,
               "pipeline schedule: stage ", stage, " of ", stages, " with ", micro_batches,
-              " micro-batches");
+              " micro-batches and ", chunks, " chunks");
   std::vector<PipelineAction> out;
   const int m = micro_batches;
+  if (schedule == PipelineSchedule::interleaved) {
+    BRAID_CHECK(m % stages == 0, "pipeline.schedule interleaved: micro_batches (", m,
+                ") must be a multiple of the stages (", stages, ")");
+    // Megatron-LM's order: the k-th forward is micro-batch (k / (P v)) P + k mod P of chunk
+    // (k / P) mod v; backwards likewise through the chunks in reverse.
+    const int P = stages, v = chunks, total = m * v;
+    auto micro = [&](int k) { return (k / (P * v)) * P + k % P; };
+    auto forward = [&](int k) {
+      return PipelineAction{PipelineAction::forward, micro(k), (k / P) % v};
+    };
+    auto backward = [&](int k) {
+      return PipelineAction{PipelineAction::backward, micro(k), v - 1 - (k / P) % v};
+    };
+    const int warmup = std::min((P - stage - 1) * 2 + (v - 1) * P, total);
+    int f = 0, b = 0;
+    while (f < warmup) out.push_back(forward(f++));
+    while (f < total) {
+      out.push_back(forward(f++));
+      out.push_back(backward(b++));
+    }
+    while (b < total) out.push_back(backward(b++));
+    return out;
+  }
   if (schedule == PipelineSchedule::gpipe) {
     for (int p = 0; p < m; ++p) out.push_back({PipelineAction::forward, p});
     for (int p = 0; p < m; ++p) out.push_back({PipelineAction::backward, p});
@@ -43,13 +73,19 @@ std::vector<PipelineAction> stage_actions(PipelineSchedule schedule, int stage, 
   return out;
 }
 
-int in_flight_limit(PipelineSchedule schedule, int stage, int stages, int micro_batches) {
-  if (schedule == PipelineSchedule::gpipe) return micro_batches;
-  return std::min(stages - stage, micro_batches);
+int in_flight(const std::vector<PipelineAction>& actions, int chunk) {
+  int now = 0, most = 0;
+  for (const PipelineAction& a : actions) {
+    if (a.chunk != chunk) continue;
+    now += a.kind == PipelineAction::forward ? 1 : -1;
+    most = std::max(most, now);
+  }
+  return most;
 }
 
-double theoretical_bubble(int stages, int micro_batches) {
-  return static_cast<double>(stages - 1) / static_cast<double>(micro_batches + stages - 1);
+double theoretical_bubble(int stages, int micro_batches, int chunks) {
+  const double idle = static_cast<double>(stages - 1) / chunks;
+  return idle / (micro_batches + idle);
 }
 
 std::vector<size_t> balance_stages(const std::vector<double>& costs, int parts) {

@@ -73,7 +73,8 @@ struct TrainConfig {
   struct Pipeline {
     int64_t stages = 0;  // > 1: pipeline parallelism over that many ranks (the job's size)
     int64_t micro_batches = 4;
-    std::string schedule = "1f1b";  // gpipe, 1f1b
+    std::string schedule = "1f1b";  // gpipe, 1f1b, interleaved
+    int64_t chunks = 2;             // interleaved: chunks of layers a stage (v)
     bool recompute = false;         // keep only stage inputs; forward again in backward
   } pipeline;
   struct LocalSgd {

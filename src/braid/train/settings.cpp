@@ -182,10 +182,16 @@ std::vector<Setting> make_settings() {
       "pipeline: micro-batches each rank's batch is cut into, flowing through the stages (M)",
       [](auto& c) -> auto& { return c.pipeline.micro_batches; }));
   t.push_back(text(
-      "pipeline.schedule", kParallel, {"gpipe", "1f1b"},
-      "pipeline: gpipe (every forward, then every backward: M micro-batches in flight) or "
-      "1f1b (one forward, one backward: at most stages in flight)",
+      "pipeline.schedule", kParallel, {"gpipe", "1f1b", "interleaved"},
+      "pipeline: gpipe (every forward, then every backward: M micro-batches in flight), "
+      "1f1b (one forward, one backward: at most stages in flight) or interleaved (1f1b over "
+      "pipeline.chunks chunks of layers a stage: the bubble divided by the chunks)",
       [](auto& c) -> auto& { return c.pipeline.schedule; }));
+  t.push_back(integer(
+      "pipeline.chunks", kParallel, 1, 64,
+      "pipeline interleaved: chunks of layers each stage holds (v); micro_batches must be a "
+      "multiple of the stages",
+      [](auto& c) -> auto& { return c.pipeline.chunks; }));
   t.push_back(row(
       "pipeline.recompute", K::boolean, kParallel,
       "pipeline: keep only each stage's inputs and run its forward again before backward "

@@ -141,6 +141,8 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     p.micro_batches = static_cast<int>(shape.pipeline > 1 ? config.pipeline.micro_batches
                                                           : config.accumulate_steps);
     p.schedule = parallel::parse_pipeline_schedule(config.pipeline.schedule);
+    if (p.schedule == parallel::PipelineSchedule::interleaved)
+      p.chunks = static_cast<int>(config.pipeline.chunks);
     p.recompute = config.pipeline.recompute;
     parallel::StepOptions o = step_options(config);
     if (shape.pipeline == 1) o.accumulate_steps = 1;
