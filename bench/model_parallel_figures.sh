@@ -2,8 +2,8 @@
 # Issue 20's figures on gpt-small (8 blocks, d_model 512): 1-rank throughput, 2-rank tensor
 # parallelism's and the 2-stage pipeline's (1F1B, M = 8), alternated ROUNDS times so machine
 # noise hits all alike; then the bubble per schedule at P = 2 and M = 4, 8, 16 against
-# (P-1)/(M+P-1), with each stage's peak activation memory (GPipe keeps M micro-batches,
-# 1F1B at most P). One JSON line per run; summarise with
+# (P-1)/(M+P-1) (interleaved with 2 chunks a stage: ((P-1)/2)/(M+(P-1)/2)), with each
+# stage's peak activation memory (GPipe keeps M micro-batches, 1F1B at most P). One JSON line per run; summarise with
 # bench/model_parallel_figures_summary.py.
 #   bench/model_parallel_figures.sh [ROUNDS] > model_parallel.jsonl
 set -euo pipefail
@@ -29,4 +29,9 @@ for r in $(seq "$rounds"); do
   done
   $braid bench train --model gpt-small --strategy pipeline -n 2 --batch "$batch" \
     --micro-batches 8 --schedule gpipe --steps 2 --warmup 2 --repeats 3 --json 2>&1 | json
+  for m in 4 8 16; do
+    $braid bench train --model gpt-small --strategy pipeline -n 2 --batch "$batch" \
+      --micro-batches $m --schedule interleaved --chunks 2 --steps 2 --warmup 2 --repeats 3 \
+      --json 2>&1 | json
+  done
 done

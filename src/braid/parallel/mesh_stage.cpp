@@ -64,7 +64,9 @@ void MeshStrategy::forward_action(Chunk& c, int position, int64_t step) {
   const int k = order_[static_cast<size_t>(position)];
   const bool first = c.index == 0, last = c.index == chunk_count() - 1;
   Slot& slot = c.slots[static_cast<size_t>(position) % c.slots.size()];
+  Stopwatch free;
   wait_all(slot.sends);  // the slot's memory is free again
+  ptimes_.waiting += free.elapsed();
   if (first) {
     slot.x = &micro_[k].inputs;
   } else {
