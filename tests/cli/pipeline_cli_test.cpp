@@ -72,7 +72,8 @@ TEST(PipelineCli, StagesOtherThanTheJobsRanksAreAnErrorNamingBoth) {
   const TempDir tmp;
   BraidResult r = launch2(flags(tmp) + "--pipeline.stages 3 --steps 2 --out " + tmp.file("x"));
   EXPECT_NE(r.code, 0) << r.output;
-  EXPECT_TRUE(has_text(r.output, "pipeline.stages is 3 and tensor_parallel 1 but the job has 2 ranks"));
+  EXPECT_TRUE(
+      has_text(r.output, "pipeline.stages is 3 and tensor_parallel 1 but the job has 2 ranks"));
   r = launch2(flags(tmp) + "--strategy ddp --pipeline.stages 2 --steps 2 --out " + tmp.file("y"));
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_TRUE(has_text(r.output, "use strategy pipeline, tensor or mesh"));
@@ -90,7 +91,8 @@ TEST(PipelineCli, TensorParallelAndMeshCheckpointsResumeAsOneProcess) {
   BraidResult r = launch2(gpt_flags() + "--tensor-parallel 2 --steps 4 --out " + tmp.file("tp"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has_text(r.output, "strategy tensor"));
-  r = run_braid("train --resume " + tmp.file("tp") + " --steps 6 --strategy single "
+  r = run_braid("train --resume " + tmp.file("tp") +
+                " --steps 6 --strategy single "
                 "--tensor-parallel 0");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has_text(r.output, "at step 4"));
@@ -100,7 +102,8 @@ TEST(PipelineCli, TensorParallelAndMeshCheckpointsResumeAsOneProcess) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has_text(r.output, "mesh: 2 data x 2 tensor x 1 pipeline"));
   EXPECT_TRUE(has_text(r.output, "batch 4 x 2 ranks"));  // two data replicas
-  r = run_braid("train --resume " + tmp.file("mesh") + " --steps 3 --strategy single --mesh.data 0 "
+  r = run_braid("train --resume " + tmp.file("mesh") +
+                " --steps 3 --strategy single --mesh.data 0 "
                 "--mesh.tensor 0 --batch 8");
   ASSERT_EQ(r.code, 0) << r.output;
 }

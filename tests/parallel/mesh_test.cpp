@@ -2,13 +2,12 @@
 // in-process transport: every factorisation of 4 ranks (4x1x1, 2x2x1, 2x1x2, 1x2x2, 1x1x4)
 // trains the GPT to one process's parameters and optimizer state within rounding, and the
 // ranks' placement is the one comm::make_mesh lays out.
-#include "parallel/mesh_strategy.h"
-
 #include <gtest/gtest.h>
 
 #include <mutex>
 
 #include "comm/inproc_ranks.h"
+#include "parallel/mesh_strategy.h"
 #include "parallel/single_process.h"
 #include "parallel/strategy_test_data.h"
 #include "train/model_spec.h"
@@ -46,7 +45,8 @@ data::Batch rows_of(const data::Batch& g, int d, int D) {
   b.targets = Tensor::empty({rows, kTokens}, DType::i32);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t t = 0; t < kTokens; ++t) {
-      b.inputs.data<int32_t>()[i * kTokens + t] = g.inputs.data<int32_t>()[(d + i * D) * kTokens + t];
+      b.inputs.data<int32_t>()[i * kTokens + t] =
+          g.inputs.data<int32_t>()[(d + i * D) * kTokens + t];
       b.targets.data<int32_t>()[i * kTokens + t] =
           g.targets.data<int32_t>()[(d + i * D) * kTokens + t];
     }
@@ -67,8 +67,10 @@ Outcome mesh(const StepOptions& o, MeshShape shape, int steps) {
   rethrow_first(run_group(4, [&](comm::Group& world) {
     auto group = world.split(0, world.rank());
     MeshStrategy s(gpt(), o, group, shape,
-                   {.micro_batches = 2, .schedule = PipelineSchedule::one_f_one_b,
-                    .recompute = false, .cut = {}});
+                   {.micro_batches = 2,
+                    .schedule = PipelineSchedule::one_f_one_b,
+                    .recompute = false,
+                    .cut = {}});
     const int d = s.mesh().data_index;
     for (int t = 0; t < steps; ++t) s.step(rows_of(tokens(t), d, shape.data), kLr, t);
     s.synchronize();
@@ -98,8 +100,8 @@ TEST(Mesh, EveryFactorisationOfFourRanksTrainsToOneProcesssParameters) {
   const float tol = 1e-5f * largest(want);
   for (const MeshShape shape : {MeshShape{4, 1, 1}, MeshShape{2, 2, 1}, MeshShape{2, 1, 2},
                                 MeshShape{1, 2, 2}, MeshShape{1, 1, 4}}) {
-    const std::string what = std::to_string(shape.data) + "x" + std::to_string(shape.tensor) +
-                             "x" + std::to_string(shape.pipeline);
+    const std::string what = std::to_string(shape.data) + "x" + std::to_string(shape.tensor) + "x" +
+                             std::to_string(shape.pipeline);
     const Outcome got = mesh(o, shape, 3);
     ASSERT_EQ(got.params.size(), want.size()) << what;
     for (size_t i = 0; i < want.size(); ++i)

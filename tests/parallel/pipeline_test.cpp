@@ -206,9 +206,8 @@ TEST(PipelineSchedule, EverySchedulesStagesTogetherFinishWithoutDeadlock) {
             }
           }
           for (int s = 0; s < P; ++s)
-            ASSERT_EQ(at[s], lists[s].size())
-                << schedule_name(schedule) << " P=" << P << " v=" << v << " M=" << M
-                << ": stage " << s << " waits forever";
+            ASSERT_EQ(at[s], lists[s].size()) << schedule_name(schedule) << " P=" << P << " v=" << v
+                                              << " M=" << M << ": stage " << s << " waits forever";
           for (int c = 0; c < V; ++c)
             for (int m = 0; m < M; ++m) ASSERT_EQ(forward_done[c][m] + backward_done[c][m], 2);
         }
@@ -242,8 +241,12 @@ TEST(Pipeline, DeterministicEqualsOneProcessAccumulatingBitwise) {
         if (kMicro % P != 0 && chunks > 1) continue;
         const std::string what = std::string(label) + " P=" + std::to_string(P) + " " +
                                  std::string(schedule_name(schedule));
-        const Outcome got = pipeline(model, o, P, {.micro_batches = kMicro, .schedule = schedule,
-                                                   .chunks = chunks, .recompute = false, .cut = {}},
+        const Outcome got = pipeline(model, o, P,
+                                     {.micro_batches = kMicro,
+                                      .schedule = schedule,
+                                      .chunks = chunks,
+                                      .recompute = false,
+                                      .cut = {}},
                                      kSteps);
         expect_bitwise(got.params, want.params, what.c_str());
         expect_state_bitwise(got.state, want.state, what);
@@ -273,10 +276,12 @@ TEST(Pipeline, WithinRoundingOfOneProcessOutsideDeterministicMode) {
   o.clip_grad_norm = 0.5f;
   for (const auto& model : {mlp(), gpt()}) {
     const Outcome want = single(model, o, 4, 3);
-    const Outcome got = pipeline(
-        model, o, 2, {.micro_batches = 4, .schedule = PipelineSchedule::one_f_one_b,
-                      .recompute = false, .cut = {}},
-        3);
+    const Outcome got = pipeline(model, o, 2,
+                                 {.micro_batches = 4,
+                                  .schedule = PipelineSchedule::one_f_one_b,
+                                  .recompute = false,
+                                  .cut = {}},
+                                 3);
     expect_close(got.params, want.params, 1e-5f, model.gpt ? "gpt" : "mlp");
   }
 }
@@ -308,7 +313,9 @@ TEST(Pipeline, AGivenCutIsUsedAndAStateLoadedBeforeTheFirstStepResumes) {
   rethrow_first(run_group(2, [&](comm::Group& world) {
     auto group = world.split(0, world.rank());
     Pipeline s(gpt().build(), o, group,
-               {.micro_batches = 2, .schedule = PipelineSchedule::one_f_one_b, .recompute = false,
+               {.micro_batches = 2,
+                .schedule = PipelineSchedule::one_f_one_b,
+                .recompute = false,
                 .cut = {0, 3, 6}});
     std::copy(first.params.begin(), first.params.end(), s.params().params());
     s.load_optimizer_state(first.state);
@@ -325,7 +332,9 @@ TEST(Pipeline, AStageThatDiesFailsEveryStageNamingIt) {
   const auto results = run_group(3, [&](comm::Group& world) {
     auto group = world.split(0, world.rank());
     Pipeline s(mlp().build(), o, group,
-               {.micro_batches = 4, .schedule = PipelineSchedule::one_f_one_b, .recompute = false,
+               {.micro_batches = 4,
+                .schedule = PipelineSchedule::one_f_one_b,
+                .recompute = false,
                 .cut = {}});
     for (int t = 0; t < 3; ++t) {
       if (t == 1 && group->rank() == 1) throw Error("stage 1 died");
@@ -343,7 +352,9 @@ TEST(Pipeline, ModelsThatCannotBeCutAndTooFewLayersAreRefused) {
   const auto results = run_group(4, [&](comm::Group& world) {
     auto group = world.split(0, world.rank());
     Pipeline s(train::build_model(small_mlp()).module, options("sgd"), group,
-               {.micro_batches = 2, .schedule = PipelineSchedule::gpipe, .recompute = false,
+               {.micro_batches = 2,
+                .schedule = PipelineSchedule::gpipe,
+                .recompute = false,
                 .cut = {0, 1, 2, 3, 3}});
   });
   EXPECT_NE(message(results[0]).find("increasing unit boundaries"), std::string::npos)
@@ -357,9 +368,9 @@ TEST(Pipeline, ModelsThatCannotBeCutAndTooFewLayersAreRefused) {
   EXPECT_NE(message(refused[0]).find("drop accumulate_steps"), std::string::npos);
   const auto bn = run_group(2, [&](comm::Group& world) {
     auto group = world.split(0, world.rank());
-    Pipeline s(cnn().build(), options("sgd"), group,
-               {.micro_batches = 2, .schedule = PipelineSchedule::gpipe, .recompute = true,
-                .cut = {}});
+    Pipeline s(
+        cnn().build(), options("sgd"), group,
+        {.micro_batches = 2, .schedule = PipelineSchedule::gpipe, .recompute = true, .cut = {}});
   });
   EXPECT_NE(message(bn[0]).find("BatchNorm"), std::string::npos) << message(bn[0]);
 }

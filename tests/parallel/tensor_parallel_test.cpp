@@ -69,8 +69,7 @@ Outcome single(const StepOptions& o, int steps) {
 
 // The one-process options' accumulate_steps become the micro-batches of the strategy (one
 // pipeline stage: plain accumulation).
-Outcome tensor(StepOptions o, int ranks, int steps, const Outcome* from = nullptr,
-               int first = 0) {
+Outcome tensor(StepOptions o, int ranks, int steps, const Outcome* from = nullptr, int first = 0) {
   const int micro = o.accumulate_steps;
   o.accumulate_steps = 1;
   Outcome out;
@@ -153,7 +152,7 @@ TEST(TensorParallel, VocabularyParallelCrossEntropyEqualsTheDenseOne) {
   Rng rng(3);
   for (int64_t i = 0; i < N * C; ++i) logits.f32()[i] = 4 * rng.normal();
   for (int64_t i = 0; i < N; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(rng.below(C));
-  labels.data<int32_t>()[5] = -1;                       // an ignored row
+  labels.data<int32_t>()[5] = -1;                      // an ignored row
   logits.f32()[7 * C + 3] = logits.f32()[7 * C + 20];  // a tie across ranks
   Tensor dense_grad;
   const nn::LossResult dense =
@@ -165,7 +164,8 @@ TEST(TensorParallel, VocabularyParallelCrossEntropyEqualsTheDenseOne) {
       const int64_t part = C / T, first = group->rank() * part;
       Tensor mine = Tensor::empty({N, part});
       for (int64_t r = 0; r < N; ++r)
-        for (int64_t j = 0; j < part; ++j) mine.f32()[r * part + j] = logits.f32()[r * C + first + j];
+        for (int64_t j = 0; j < part; ++j)
+          mine.f32()[r * part + j] = logits.f32()[r * C + first + j];
       Tensor grad, work;
       const nn::LossResult got = nn::vocab_parallel_cross_entropy(
           mine, labels, first, C, reducer, &grad, work, {.grad_scale = 0.5f});
@@ -195,8 +195,10 @@ TEST(TensorParallel, GptEqualsOneProcessWithinRounding) {
       const std::string what = std::string(opt) + " T=" + std::to_string(T);
       for (size_t i = 0; i < want.losses.size(); ++i)
         EXPECT_NEAR(got.losses[i], want.losses[i], 1e-5 * want.losses[i]) << what;
-      if (std::string(opt) == "adamw") expect_close_adam(got.params, want.params, 3, what);
-      else expect_close(got.params, want.params, 1e-5f, what);
+      if (std::string(opt) == "adamw")
+        expect_close_adam(got.params, want.params, 3, what);
+      else
+        expect_close(got.params, want.params, 1e-5f, what);
     }
   }
 }

@@ -135,7 +135,7 @@ struct Rounds {
   std::vector<double> seconds;  // per round, its slowest rank's
   Split split;                  // this rank's per-step times
   std::vector<double> stage_compute, stage_waiting, stage_schedule;  // a pipeline stage's
-  int64_t allocations = 0;      // in the timed steps, this rank
+  int64_t allocations = 0;  // in the timed steps, this rank
 };
 
 // --warmup steps, then --repeats rounds of --steps steps.
@@ -243,8 +243,10 @@ void report_pipeline(const TrainBenchFlags& f, const Rounds& rounds, const Memor
   double bubble_sum = 0;
   for (int s = 0; s < n; ++s) {
     const double* v = all.data() + static_cast<size_t>(s) * (4 + kMemCategoryCount);
-    nlohmann::json st = {{"compute_ms", v[0] * 1e3}, {"waiting_ms", v[1] * 1e3},
-                         {"schedule_ms", v[2] * 1e3}, {"bubble", v[3]}};
+    nlohmann::json st = {{"compute_ms", v[0] * 1e3},
+                         {"waiting_ms", v[1] * 1e3},
+                         {"schedule_ms", v[2] * 1e3},
+                         {"bubble", v[3]}};
     for (size_t c = 0; c < kMemCategoryCount; ++c)
       st["peak_memory_bytes"][std::string(mem_category_name(static_cast<MemCategory>(c)))] =
           v[4 + c];
@@ -261,15 +263,17 @@ void report_pipeline(const TrainBenchFlags& f, const Rounds& rounds, const Memor
     const auto& st = out["stages"][static_cast<size_t>(s)];
     const auto& m = st["peak_memory_bytes"];
     const double weights = static_cast<double>(m["parameters"]) +
-                           static_cast<double>(m["gradients"]) + static_cast<double>(m["optimizer"]);
+                           static_cast<double>(m["gradients"]) +
+                           static_cast<double>(m["optimizer"]);
     std::printf("  %-6d %12.2f %12.2f %12.2f %8.3f %10.1f MiB %10.1f MiB\n", s,
                 static_cast<double>(st["compute_ms"]), static_cast<double>(st["waiting_ms"]),
                 static_cast<double>(st["schedule_ms"]), static_cast<double>(st["bubble"]),
                 static_cast<double>(m["activations"]) / (1 << 20), weights / (1 << 20));
   }
-  std::printf("  bubble: measured %.3f (mean of the stages), theory ((P-1)/v)/(M+(P-1)/v) = "
-              "%.3f\n",
-              bubble_sum / n, theory);
+  std::printf(
+      "  bubble: measured %.3f (mean of the stages), theory ((P-1)/v)/(M+(P-1)/v) = "
+      "%.3f\n",
+      bubble_sum / n, theory);
 }
 
 void run_train_bench(const TrainBenchFlags& f) {
@@ -293,9 +297,8 @@ void run_train_bench(const TrainBenchFlags& f) {
   }
   const train::TrainConfig config = bench_config(f);
   // --strategy single in a job: every rank trains alone (compute with the cores shared).
-  train::Trainer trainer = f.strategy != "single"
-                               ? train::Trainer(config, job->world, !f.synthetic)
-                               : train::Trainer(config, !f.synthetic);
+  train::Trainer trainer = f.strategy != "single" ? train::Trainer(config, job->world, !f.synthetic)
+                                                  : train::Trainer(config, !f.synthetic);
   Ranks ranks(trainer, job ? job->world.get() : nullptr);
   const bool printer = ranks.rank() == 0;
   const bool lm = trainer.model().task == train::Task::language_model;

@@ -19,8 +19,7 @@ class CausalSelfAttention : public Module {
   // head-parallel attention): c_attn = Linear(dim, 3 local_heads hd) makes only their q, k,
   // v, and c_proj = Linear(local_heads hd, dim, proj_bias) their part of the output, which
   // the ranks' parts sum to. 0: every head.
-  CausalSelfAttention(int64_t dim, int64_t heads, int64_t local_heads = 0,
-                      bool proj_bias = true);
+  CausalSelfAttention(int64_t dim, int64_t heads, int64_t local_heads = 0, bool proj_bias = true);
 
   std::string_view kind() const override { return "CausalSelfAttention"; }
   void declare(ParamSet& params, const std::string& prefix) override;

@@ -326,14 +326,28 @@ const Tensor& Gpt::backward(const Tensor& dy, Cache& cache, bool need_dx) {
 std::vector<PipelineUnit> Gpt::pipeline_units() {
   const ParamSet::Id blocks_first = block_params_.empty() ? ln_f_first_ : block_params_[0].first;
   std::vector<PipelineUnit> units;
-  units.push_back({.module = &embedding_, .name = "embedding", .first = first_,
-                   .end = blocks_first, .buffers_first = 0, .buffers_end = 0, .tied = {}});
+  units.push_back({.module = &embedding_,
+                   .name = "embedding",
+                   .first = first_,
+                   .end = blocks_first,
+                   .buffers_first = 0,
+                   .buffers_end = 0,
+                   .tied = {}});
   for (size_t i = 0; i < blocks_.size(); ++i)
-    units.push_back({.module = blocks_[i].get(), .name = "h." + std::to_string(i),
-                     .first = block_params_[i].first, .end = block_params_[i].second,
-                     .buffers_first = 0, .buffers_end = 0, .tied = {}});
-  units.push_back({.module = &head_, .name = "head", .first = ln_f_first_, .end = end_,
-                   .buffers_first = 0, .buffers_end = 0, .tied = {embedding_.wte_id()}});
+    units.push_back({.module = blocks_[i].get(),
+                     .name = "h." + std::to_string(i),
+                     .first = block_params_[i].first,
+                     .end = block_params_[i].second,
+                     .buffers_first = 0,
+                     .buffers_end = 0,
+                     .tied = {}});
+  units.push_back({.module = &head_,
+                   .name = "head",
+                   .first = ln_f_first_,
+                   .end = end_,
+                   .buffers_first = 0,
+                   .buffers_end = 0,
+                   .tied = {embedding_.wte_id()}});
   return units;
 }
 

@@ -140,16 +140,18 @@ const Tensor& TpGptEmbedding::forward(const Tensor& x, Cache& c, const ForwardCo
   const int64_t B = out_shape[0], T = out_shape[1], D = config_.d_model, BT = B * T;
   const int32_t* ids = x.data<int32_t>();
   for (int64_t i = 0; i < BT; ++i)
-    BRAID_CHECK(ids[i] >= 0 && ids[i] < config_.vocab, "GPT: token id ", ids[i], " at position ",
-                i, " is outside the vocabulary [0, ", config_.vocab, ")");
+    BRAID_CHECK(ids[i] >= 0 && ids[i] < config_.vocab, "GPT: token id ", ids[i], " at position ", i,
+                " is outside the vocabulary [0, ", config_.vocab, ")");
   c.x = x;
   c.out.ensure(out_shape);
   const float* wte = params_->param(wte_).f32();
   for (int64_t i = 0; i < BT; ++i) {
     const int64_t local = ids[i] - vocab_first_;
     float* row = c.out.f32() + i * D;
-    if (local >= 0 && local < local_vocab_) std::copy(wte + local * D, wte + (local + 1) * D, row);
-    else fill(0.0f, row, D);
+    if (local >= 0 && local < local_vocab_)
+      std::copy(wte + local * D, wte + (local + 1) * D, row);
+    else
+      fill(0.0f, row, D);
   }
   reducer_.sum(c.out.f32(), static_cast<size_t>(BT * D));  // each row from the rank holding it
   const float* pos = params_->param(wpe_).f32();
@@ -281,8 +283,8 @@ std::vector<WidthCut> gpt_width_cuts(const GptConfig& c, int rank, int ranks) {
   std::vector<WidthCut> cuts{{"wte.weight", false, {{t * V, V}}}};
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string h = "h." + std::to_string(i) + ".";
-    const std::vector<std::pair<int64_t, int64_t>> qkv{{t * W, W}, {D + t * W, W},
-                                                       {2 * D + t * W, W}};
+    const std::vector<std::pair<int64_t, int64_t>> qkv{
+        {t * W, W}, {D + t * W, W}, {2 * D + t * W, W}};
     cuts.push_back({h + "attn.c_attn.weight", false, qkv});
     cuts.push_back({h + "attn.c_attn.bias", false, qkv});
     cuts.push_back({h + "attn.c_proj.weight", true, {{t * W, W}}});
@@ -296,8 +298,12 @@ std::vector<WidthCut> gpt_width_cuts(const GptConfig& c, int rank, int ranks) {
 std::vector<PipelineUnit> TensorParallelGpt::pipeline_units() {
   std::vector<PipelineUnit> units;
   auto unit = [&](Module* m, std::string name, size_t i, std::vector<ParamSet::Id> tied) {
-    units.push_back({.module = m, .name = std::move(name), .first = unit_params_[i].first,
-                     .end = unit_params_[i].second, .buffers_first = 0, .buffers_end = 0,
+    units.push_back({.module = m,
+                     .name = std::move(name),
+                     .first = unit_params_[i].first,
+                     .end = unit_params_[i].second,
+                     .buffers_first = 0,
+                     .buffers_end = 0,
                      .tied = std::move(tied)});
   };
   unit(&embedding_, "embedding", 0, {});

@@ -58,8 +58,8 @@ class Module;
 // pipeline to cut into stages.
 struct PipelineUnit {
   Module* module = nullptr;
-  std::string name;                  // "embedding", "h.3", "head"; "0", "1", ... in Sequential
-  ParamSet::Id first = 0, end = 0;   // the parameters it declared
+  std::string name;                 // "embedding", "h.3", "head"; "0", "1", ... in Sequential
+  ParamSet::Id first = 0, end = 0;  // the parameters it declared
   size_t buffers_first = 0, buffers_end = 0;  // its named buffers (BatchNorm's statistics)
   // Parameters declared by another unit that this one reads too: the GPT's head reads the
   // embedding's wte (tied weights).

@@ -39,7 +39,7 @@ class Sequential : public Module {
  private:
   std::vector<std::unique_ptr<Module>> children_;
   std::vector<std::pair<ParamSet::Id, ParamSet::Id>> child_params_;  // from declare()
-  std::vector<std::pair<size_t, size_t>> child_buffers_;            // from declare()
+  std::vector<std::pair<size_t, size_t>> child_buffers_;             // from declare()
   ParamSet* params_ = nullptr;
   // Children up to and including this one need no input gradient unless the caller asks
   // for one: nothing before them learns (mlp's Linear after Flatten). Until declare()

@@ -42,8 +42,8 @@ WidthCutModel cut_sequential(const Sequential& full, TensorReducer& reducer) {
     while (j < n && elementwise(full[j])) ++j;
     const auto* second = j < n ? dynamic_cast<const Linear*>(&full[j]) : nullptr;
     if (second == nullptr || first->out_features() % T != 0) {  // stays whole
-      children[i] = std::make_unique<Linear>(first->in_features(), first->out_features(),
-                                             first->has_bias());
+      children[i] =
+          std::make_unique<Linear>(first->in_features(), first->out_features(), first->has_bias());
       continue;
     }
     const int64_t part = first->out_features() / T;

@@ -8,14 +8,13 @@
 
 #include <memory>
 
-#include "nn/tensor_reducer.h"
-
 #include "core/reduce.h"
+#include "nn/tensor_reducer.h"
 
 namespace braid::comm {
 class Group;
 class ProgressEngine;
-}
+}  // namespace braid::comm
 
 namespace braid::parallel {
 

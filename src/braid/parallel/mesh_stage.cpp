@@ -1,10 +1,11 @@
 // MeshStrategy's pipeline stage at work (mesh_strategy.h): one micro-batch's forward or
 // backward on this stage, the point-to-point messages around it, and the tied weights.
+#include "parallel/mesh_stage.h"
+
 #include "core/kernels.h"
 #include "core/timer.h"
 #include "nn/loss.h"
 #include "parallel/mesh_strategy.h"
-#include "parallel/mesh_stage.h"
 
 namespace braid::parallel {
 namespace {
@@ -51,12 +52,12 @@ void MeshStrategy::run_units_forward(Chunk& c, Slot& slot, const Tensor& x,
 
 double MeshStrategy::loss_and_gradient(const Tensor& logits, const Tensor& targets, float scale) {
   if (vocab_ > 0)  // the GPT cut by width: each rank holds a slice of the vocabulary
-    return nn::vocab_parallel_cross_entropy(logits, targets, vocab_first_, vocab_, *reducer_,
-                                            &dy_, loss_work_, {.grad_scale = scale})
+    return nn::vocab_parallel_cross_entropy(logits, targets, vocab_first_, vocab_, *reducer_, &dy_,
+                                            loss_work_, {.grad_scale = scale})
         .loss;
-  return nn::softmax_cross_entropy(logits, targets, &dy_,
-                                   {.grad_scale = scale,
-                                    .label_smoothing = options_.label_smoothing})
+  return nn::softmax_cross_entropy(
+             logits, targets, &dy_,
+             {.grad_scale = scale, .label_smoothing = options_.label_smoothing})
       .loss;
 }
 
@@ -144,8 +145,10 @@ void MeshStrategy::backward_action(Chunk& c, int position, int64_t step) {
         w.lap();
         bool overwrite = false;
         Tensor grad = params.grad_for_write(t.id, overwrite);
-        if (overwrite) grad.copy_from(t.staging);
-        else add_inplace(t.staging.f32(), grad.f32(), grad.numel());
+        if (overwrite)
+          grad.copy_from(t.staging);
+        else
+          add_inplace(t.staging.f32(), grad.f32(), grad.numel());
       }
     }
     g = &units_[u].module->backward(*g, *caches[u - c.first_unit], u > first_learning_unit_);

@@ -24,16 +24,16 @@ struct MeshStrategy::Slot {
 // One contiguous run of units on this rank: the rank's stage, or one of its v chunks under
 // the interleaved schedule (chunk c of the P v lives on rank c mod P).
 struct MeshStrategy::Chunk {
-  int index = 0;                           // among all chunks: the virtual stage
-  size_t first_unit = 0, end_unit = 0;     // its units
+  int index = 0;                        // among all chunks: the virtual stage
+  size_t first_unit = 0, end_unit = 0;  // its units
   nn::ParamSet::Id first_id = 0, end_id = 0;
-  int64_t begin = 0, end = 0;              // its parameter range (floats)
-  bool backward_here = true;               // some unit of it (or below) learns
-  bool sends_dx = false;                   // the previous chunk waits for dL/dx
-  Shape in_shape, out_shape;               // its activations, a micro-batch
-  std::vector<Slot> slots;                 // micro-batches in flight
+  int64_t begin = 0, end = 0;  // its parameter range (floats)
+  bool backward_here = true;   // some unit of it (or below) learns
+  bool sends_dx = false;       // the previous chunk waits for dL/dx
+  Shape in_shape, out_shape;   // its activations, a micro-batch
+  std::vector<Slot> slots;     // micro-batches in flight
   std::vector<std::unique_ptr<nn::Cache>> recompute_caches;
-  std::vector<comm::Handle> recompute_sends;  // sends reading the recompute caches
+  std::vector<comm::Handle> recompute_sends;    // sends reading the recompute caches
   std::unique_ptr<optim::Optimizer> optimizer;  // over [begin, end)
   std::vector<optim::Segment> norm_segments;    // what it adds to the global norm
   TreeSum micro_sum;                            // deterministic mode's order

@@ -63,8 +63,9 @@ MeshStrategy::MeshStrategy(std::unique_ptr<nn::Module> module, StepOptions optio
   declare();
   if (T > 1)
     params_.set_grad_locator([](size_t) -> float* {
-      BRAID_THROW(Error, "tensor parallel: the full model has no gradients (each rank trains "
-                         "its shard of it)");
+      BRAID_THROW(Error,
+                  "tensor parallel: the full model has no gradients (each rank trains "
+                  "its shard of it)");
     });
   build(nullptr, /*with_optimizer=*/false);
   check_same_model(*world_, params_, "mesh");
@@ -103,8 +104,8 @@ MeshStrategy::MeshStrategy(std::unique_ptr<nn::Module> module, StepOptions optio
   BRAID_CHECK(popts_.chunks >= 1 &&
                   (popts_.chunks == 1 || popts_.schedule == PipelineSchedule::interleaved),
               "pipeline.chunks (", popts_.chunks, ") > 1 needs pipeline.schedule interleaved");
-  BRAID_CHECK(static_cast<int>(units_.size()) >= P * popts_.chunks, "pipeline: ", P,
-              " stages x ", popts_.chunks, " chunks need at least as many layers, but the model has ",
+  BRAID_CHECK(static_cast<int>(units_.size()) >= P * popts_.chunks, "pipeline: ", P, " stages x ",
+              popts_.chunks, " chunks need at least as many layers, but the model has ",
               units_.size(), "; use fewer stages or chunks");
   if (popts_.schedule == PipelineSchedule::interleaved)
     BRAID_CHECK(popts_.micro_batches % P == 0, "pipeline.schedule interleaved: micro_batches (",
@@ -126,8 +127,7 @@ MeshStrategy::MeshStrategy(std::unique_ptr<nn::Module> module, StepOptions optio
   if (reducer_) reducer_->use_engine(engine_.get());
   if (!popts_.cut.empty()) {
     BRAID_CHECK(popts_.cut.size() == static_cast<size_t>(chunk_count()) + 1 &&
-                    popts_.cut.front() == 0 &&
-                    popts_.cut.back() == units_.size() &&
+                    popts_.cut.front() == 0 && popts_.cut.back() == units_.size() &&
                     std::is_sorted(popts_.cut.begin(), popts_.cut.end()) &&
                     std::adjacent_find(popts_.cut.begin(), popts_.cut.end()) == popts_.cut.end(),
                 "pipeline: a cut needs ", chunk_count() + 1,
@@ -166,8 +166,8 @@ int MeshStrategy::world_size() const { return world_->size(); }
 
 std::string MeshStrategy::describe_placement() const {
   const int D = mesh_.data_size, T = mesh_.tensor_size, P = mesh_.pipeline_size;
-  std::string text = "mesh: " + std::to_string(D) + " data x " + std::to_string(T) +
-                     " tensor x " + std::to_string(P) + " pipeline;";
+  std::string text = "mesh: " + std::to_string(D) + " data x " + std::to_string(T) + " tensor x " +
+                     std::to_string(P) + " pipeline;";
   for (int r = 0; r < world_->size(); ++r)
     text += std::string(r ? "," : "") + " rank " + std::to_string(r) + " = (data " +
             std::to_string((r / T) % D) + ", tensor " + std::to_string(r % T) + ", stage " +
@@ -241,9 +241,9 @@ std::string MeshStrategy::describe_cut() const {
   std::string text;
   for (size_t c = 0; c + 1 < cut_.size(); ++c) {
     if (c > 0) text.append(" | ");
-    text.append(popts_.chunks > 1
-                    ? detail::concat("chunk ", c, " (stage ", stage_of_chunk(static_cast<int>(c)), ")")
-                    : detail::concat("stage ", c));
+    text.append(popts_.chunks > 1 ? detail::concat("chunk ", c, " (stage ",
+                                                   stage_of_chunk(static_cast<int>(c)), ")")
+                                  : detail::concat("stage ", c));
     text.append(": ").append(units_[cut_[c]].name);
     if (cut_[c + 1] - cut_[c] > 1) text.append("..").append(units_[cut_[c + 1] - 1].name);
   }
@@ -313,8 +313,8 @@ void MeshStrategy::prepare_stage() {
       if (oc == uc) continue;
       BRAID_CHECK(oc < uc, "pipeline: layer ", units_[u].name, " reads ", params.info(id).name,
                   " of a later stage; only weights tied forward (as the GPT's head) are built");
-      BRAID_CHECK(stage_of_chunk(oc) != stage_of_chunk(uc),
-                  "pipeline: the tied weight ", params.info(id).name,
+      BRAID_CHECK(stage_of_chunk(oc) != stage_of_chunk(uc), "pipeline: the tied weight ",
+                  params.info(id).name,
                   " is read by two chunks of one stage; use another number of chunks");
       Tie t;
       t.id = id;
@@ -365,8 +365,10 @@ double MeshStrategy::step(const data::Batch& batch, float lr, int64_t step) {
   tparams_->zero_grads();
   for (const PipelineAction& a : actions_) {
     Chunk& c = chunks_[static_cast<size_t>(a.chunk)];
-    if (a.kind == PipelineAction::forward) forward_action(c, a.position, step);
-    else backward_action(c, a.position, step);
+    if (a.kind == PipelineAction::forward)
+      forward_action(c, a.position, step);
+    else
+      backward_action(c, a.position, step);
   }
   finish_ties_after_backward();
   std::vector<float*> grads;
@@ -494,8 +496,7 @@ void MeshStrategy::sum_over_ranks(double* values, size_t count, const char* what
 
 void MeshStrategy::start_sum_over_ranks(double* values, size_t count, const char* what) {
   BRAID_CHECK(pending_sum_.done(), "mesh: a sum over ranks is already under way");
-  pending_sum_ =
-      engine_->iallreduce(values, count, DType::f64, ReduceOp::sum, comm::OpLabel(what));
+  pending_sum_ = engine_->iallreduce(values, count, DType::f64, ReduceOp::sum, comm::OpLabel(what));
 }
 
 void MeshStrategy::finish_sum_over_ranks() {
@@ -512,12 +513,13 @@ void MeshStrategy::gather_for_checkpoint() {
   const bool root = world_->rank() == 0;
   if (!prepared_) {
     // No step yet: the state loaded and not yet cut, or a fresh optimizer's.
-    if (root && !loaded_state_.empty()) gathered_full_ = loaded_state_;
+    if (root && !loaded_state_.empty())
+      gathered_full_ = loaded_state_;
     else if (root)
-      gathered_full_ = optim::make_optimizer(options_.optimizer,
-                                             segments_of(params_, 0, params_.layout().size(), 0),
-                                             params_.size())
-                           ->state();
+      gathered_full_ =
+          optim::make_optimizer(options_.optimizer,
+                                segments_of(params_, 0, params_.layout().size(), 0), params_.size())
+              ->state();
     return;
   }
   // Each chunk's optimizer names its buffers alike, in the same order.
@@ -532,9 +534,8 @@ void MeshStrategy::gather_for_checkpoint() {
     if (stage() != 0) {  // this rank's chunks to stage 0, in the trained layout
       for (Chunk& c : chunks_) {
         const Tensor t = c.optimizer->state()[k].second;
-        on_engine("send of optimizer state for a checkpoint", [&](comm::Group&) {
-          pipe_->send(0, state_tag, t.raw(), t.nbytes());
-        });
+        on_engine("send of optimizer state for a checkpoint",
+                  [&](comm::Group&) { pipe_->send(0, state_tag, t.raw(), t.nbytes()); });
       }
       continue;
     }
@@ -548,9 +549,8 @@ void MeshStrategy::gather_for_checkpoint() {
                     chunks_[static_cast<size_t>(c / stages())].optimizer->state()[k].second.raw(),
                     bytes);
       else
-        on_engine({"receive of optimizer state from stage", s}, [&](comm::Group&) {
-          pipe_->recv(s, state_tag, trained.f32() + b, bytes);
-        });
+        on_engine({"receive of optimizer state from stage", s},
+                  [&](comm::Group&) { pipe_->recv(s, state_tag, trained.f32() + b, bytes); });
     }
     Tensor full = trained;
     if (shards_) {  // the tensor shards into the full layout (stage 0's tensor group)

@@ -163,16 +163,16 @@ class MeshStrategy : public Strategy {
   bool prepared_ = false;
   bool full_current_ = true;  // params_ holds the trained values
   std::vector<Tie> ties_;
-  optim::NamedTensors loaded_state_;    // loaded before the cut was known
-  optim::NamedTensors gathered_full_;   // rank 0: gathered for a checkpoint
+  optim::NamedTensors loaded_state_;   // loaded before the cut was known
+  optim::NamedTensors gathered_full_;  // rank 0: gathered for a checkpoint
 
   MicroBatches micro_;
-  std::vector<int> order_;  // position -> micro-batch
-  Tensor dy_;                                  // a received gradient, or the loss's
-  Tensor loss_work_;                           // the vocabulary-parallel loss's scratch
-  int64_t vocab_ = 0, vocab_first_ = 0;        // > 0: the loss is vocabulary-parallel
+  std::vector<int> order_;               // position -> micro-batch
+  Tensor dy_;                            // a received gradient, or the loss's
+  Tensor loss_work_;                     // the vocabulary-parallel loss's scratch
+  int64_t vocab_ = 0, vocab_first_ = 0;  // > 0: the loss is vocabulary-parallel
   std::vector<PipelineAction> actions_;
-  std::vector<comm::Handle> sends_;            // the tied values' sends
+  std::vector<comm::Handle> sends_;  // the tied values' sends
   float grad_scale_ = 1;
   double loss_sum_ = 0;
   PipelineTimes ptimes_;

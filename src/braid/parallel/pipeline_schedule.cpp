@@ -91,8 +91,7 @@ double theoretical_bubble(int stages, int micro_batches, int chunks) {
 std::vector<size_t> balance_stages(const std::vector<double>& costs, int parts) {
   const size_t n = costs.size();
   BRAID_CHECK(parts >= 1 && n >= static_cast<size_t>(parts), "pipeline: ", parts,
-              " stages need at least as many layers, but the model has ", n,
-              "; use fewer stages");
+              " stages need at least as many layers, but the model has ", n, "; use fewer stages");
   const auto k = static_cast<size_t>(parts);
   std::vector<double> prefix(n + 1, 0);
   for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];

@@ -13,13 +13,10 @@ struct TensorShards::Shard {
   std::vector<std::pair<int64_t, int64_t>> runs;  // (first, count) along the cut dimension
 };
 
-namespace {
+namespace {}  // namespace
 
-}  // namespace
-
-TensorShards::TensorShards(std::unique_ptr<nn::Module> model,
-                           const std::vector<nn::WidthCut>& cuts, const nn::ParamSet& full,
-                           int rank)
+TensorShards::TensorShards(std::unique_ptr<nn::Module> model, const std::vector<nn::WidthCut>& cuts,
+                           const nn::ParamSet& full, int rank)
     : full_(full), rank_(rank), model_(std::move(model)) {
   model_->declare(params_, "");
   params_.allocate();

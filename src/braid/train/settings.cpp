@@ -165,8 +165,7 @@ std::vector<Setting> make_settings() {
       "mesh: ranks the GPT is cut across by width (0: tensor_parallel)",
       [](auto& c) -> auto& { return c.mesh.tensor; }));
   t.push_back(integer(
-      "mesh.pipeline", kParallel, 0, 4096,
-      "mesh: pipeline stages (0: pipeline.stages)",
+      "mesh.pipeline", kParallel, 0, 4096, "mesh: pipeline stages (0: pipeline.stages)",
       [](auto& c) -> auto& { return c.mesh.pipeline; }));
   t.push_back(integer(
       "tensor_parallel", kParallel, 0, 4096,

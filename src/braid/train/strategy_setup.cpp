@@ -72,11 +72,12 @@ std::unique_ptr<parallel::Strategy> make_strategy(
                                                 std::move(group), *ps);
   }
   const bool model_parallel = name == "pipeline" || name == "tensor" || name == "mesh";
-  BRAID_CHECK(model_parallel || (config.pipeline.stages <= 1 && config.tensor_parallel <= 1 &&
-                                 config.mesh.data == 0 && config.mesh.tensor <= 1 &&
-                                 config.mesh.pipeline <= 1),
+  BRAID_CHECK(model_parallel ||
+                  (config.pipeline.stages <= 1 && config.tensor_parallel <= 1 &&
+                   config.mesh.data == 0 && config.mesh.tensor <= 1 && config.mesh.pipeline <= 1),
               "pipeline.stages, tensor_parallel and mesh.* cut the model across ranks, which "
-              "strategy '", name, "' does not; use strategy pipeline, tensor or mesh (or auto)");
+              "strategy '",
+              name, "' does not; use strategy pipeline, tensor or mesh (or auto)");
   BRAID_CHECK(config.precision != "fp16" || name == "single" || name == "ddp" || model_parallel,
               "precision fp16 needs its loss scaler in the update, which strategy '", name,
               "' does not run on this rank; use strategy single or ddp, or precision bf16 "
@@ -127,14 +128,17 @@ std::unique_ptr<parallel::Strategy> make_strategy(
                 " needs a job of the ranks that share the model: run it under braid launch -n N "
                 "(or torchrun, mpirun, srun)");
     const parallel::MeshShape shape = *mesh_shape(config, world);
-    BRAID_CHECK(!config.sync_batchnorm, "sync_batchnorm shares statistics between data-parallel "
-                                        "ranks holding the whole model; drop it under strategy ",
+    BRAID_CHECK(!config.sync_batchnorm,
+                "sync_batchnorm shares statistics between data-parallel "
+                "ranks holding the whole model; drop it under strategy ",
                 name);
-    BRAID_CHECK(config.ema_decay == 0, "ema_decay averages the whole parameters every step, "
-                                       "which no rank holds under strategy ",
+    BRAID_CHECK(config.ema_decay == 0,
+                "ema_decay averages the whole parameters every step, "
+                "which no rank holds under strategy ",
                 name, "; drop ema_decay");
-    BRAID_CHECK(config.zero_stage == 0, "zero_stage along the mesh's data axis is not built "
-                                        "yet; drop zero_stage under strategy ",
+    BRAID_CHECK(config.zero_stage == 0,
+                "zero_stage along the mesh's data axis is not built "
+                "yet; drop zero_stage under strategy ",
                 name);
     parallel::PipelineOptions p;
     // One stage: the micro-batches are plain accumulation's.
@@ -157,19 +161,21 @@ std::optional<parallel::MeshShape> mesh_shape(const TrainConfig& config, int wor
   const std::string& name = config.strategy;
   auto pick = [](int64_t a, int64_t b, int64_t whole) { return a > 0 ? a : b > 0 ? b : whole; };
   const int64_t T = pick(config.mesh.tensor, config.tensor_parallel, name == "tensor" ? world : 1);
-  const int64_t P = pick(config.mesh.pipeline, config.pipeline.stages, name == "pipeline" ? world : 1);
+  const int64_t P =
+      pick(config.mesh.pipeline, config.pipeline.stages, name == "pipeline" ? world : 1);
   const bool asked = name == "pipeline" || name == "tensor" || name == "mesh" || T > 1 || P > 1 ||
                      config.mesh.data > 0;
   if (!asked) return std::nullopt;
   BRAID_CHECK(world % (T * P) == 0, "pipeline.stages is ", P, " and tensor_parallel ", T,
-              " but the job has ", world, " ranks; the data axis takes the rest, so launch a "
-              "multiple of ", T * P, " ranks (launch -n ", T * P, ")");
+              " but the job has ", world,
+              " ranks; the data axis takes the rest, so launch a "
+              "multiple of ",
+              T * P, " ranks (launch -n ", T * P, ")");
   const int64_t D = config.mesh.data > 0 ? config.mesh.data : world / (T * P);
-  BRAID_CHECK(D * T * P == world, "mesh: ", D, " data x ", T, " tensor x ", P, " pipeline = ",
-              D * T * P, " ranks, but the job has ", world);
-  return parallel::MeshShape{.data = static_cast<int>(D),
-                             .tensor = static_cast<int>(T),
-                             .pipeline = static_cast<int>(P)};
+  BRAID_CHECK(D * T * P == world, "mesh: ", D, " data x ", T, " tensor x ", P,
+              " pipeline = ", D * T * P, " ranks, but the job has ", world);
+  return parallel::MeshShape{
+      .data = static_cast<int>(D), .tensor = static_cast<int>(T), .pipeline = static_cast<int>(P)};
 }
 
 parallel::PsRules ps_rules(const TrainConfig& config, int workers) {

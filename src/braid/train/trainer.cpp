@@ -345,11 +345,10 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
   log_info("model ", module().kind(), ": ", params().count(), " parameters; ", total_steps,
            " steps of batch ", config_.batch,
            data_world_ > 1 ? detail::concat(" x ", data_world_, " ranks") : "",
-           data_world_ < world_ ? detail::concat(" (each shared by ", world_ / data_world_,
-                                                 " model-parallel ranks)")
-                                : "",
-           "; optimizer ",
-           strategy_->optimizer_name(), "; strategy ", strategy_->name());
+           data_world_ < world_
+               ? detail::concat(" (each shared by ", world_ / data_world_, " model-parallel ranks)")
+               : "",
+           "; optimizer ", strategy_->optimizer_name(), "; strategy ", strategy_->name());
   Stopwatch run_watch;
   double window_loss = 0, window_seconds = 0, window_comm = 0, window_wait = 0;
   int64_t window_steps = 0;

@@ -51,9 +51,9 @@ Trainer::ResumePosition Trainer::position_here(const json& ts, const std::string
   if (r.samples % global_batch() != 0)
     BRAID_THROW(Error, "checkpoint '", file, "' stopped at sample ", r.samples, " of its epoch (",
                 world, " ranks x batch ", batch, "), which is not a whole ",
-                "number of this run's global batches (", data_world_, " ranks x batch ", config_.batch,
-                " = ", global_batch(), "); resume with a global batch that divides ", r.samples,
-                ", e.g. the same ", world * batch,
+                "number of this run's global batches (", data_world_, " ranks x batch ",
+                config_.batch, " = ", global_batch(), "); resume with a global batch that divides ",
+                r.samples, ", e.g. the same ", world * batch,
                 " (ranks x batch, with accumulate_steps to fit)");
   r.position = r.samples / global_batch();
   return r;
