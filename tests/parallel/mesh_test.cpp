@@ -24,16 +24,7 @@ constexpr float kLr = 0.05f;
 constexpr int64_t kBatch = 8, kTokens = 16;
 
 data::Batch tokens(int64_t step) {
-  data::Batch b;
-  b.size = kBatch;
-  b.inputs = Tensor::empty({kBatch, kTokens}, DType::i32);
-  b.targets = Tensor::empty({kBatch, kTokens}, DType::i32);
-  Rng rng(700 + static_cast<uint64_t>(step));
-  for (int64_t i = 0; i < kBatch * kTokens; ++i) {
-    b.inputs.data<int32_t>()[i] = static_cast<int32_t>(rng.below(256));
-    b.targets.data<int32_t>()[i] = static_cast<int32_t>(rng.below(256));
-  }
-  return b;
+  return token_batch(kBatch, kTokens, 700 + static_cast<uint64_t>(step));
 }
 
 // Replica d of D's rows: d, d + D, ... (as the distributed sampler deals them).

@@ -46,17 +46,8 @@ struct Model {
     return gpt ? train::build_model("gpt-tiny", kTokens).module : train::build_model(spec).module;
   }
   data::Batch batch(int64_t step) const {
-    if (!gpt) return global_batch(kBatch, step);
-    data::Batch b;
-    b.size = kBatch;
-    b.inputs = Tensor::empty({kBatch, kTokens}, DType::i32);
-    b.targets = Tensor::empty({kBatch, kTokens}, DType::i32);
-    Rng rng(91 + static_cast<uint64_t>(step));
-    for (int64_t i = 0; i < kBatch * kTokens; ++i) {
-      b.inputs.data<int32_t>()[i] = static_cast<int32_t>(rng.below(256));
-      b.targets.data<int32_t>()[i] = static_cast<int32_t>(rng.below(256));
-    }
-    return b;
+    return gpt ? token_batch(kBatch, kTokens, 91 + static_cast<uint64_t>(step))
+               : global_batch(kBatch, step);
   }
 };
 

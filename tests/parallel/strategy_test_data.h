@@ -58,6 +58,21 @@ inline data::Batch global_batch(int64_t B, int64_t step) {
   return b;
 }
 
+// `rows` sequences of `tokens` random token ids below 256 and as many random targets, from
+// the seed: a language model's batch.
+inline data::Batch token_batch(int64_t rows, int64_t tokens, uint64_t seed) {
+  data::Batch b;
+  b.size = rows;
+  b.inputs = Tensor::empty({rows, tokens}, DType::i32);
+  b.targets = Tensor::empty({rows, tokens}, DType::i32);
+  Rng rng(seed);
+  for (int64_t i = 0; i < rows * tokens; ++i) {
+    b.inputs.data<int32_t>()[i] = static_cast<int32_t>(rng.below(256));
+    b.targets.data<int32_t>()[i] = static_cast<int32_t>(rng.below(256));
+  }
+  return b;
+}
+
 // Rank r of n's share, as a distributed sampler deals it: rows r, r + n, r + 2n, ...
 inline data::Batch shard(const data::Batch& g, int r, int n) {
   const int64_t rows = g.size / n;
