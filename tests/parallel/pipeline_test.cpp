@@ -335,7 +335,7 @@ TEST(Pipeline, AStageThatDiesFailsEveryStageNamingIt) {
   for (int r : {0, 2}) {
     const std::string e = message(results[static_cast<size_t>(r)]);
     EXPECT_FALSE(e.empty()) << "rank " << r << " did not fail";
-    EXPECT_NE(e.find("1"), std::string::npos) << e;
+    EXPECT_NE(e.find("rank 1"), std::string::npos) << e;
   }
 }
 
