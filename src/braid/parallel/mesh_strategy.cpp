@@ -534,6 +534,7 @@ void MeshStrategy::gather_for_checkpoint() {
     if (stage() != 0) {  // this rank's chunks to stage 0, in the trained layout
       for (Chunk& c : chunks_) {
         const Tensor t = c.optimizer->state()[k].second;
+        if (t.numel() == 0) continue;  // a chunk without parameters
         on_engine("send of optimizer state for a checkpoint",
                   [&](comm::Group&) { pipe_->send(0, state_tag, t.raw(), t.nbytes()); });
       }
@@ -544,11 +545,13 @@ void MeshStrategy::gather_for_checkpoint() {
       const int s = stage_of_chunk(c);
       const auto [b, e] = range_of_chunk(c);
       const size_t bytes = static_cast<size_t>(e - b) * sizeof(float);
-      if (s == 0)
-        std::memcpy(trained.f32() + b,
-                    chunks_[static_cast<size_t>(c / stages())].optimizer->state()[k].second.raw(),
-                    bytes);
-      else
+      // This stage's own chunks are copied; the others' arrive from their stages.
+      const bool mine = s == 0;
+      const Tensor own =
+          mine ? chunks_[static_cast<size_t>(c / stages())].optimizer->state()[k].second : Tensor();
+      if (mine && bytes > 0)  // a chunk without parameters (Flatten) has an empty state
+        std::memcpy(trained.f32() + b, own.raw(), bytes);
+      else if (!mine && bytes > 0)
         on_engine({"receive of optimizer state from stage", s},
                   [&](comm::Group&) { pipe_->recv(s, state_tag, trained.f32() + b, bytes); });
     }
@@ -596,7 +599,8 @@ void MeshStrategy::load_optimizer_state(const optim::NamedTensors& state) {
         continue;
       }
       Tensor slice = Tensor::empty({c.end - c.begin}, DType::f32, MemCategory::optimizer);
-      std::memcpy(slice.f32(), from + c.begin, static_cast<size_t>(c.end - c.begin) * 4);
+      if (c.end > c.begin)
+        std::memcpy(slice.f32(), from + c.begin, static_cast<size_t>(c.end - c.begin) * 4);
       parts[j].emplace_back(name, slice);
     }
   }
