@@ -48,7 +48,8 @@ TEST(PipelineCli, CheckpointIsOneProcessAccumulatingAndResumesAsOneProcess) {
                                   "--pipeline.schedule " + schedule + " --steps 12 --out " + out);
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_TRUE(has_text(r.output, "strategy pipeline"));
-    EXPECT_TRUE(has_text(r.output, "cut by measured time: stage 0: 0.."));
+    // Where the cut falls depends on the layers' measured times: only its start is fixed.
+    EXPECT_TRUE(has_text(r.output, "cut by measured time: stage 0: 0"));
   }
   BraidResult r = run_braid("train " + flags(tmp) + "--accumulate-steps 4 --steps 12 --out " +
                             tmp.file("single"));
