@@ -103,6 +103,18 @@ bool is_argmax(const float* x, int32_t label, float m) {
   return x[label] == m && std::find(x, x + label, m) == x + label;
 }
 
+// The rows whose label counts (not -1); a label outside [0, classes) is an error naming it.
+int64_t counted_labels(const int32_t* y, int64_t rows, int64_t classes) {
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (y[r] == kIgnoreLabel) continue;
+    BRAID_CHECK(y[r] >= 0 && y[r] < classes, "softmax_cross_entropy: label ", y[r], " in row ", r,
+                " is outside [0, ", classes, ") (C = ", classes, "; -1 marks an ignored row)");
+    ++count;
+  }
+  return count;
+}
+
 }  // namespace
 
 LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
@@ -125,12 +137,7 @@ LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Ten
   // gradient's 1/count is known in the single pass below.
   const int32_t* y = labels.data<int32_t>();
   LossResult result;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (y[r] == kIgnoreLabel) continue;
-    BRAID_CHECK(y[r] >= 0 && y[r] < classes, "softmax_cross_entropy: label ", y[r], " in row ", r,
-                " is outside [0, ", classes, ") (C = ", classes, "; -1 marks an ignored row)");
-    ++result.count;
-  }
+  result.count = counted_labels(y, rows, classes);
 
   float* d = nullptr;
   if (dlogits) {
@@ -172,12 +179,7 @@ LossResult vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& labe
               logits.shape().str());
   const int32_t* y = labels.data<int32_t>();
   LossResult result;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (y[r] == kIgnoreLabel) continue;
-    BRAID_CHECK(y[r] >= 0 && y[r] < classes, "softmax_cross_entropy: label ", y[r], " in row ", r,
-                " is outside [0, ", classes, ") (C = ", classes, "; -1 marks an ignored row)");
-    ++result.count;
-  }
+  result.count = counted_labels(y, rows, classes);
   work.ensure({4 * rows}, DType::f32, MemCategory::workspace);
   float* maxes = work.f32();
   float* sums = maxes + rows;  // then the label's logit, then the argmax hits: one sum
