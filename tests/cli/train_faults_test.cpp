@@ -158,7 +158,11 @@ TEST(TrainFaults, StoppedRankTimesTheOtherOutNamingItAndTheBucket) {
         has_text(error, "waiting for rank 1 to enter allreduce #") &&
         has_text(error, "rank 1 is alive but has not got there");
     const std::string last = last_line(job->output());
-    EXPECT_TRUE(has_text(last, "braid launch: rank 0 exited with code 3"));
+    // The headline blames the rank that stopped, not the one that gave up waiting for it.
+    EXPECT_TRUE(has_text(last,
+                         "braid launch: rank 1 stopped making progress (its process was stopped: "
+                         "SIGSTOP or SIGTSTP): rank 0 exited with code 3 after waiting for it"))
+        << last;
     EXPECT_TRUE(has_text(last, "Last line rank 0 wrote to stderr: " + error));
     // Continued by the launcher, not left stopped until the grace period's SIGKILL.
     EXPECT_FALSE(has_text(last, "grace period and got SIGKILL"));

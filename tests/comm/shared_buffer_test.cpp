@@ -8,8 +8,10 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "comm/collective_reference.h"
 #include "comm/collectives.h"
@@ -155,6 +157,31 @@ TEST(SharedBuffer, RanksThatDisagreeAboutTheCallGetAMismatchNamingBoth) {
   }
   auto sizes = run_group(2, [&](Group& g) { allocate_shared(g, g.rank() == 0 ? 64 : 128); });
   for (const auto& e : sizes) EXPECT_TRUE(message(e).find("asked for") != std::string::npos);
+}
+
+// Every collective on a group with shared buffers says which call it is in, so a rank
+// waiting in the shared-memory handshake sees at once that its peer is in another call (an
+// alltoall meeting an allreduce) rather than waiting out the deadline.
+TEST(SharedBuffer, AnotherCallMeetingAnAllreduceFailsAtOnce) {
+  using namespace std::chrono_literals;
+  const auto started = std::chrono::steady_clock::now();
+  auto errors = run_group(
+      2,
+      [&](Group& g) {
+        SharedBuffer buf = allocate_shared(g, 4096);
+        std::vector<float> out(2);
+        if (g.rank() == 0)
+          allreduce(g, buf.data(), 2, DType::f32, ReduceOp::sum);
+        else
+          alltoall(g, buf.data(), out.data(), 1, DType::f32);
+      },
+      60s);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 20s);
+  const std::string what = message(errors[0]);
+  EXPECT_TRUE(what.find("disagree about the call") != std::string::npos) << what;
+  EXPECT_TRUE(what.find("allreduce #") != std::string::npos) << what;
+  EXPECT_TRUE(what.find("alltoall #") != std::string::npos) << what;
+  EXPECT_TRUE(errors[1]) << "rank 1 went on as if its alltoall had completed";
 }
 
 TEST(SharedBuffer, APeerThatFailsIsAPeerErrorNotAHang) {

@@ -110,6 +110,62 @@ TEST(Ps, SyncEqualsOneProcessOnTheGlobalBatch) {
   }
 }
 
+// A worker whose run raises an error tells the servers it failed (its destructor runs as
+// the error unwinds) and is never counted as finished: sync mode cannot go on without it and
+// the server's error names it; async goes on without a failed worker, but not without its
+// chief (worker 0), which saves the run.
+TEST(Ps, AWorkerThatFailsIsNeverCountedAsFinished) {
+  struct Injected {};
+  const json model = small_mlp();
+  const StepOptions o = options("sgd");
+  for (const PsMode mode : {PsMode::sync, PsMode::async}) {
+    for (const int failing : {0, 1}) {
+      const PsLayout layout{2, 1};
+      std::vector<std::string> lost;
+      const auto results = run_group(3, [&](comm::Group& g) {
+        auto world = g.split(0, g.rank());
+        if (layout.is_worker(world->rank())) {
+          try {
+            PsWorker w(train::build_model(model).module, o, world, layout);
+            for (int t = 0; t < 4; ++t) {
+              w.step(shard(global_batch(kBatch, t), world->rank(), 2), kLr, t);
+              if (world->rank() == failing && t == 1) throw Injected{};
+            }
+            w.finish();
+          } catch (const Injected&) {
+          }
+          return;
+        }
+        PsServerOptions so;
+        so.layout = layout;
+        so.segments = segments_of(model, o);
+        so.buffer_size = buffer_size_of(model, o);
+        so.optimizer = o.optimizer;
+        so.rules = {.mode = mode, .workers = 2};
+        PsServer server(world, std::move(so));
+        server.run();
+        lost = server.stats().lost;
+      });
+      const std::string what = std::string(ps_mode_name(mode)) + ", worker " +
+                               std::to_string(failing) + " failing";
+      if (mode == PsMode::async && failing == 1) {
+        ASSERT_FALSE(results[2]) << what << ": " << comm::testing::message(results[2]);
+        ASSERT_EQ(lost.size(), 1u) << what;
+        EXPECT_NE(lost[0].find("worker 1: its run failed"), std::string::npos) << lost[0];
+        continue;
+      }
+      ASSERT_TRUE(results[2]) << what << ": the server finished as if the run were complete";
+      const std::string error = comm::testing::message(results[2]);
+      EXPECT_NE(error.find(failing == 0 && mode == PsMode::async
+                               ? "the chief (worker 0) did not finish its run"
+                               : "worker " + std::to_string(failing) + " is gone"),
+                std::string::npos)
+          << what << ": " << error;
+      EXPECT_NE(error.find("its run failed"), std::string::npos) << what << ": " << error;
+    }
+  }
+}
+
 TEST(Ps, AsyncAppliesEveryPushExactlyOnce) {
   const int workers = 2, servers = 2, steps = 5;
   const Outcome got =

@@ -16,8 +16,10 @@
 #include "train/atomic_file.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/config_agreement.h"
 #include "train/ps_serve.h"
 #include "train/stop_signal.h"
+#include "train/strategy_setup.h"
 #include "train/trainer.h"
 
 namespace braid::cli {
@@ -49,27 +51,111 @@ void overlay(json& base, const json& top) {
   }
 }
 
+// Where a run executes: its ranks, and the workers of a parameter-server job.
+struct RunPlace {
+  int world = 1;
+  std::optional<int> ps_workers;
+};
+
+// The run directory a checkpoint directory belongs to: the parent of "checkpoint" (or its
+// .previous / .partial), else the directory itself.
+std::string run_dir_of(const std::string& checkpoint_dir) {
+  const fs::path p = fs::path(checkpoint_dir).lexically_normal();
+  const fs::path dir = p.filename().empty() ? p.parent_path() : p;
+  if (dir.filename().string().starts_with("checkpoint"))
+    return dir.has_parent_path() ? dir.parent_path().string() : std::string(".");
+  return dir.string();
+}
+
+// Ranks that share out the batch (the data axis): a parameter-server job's workers, a
+// mesh's data axis, else every rank.
+int data_world(const train::TrainConfig& config, const RunPlace& place) {
+  if (place.ps_workers) return *place.ps_workers;
+  try {
+    if (const auto mesh = train::mesh_shape(config, place.world)) return mesh->data;
+  } catch (const Error&) {
+    // An impossible mesh for this world is the trainer's error to report, with its key.
+  }
+  return place.world;
+}
+
+// A resume under another data-parallel width keeps the run's global batch: batch =
+// global / ranks, and accumulate_steps chosen to keep the run's micro-batch where it
+// divides (so a deterministic run resumed on fewer ranks keeps its bits). Said in one line.
+train::TrainConfig keep_global_batch(train::TrainConfig config, const json& state,
+                                     const RunPlace& place, const std::string& dir) {
+  if (!state.contains("loader") || !state["loader"].contains("world_size")) return config;
+  const json& l = state["loader"];
+  const int64_t saved_world = l.value("world_size", int64_t{0});
+  const int64_t saved_batch = l.value("batch", int64_t{0});
+  const int64_t saved_accumulate =
+      state["config"].value("accumulate_steps", int64_t{1});
+  const int64_t world = data_world(config, place);
+  if (saved_world <= 0 || saved_batch <= 0 || saved_world == world) return config;
+  const int64_t global = saved_world * saved_batch;
+  BRAID_CHECK(global % world == 0, "checkpoint '", dir, "' was trained at a global batch of ",
+              global, " (", saved_world, " ranks x batch ", saved_batch, "), which ", world,
+              " ranks cannot share equally; pass --batch to choose this run's per-rank batch");
+  config.batch = global / world;
+  const int64_t micro = saved_batch / std::max<int64_t>(1, saved_accumulate);
+  if (micro > 0 && config.batch % micro == 0)
+    config.accumulate_steps = config.batch / micro;
+  else if (config.batch % config.accumulate_steps != 0)
+    config.accumulate_steps = 1;
+  log_info("resuming a run of ", saved_world, " ranks x batch ", saved_batch, " on ", world,
+           world == 1 ? " rank" : " ranks", ": batch ", config.batch, " per rank",
+           config.accumulate_steps > 1
+               ? detail::concat(" in ", config.accumulate_steps, " micro-batches")
+               : std::string(),
+           " keeps its global batch of ", global, " (pass --batch to change it)");
+  return train::config_from_json(train::to_json(config));
+}
+
+// The keys that say how a run was distributed (its strategy and that strategy's knobs). A
+// checkpoint holds the full model whatever they were, so evaluating it, or resuming it as
+// one process, drops them: the defaults (one process) apply unless flags set them again.
+void drop_distribution(json& j) {
+  for (const char* key : {"strategy", "mesh", "tensor_parallel", "pipeline", "local_sgd", "ps",
+                          "fedavg", "zero_stage", "comm_dtype", "sync_batchnorm", "bucket_mb"})
+    j.erase(key);
+}
+
 // The config of a run: the checkpoint's own when resuming, then the config file, then the
 // flags, each laid over the one before, and validated once so errors name keys the same
 // way whichever layer set them.
-train::TrainConfig resolve(const TrainFlags& f, const std::string& resume_dir) {
+//
+// A resume writes into the run directory it was given (a copied or moved run continues
+// where it now lies), unless the config file or flags name an --out. Resumed as one
+// process, the run's distribution keys are dropped. Under another world size the global
+// batch is kept unless `batch` is set (keep_global_batch).
+train::TrainConfig resolve(const TrainFlags& f, const std::string& resume_dir, const RunPlace& place) {
   json j = json::object();
+  json saved_state;
   std::string source;
   if (!resume_dir.empty()) {
-    const json ts = train::read_train_state(resume_dir);
-    if (!ts.contains("config") || !ts["config"].is_object())
+    saved_state = train::read_train_state(resume_dir);
+    if (!saved_state.contains("config") || !saved_state["config"].is_object())
       BRAID_THROW(Error, "checkpoint '", resume_dir,
                   "/state.json' holds no training config (train_state.config); pass --config");
-    j = ts["config"];
+    j = saved_state["config"];
+    j["out"] = run_dir_of(resume_dir);
+    if (place.world == 1 && !place.ps_workers) drop_distribution(j);
     source = "the config saved in '" + resume_dir + "/state.json'";
   }
+  json file = json::object();
   if (!f.config.empty()) {
-    overlay(j, train::read_config_file(f.config));
+    file = train::read_config_file(f.config);
+    overlay(j, file);
     source = source.empty() ? f.config : f.config + " over " + source;
   }
+  json flags = json::object();
+  f.apply_settings(flags);
   f.apply_settings(j);
   try {
-    return train::config_from_json(j);
+    train::TrainConfig config = train::config_from_json(j);
+    if (!resume_dir.empty() && !file.contains("batch") && !flags.contains("batch"))
+      config = keep_global_batch(config, saved_state, place, resume_dir);
+    return config;
   } catch (const Error& e) {
     if (source.empty()) throw;
     BRAID_THROW(Error, source, " (with flags): ", e.what());
@@ -111,13 +197,21 @@ void run_train(const TrainFlags& f) {
               "--resume continues a run (weights, optimizer, step); --init-from starts a new one "
               "from weights alone: pass one of them");
   const std::string resume_dir = f.resume.empty() ? "" : train::find_checkpoint_dir(f.resume);
-  const train::TrainConfig config = resolve(f, resume_dir);
+  RunPlace place;
+  place.world = env.world_size;
+  if (cluster) place.ps_workers = cluster->num_workers;
+  const train::TrainConfig config = resolve(f, resume_dir, place);
+  // A resume continues the run it was given; into another --out it is a new run there, and
+  // must not replace or append to what that directory holds.
+  const bool continues = !resume_dir.empty() && fs::exists(config.out) &&
+                         fs::equivalent(config.out, run_dir_of(resume_dir));
   const std::string existing = existing_outputs(config.out);
-  if (!existing.empty() && resume_dir.empty() && !f.overwrite)
+  if (!existing.empty() && !continues && !f.overwrite)
     BRAID_THROW(Error, "--out '", config.out, "' already holds a run (", existing,
-                "); pass --resume ", config.out,
-                " to continue it, --overwrite to replace it, or "
-                "another --out");
+                resume_dir.empty() ? "); pass --resume " + config.out + " to continue it, "
+                                   : "), not the one being resumed ('" + resume_dir +
+                                         "'); pass ",
+                "--overwrite to replace it, or another --out");
   set_blas_threads(config.threads);
   log_info(blas_config());
   // In a job (braid launch, torchrun, mpirun, srun): meet the other ranks first; the
@@ -128,6 +222,8 @@ void run_train(const TrainFlags& f) {
     launch::JoinOptions join;
     join.getenv = job_getenv;
     job.emplace(launch::join_job(join));
+    // Every rank, servers included, trains or serves under one config.
+    train::check_same_config(*job->world, config);
   }
   if (cluster && cluster->role == launch::Role::server)
     return run_server(config, *cluster, *job, resume_dir);
@@ -159,6 +255,11 @@ void run_train(const TrainFlags& f) {
   // interrupted, not completed: Kubernetes restarts it, Slurm requeues it, and with
   // --resume it continues. (CLI11 exits quietly with a RuntimeError's code.)
   if (outcome.stop_signal != 0) throw CLI::RuntimeError(128 + outcome.stop_signal);
+  if (!outcome.unfinished.empty())
+    BRAID_THROW(Error, "the run ended unfinished at step ", outcome.step, ": ", outcome.unfinished,
+                trainer.writes_outputs()
+                    ? "; its checkpoint is in " + config.out + "/checkpoint (--resume it)"
+                    : std::string());
 }
 
 struct EvalFlags {
@@ -198,8 +299,9 @@ train::TrainConfig eval_config(const EvalFlags& f, const std::string& checkpoint
   }
   if (f.batch > 0) j["batch"] = f.batch;
   if (!f.data_dir.empty()) j["data_dir"] = f.data_dir;
-  // One process evaluates, whichever strategy trained the weights (ddp and local_sgd need
-  // a job); checkpoints hold the full layout, so any strategy's load here.
+  // One process evaluates, whichever strategy trained the weights (ZeRO, pipeline, tensor
+  // and mesh runs too); checkpoints hold the full layout, so any strategy's load here.
+  drop_distribution(j);
   j["strategy"] = "single";
   return train::config_from_json(j);
 }

@@ -52,6 +52,21 @@ bool agree(const CallContext& ctx, SharedWindow& w, const Descriptor& mine) {
   return same_range;
 }
 
+// Throws at once when peer `p` has published another kind of collective under this call's
+// number (or any call past it): it will never meet this one. Another allreduce under the
+// same number meets it, and agree() names how their descriptors differ.
+void check_same_call(const CallContext& ctx, const SharedWindow& w, int p) {
+  const auto theirs = w.published_call(p);
+  if (!theirs) return;
+  const auto& [seq, sig] = *theirs;
+  const auto ahead = static_cast<int32_t>(seq - ctx.seq);  // wraps like the sequence numbers
+  if ((ahead == 0 && sig.call != ctx.sig.call) || ahead > 0)
+    BRAID_THROW(CollectiveMismatch, "ranks ", ctx.rank(), " and ", p,
+                " disagree about the call they are in: rank ", ctx.rank(), " is in ",
+                describe_call(ctx.sig, ctx.seq), " but rank ", p, " is in ",
+                describe_call(sig, seq), "; every rank must make the same calls in the same order");
+}
+
 // Publishes `call` in this rank's `counter` (release, after everything it wrote), then
 // waits until every peer's has reached it.
 void meet(const CallContext& ctx, SharedWindow& w, std::atomic<uint64_t> ControlBlock::*counter,
@@ -61,7 +76,15 @@ void meet(const CallContext& ctx, SharedWindow& w, std::atomic<uint64_t> Control
     if (p == ctx.rank()) continue;
     const std::atomic<uint64_t>& theirs = w.control(p).*counter;
     wait_for_peer(
-        ctx.group, p, deadline, [&] { return theirs.load(std::memory_order_acquire) >= call; },
+        ctx.group, p, deadline,
+        [&] {
+          if (theirs.load(std::memory_order_acquire) >= call) return true;
+          // Until this rank finishes, a peer that entered cannot pass the call: waiting for
+          // it to enter, anything else it published is another call. (Waiting for it to
+          // finish, it may already be in the next one.)
+          if (counter == &ControlBlock::entered) check_same_call(ctx, w, p);
+          return false;
+        },
         [&] {
           return detail::concat("rank ", p, " ", doing, " ", describe_call(ctx.sig, ctx.seq));
         });

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "comm/algorithms.h"
+#include "comm/shared_window.h"
 #include "core/error.h"
 #include "core/memory.h"
 
@@ -60,6 +61,8 @@ CallContext begin(Group& g, CallKind call, DType dtype, ReduceOp op, int root, s
   sig.algorithm = static_cast<uint8_t>(algorithm);
   sig.root = root;
   sig.count = count;
+  // Peers waiting in a shared-memory handshake see which call this rank is in.
+  if (const auto& w = g.shared_window()) w->publish_call(g.rank(), seq, sig);
   return CallContext{g, seq, sig, o.timeout.value_or(g.timeout())};
 }
 

@@ -21,6 +21,7 @@
 
 #include "comm/algorithm.h"
 #include "comm/wait_loop.h"
+#include "comm/blame.h"
 #include "core/error.h"
 
 namespace braid::comm {
@@ -516,7 +517,8 @@ class InprocTransport::Steps final : public WaitSteps {
     BRAID_THROW(TimeoutError, "rank ", t_.rank_, ": timed out after ", deadline_.waited_seconds(),
                 " s ", describe_request(q), "; rank ", peer_of(q),
                 " is stuck, slower, or not making this call (raise the timeout if it is "
-                "only slow)");
+                "only slow) (",
+                no_progress_from(peer_of(q)), ")");
   }
   void idle(Clock::time_point, Clock::duration, Clock::time_point wake) override {
     auto& me = hub_.ranks[static_cast<size_t>(t_.rank_)];

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "comm/blame.h"
 #include "core/error.h"
 #include "core/reduce.h"
 
@@ -241,7 +242,7 @@ void ReceiveMatcher::throw_timeout(std::span<const RequestId> ids, const Deadlin
                 " s waiting for ", describe(r), " (", r.done, " of ", r.bytes, " bytes done)",
                 hint.empty() ? "" : "; ", hint,
                 "; check that every rank makes the same calls, or raise the timeout "
-                "(BRAID_TIMEOUT_S)");
+                "(BRAID_TIMEOUT_S) (", no_progress_from(r.peer), ")");
   }
   BRAID_THROW(TimeoutError, "rank ", rank_, " timed out after ", deadline.waited_seconds(), " s");
 }

@@ -23,6 +23,7 @@
 #include <functional>
 #include <thread>
 
+#include "comm/blame.h"
 #include "comm/collectives.h"
 #include "comm/group.h"
 #include "comm/shared_window.h"
@@ -49,6 +50,38 @@ SharedWindow::SharedWindow(shm::Mapping own_control, std::vector<shm::Mapping> p
     uint8_t* p = static_cast<int>(r) == rank ? own_control_.data() : peer_control_[r].data();
     control_.push_back(reinterpret_cast<ControlBlock*>(p));
   }
+}
+
+void SharedWindow::publish_call(int rank, uint32_t seq, const CallSignature& sig) {
+  ControlBlock& c = control(rank);
+  const uint64_t packed = static_cast<uint64_t>(sig.call) |
+                          static_cast<uint64_t>(sig.dtype) << 8 |
+                          static_cast<uint64_t>(sig.op) << 16 |
+                          static_cast<uint64_t>(sig.algorithm) << 24 |
+                          static_cast<uint64_t>(static_cast<uint32_t>(sig.root)) << 32;
+  c.version.store(c.version.load(std::memory_order_relaxed) | 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  c.signature.store(packed, std::memory_order_relaxed);
+  c.count.store(sig.count, std::memory_order_relaxed);
+  c.version.store(uint64_t{seq} * 2, std::memory_order_release);
+}
+
+std::optional<std::pair<uint32_t, CallSignature>> SharedWindow::published_call(int rank) const {
+  const ControlBlock& c = control(rank);
+  const uint64_t before = c.version.load(std::memory_order_acquire);
+  if (before & 1) return std::nullopt;
+  const uint64_t packed = c.signature.load(std::memory_order_relaxed);
+  const uint64_t count = c.count.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (c.version.load(std::memory_order_relaxed) != before || before == 0) return std::nullopt;
+  CallSignature sig;
+  sig.call = static_cast<CallKind>(packed & 0xff);
+  sig.dtype = static_cast<DType>((packed >> 8) & 0xff);
+  sig.op = static_cast<ReduceOp>((packed >> 16) & 0xff);
+  sig.algorithm = static_cast<uint8_t>((packed >> 24) & 0xff);
+  sig.root = static_cast<int32_t>(static_cast<uint32_t>(packed >> 32));
+  sig.count = count;
+  return std::make_pair(static_cast<uint32_t>(before / 2), sig);
 }
 
 const SharedRegion* SharedWindow::find(const void* p, size_t bytes) const {
@@ -90,7 +123,8 @@ void wait_for_peer(Group& g, int peer, const Deadline& deadline, const std::func
       BRAID_THROW(TimeoutError, "rank ", g.rank(), " timed out after ", deadline.waited_seconds(),
                   " s waiting for ", waiting_for(), "; rank ", peer,
                   " is alive but has not got there (stopped, stuck, or far behind): check that "
-                  "every rank makes the same calls, or raise the timeout (BRAID_TIMEOUT_S)");
+                  "every rank makes the same calls, or raise the timeout (BRAID_TIMEOUT_S) (",
+                  no_progress_from(g.global_rank(peer)), ")");
     const auto idle = now - start;
     if (idle < spin) {
       for (int i = 0; i < 4; ++i) _mm_pause();

@@ -18,10 +18,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/deadline.h"
+#include "comm/message.h"
 #include "comm/shm_ring.h"
 #include "core/memory.h"
 
@@ -61,6 +63,13 @@ struct ControlBlock {
   alignas(64) std::atomic<uint64_t> entered{0};   // number of the last call published
   Descriptor descriptor;                          // of that call, written before `entered`
   alignas(64) std::atomic<uint64_t> finished{0};  // number of the last call it finished
+  // Every collective this rank entered on the group, shared path or not (a seqlock:
+  // `version` is odd while the rank writes, 2 x seq once the call is published), so a rank
+  // waiting here for a peer sees at once that the peer is in another call (an alltoall
+  // meeting an allreduce) instead of waiting out the deadline.
+  alignas(64) std::atomic<uint64_t> version{0};
+  std::atomic<uint64_t> signature{0};  // call | dtype << 8 | op << 16 | algorithm << 24 | root << 32
+  std::atomic<uint64_t> count{0};
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
@@ -69,6 +78,10 @@ class SharedWindow {
   SharedWindow(shm::Mapping own_control, std::vector<shm::Mapping> peer_control, int rank);
 
   ControlBlock& control(int rank) const { return *control_[static_cast<size_t>(rank)]; }
+  // Publishes the collective this rank (`rank`) enters: sequence number and signature.
+  void publish_call(int rank, uint32_t seq, const CallSignature& sig);
+  // The collective `rank` last published, if it was not being rewritten while read.
+  std::optional<std::pair<uint32_t, CallSignature>> published_call(int rank) const;
   // The next allreduce's number; every member counts the same calls.
   uint64_t next_call() { return ++calls_; }
   // How many allreduces took the in-place path (for tests and benchmarks).

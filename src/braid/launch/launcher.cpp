@@ -22,9 +22,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iterator>
 #include <memory>
 
+#include "comm/blame.h"
 #include "comm/secret.h"
 #include "comm/store_server.h"
 #include "core/error.h"
@@ -115,6 +117,8 @@ struct Rank {
   std::unique_ptr<OutputPrefixer> out, err;
   bool running_at_stop = false;  // still running when the launcher began stopping the job
   bool sent_sigkill = false;     // the launcher sent it SIGKILL while it ran
+  bool stranded = false;         // a ps worker left running after every server finished
+  char state_at_failure = 0;     // its /proc state when the job's first failure came
   Clock::time_point exited_at;
 
   bool failed() const { return signal != 0 || code != 0; }
@@ -138,6 +142,14 @@ std::string format_seconds(std::chrono::nanoseconds ns) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns.count()) / 1e9);
   return buf;
+}
+
+// The state letter of /proc/<pid>/stat ('R', 'S', 'T' for stopped, ...); 0 if unreadable.
+char process_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() ? text[close + 2] : 0;
 }
 
 std::string ranks_word(int n) { return n == 1 ? "1 rank" : std::to_string(n) + " ranks"; }
@@ -432,14 +444,53 @@ class Supervisor {
           [[maybe_unused]] ssize_t n = ::write(options_.err_fd, line.data(), line.size());
         } else if (r.failed() && !kill_at_) {
           failed_ = static_cast<int>(i);
-          // Read the kernel's records now, while they are fresh.
+          // Read the kernel's records now, while they are fresh, and which ranks are
+          // stopped (SIGSTOP) before the SIGCONT that follows the SIGTERM.
           if (r.signal == SIGKILL) failure_note_ = oom_.explain_sigkill(pid);
+          for (Rank& other : ranks_)
+            if (!other.exited) other.state_at_failure = process_state(other.proc.pid);
           begin_stopping(SIGTERM);
         }
       }
       while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
       }
+      stop_stranded_workers();
     }
+  }
+
+  // A parameter-server job whose servers (and evaluator) have all exited: a worker still
+  // running can make no more progress (a stopped one would wait forever), so it is stopped
+  // and named. Whether the job failed is decided by the workers' and servers' own exits.
+  void stop_stranded_workers() {
+    if (options_.servers == 0 || kill_at_) return;
+    const int workers = workers_of_ps_job();
+    std::vector<int> stranded;
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      if (static_cast<int>(i) >= workers && !ranks_[i].exited) return;  // a server still runs
+      if (static_cast<int>(i) < workers && !ranks_[i].exited) stranded.push_back(int(i));
+    }
+    if (stranded.empty()) return;
+    std::string names;
+    for (const int w : stranded) {
+      Rank& r = ranks_[static_cast<size_t>(w)];
+      r.stranded = true;
+      r.state_at_failure = process_state(r.proc.pid);
+      names += (names.empty() ? "" : ", ") + label(w) + state_note(r);
+      lost_workers_.push_back(label(w) + " could make no progress after every server finished" +
+                              state_note(r) + "; the launcher stopped it");
+    }
+    begin_stopping(SIGTERM);
+    say("braid launch: every server has finished, and " + names +
+        " cannot make progress without them: stopping " +
+        (stranded.size() == 1 ? "it" : "them"));
+  }
+
+  // " (its process was stopped)" for a rank that was stopped (SIGSTOP, SIGTSTP) when looked
+  // at; empty otherwise.
+  static std::string state_note(const Rank& r) {
+    return r.state_at_failure == 'T' || r.state_at_failure == 't'
+               ? " (its process was stopped: SIGSTOP or SIGTSTP)"
+               : "";
   }
 
   void read_output(Rank& r, bool is_out) {
@@ -496,16 +547,61 @@ class Supervisor {
     return s + ")";
   }
 
+  // The rank the failed rank's error blames for making no progress (comm/blame.h), when
+  // that is another rank of this job.
+  std::optional<int> blamed(size_t failed) const {
+    const Rank& f = ranks_[failed];
+    if (f.signal != 0) return std::nullopt;
+    const std::optional<int> who = comm::find_no_progress(f.err->last_line());
+    if (!who || *who == static_cast<int>(failed) || *who >= static_cast<int>(ranks_.size()))
+      return std::nullopt;
+    return who;
+  }
+
+  // A parameter-server job that went on without failed workers: it failed all the same
+  // when its chief (worker 0, which saves the run) or every worker failed.
+  std::optional<size_t> failed_worker_that_fails_the_job() const {
+    if (options_.servers == 0) return std::nullopt;
+    const auto workers = static_cast<size_t>(workers_of_ps_job());
+    size_t failed = 0;
+    for (size_t i = 0; i < workers; ++i) failed += ranks_[i].failed() || ranks_[i].stranded;
+    if (ranks_[0].failed() || ranks_[0].stranded) return 0;
+    if (failed == workers) return workers - 1;
+    return std::nullopt;
+  }
+
   LaunchResult result() const {
     LaunchResult res;
     res.lost_workers = lost_workers_;
     if (failed_) {
       const Rank& r = ranks_[static_cast<size_t>(*failed_)];
       res.exit_code = r.signal != 0 ? 128 + r.signal : r.code;
-      res.message = "braid launch: " + label(*failed_) + " " + r.how();
+      if (const std::optional<int> b = blamed(static_cast<size_t>(*failed_))) {
+        // The headline names the rank that stopped making progress, not the one that gave
+        // up waiting for it.
+        const Rank& culprit = ranks_[static_cast<size_t>(*b)];
+        res.message = "braid launch: " + label(*b) + " stopped making progress" +
+                      state_note(culprit) + ": " + label(*failed_) + " " + r.how() +
+                      " after waiting for it";
+      } else {
+        res.message = "braid launch: " + label(*failed_) + " " + r.how();
+      }
       if (stopped_ > 0)
         res.message += stopped_ == 1 ? "; stopped the other rank"
                                      : "; stopped the other " + ranks_word(stopped_);
+    } else if (const std::optional<size_t> w = failed_worker_that_fails_the_job()) {
+      const Rank& r = ranks_[*w];
+      res.exit_code = r.stranded ? 128 + SIGTERM : r.signal != 0 ? 128 + r.signal : r.code;
+      if (res.exit_code == 0) res.exit_code = 1;
+      res.message = "braid launch: the job failed: " +
+                    std::string(*w == 0 ? "its chief, worker 0, " : "every worker failed; the last, " +
+                                                                       label(static_cast<int>(*w)) + ", ") +
+                    (r.stranded ? "could make no progress after every server finished"
+                                : r.how());
+      if (!r.stranded && r.signal == 0 && !r.err->last_line().empty())
+        res.message += ". Last line " + label(static_cast<int>(*w)) +
+                       " wrote to stderr: " + r.err->last_line();
+      return res;
     } else if (interrupted_by_ != 0) {
       res.exit_code = 128 + interrupted_by_;
       res.message = "braid launch: interrupted by " + signal_name(interrupted_by_) + "; stopped " +
@@ -516,6 +612,11 @@ class Supervisor {
     res.message += stop_details();
     if (!failure_note_.empty()) res.message += ". " + failure_note_;
     if (failed_) res.message += error_line(static_cast<size_t>(*failed_));
+    // A server that failed because the chief did: the chief's own words too.
+    if (failed_ && options_.servers > 0 && !is_worker_of_ps_job(static_cast<size_t>(*failed_)) &&
+        ranks_[0].failed() && ranks_[0].signal == 0 && !ranks_[0].err->last_line().empty())
+      res.message += ". Worker 0 had failed before; the last line it wrote to stderr: " +
+                     ranks_[0].err->last_line();
     return res;
   }
 

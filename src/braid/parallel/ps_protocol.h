@@ -17,7 +17,11 @@
 //   save  the chief saves a checkpoint: the directory's path follows (kSaveTag, `step`
 //         bytes); the server writes its shard there and answers with its version
 //         (kSavedTag, an int64) once the file is complete;
-//   done  the worker trains no more; a server stops once every worker is done or lost.
+//   done  the worker's run ended well (finished, converged, or stopped at a step boundary
+//         by a signal, with its checkpoint); a server stops once every worker is done or
+//         lost;
+//   fail  the worker's run failed (an error, a deadline): the server counts it lost at once
+//         and never as finished, so a failed worker cannot make a job look complete.
 // Messages from one peer with one tag arrive in send order, so a push's gradient is the
 // next kPushTag message from that worker.
 #pragma once
@@ -28,7 +32,15 @@
 
 namespace braid::parallel {
 
-enum class PsRequestKind : uint32_t { init = 1, push = 2, pull = 3, done = 4, stop = 5, save = 6 };
+enum class PsRequestKind : uint32_t {
+  init = 1,
+  push = 2,
+  pull = 3,
+  done = 4,
+  stop = 5,
+  save = 6,
+  fail = 7
+};
 
 struct PsRequest {
   PsRequestKind kind = PsRequestKind::pull;
@@ -43,13 +55,24 @@ struct PsRequest {
 };
 static_assert(sizeof(PsRequest) == 40);
 
+// Why a run stops early at PsPullReply::stop_at.
+enum class PsStopReason : int32_t {
+  none = 0,
+  converged = 1,  // the chief (or the evaluator) judged the run converged
+  // A worker left (done early, e.g. stopped by a signal) and sync mode cannot complete a
+  // step without it: the run ends unfinished at its last step.
+  worker_left = 2,
+};
+
 // The header of a pull's answer.
 struct PsPullReply {
   int64_t version = 0;       // updates applied to the range
-  int64_t stop_at = -1;      // >= 0: the chief stopped the run before this step
+  int64_t stop_at = -1;      // >= 0: the run stops before this step
   int64_t live_workers = 0;  // workers still training (0: the run is over)
+  PsStopReason stop_reason = PsStopReason::none;  // why, when stop_at >= 0
+  int32_t stop_worker = -1;                       // worker_left: which worker left
 };
-static_assert(sizeof(PsPullReply) == 24);
+static_assert(sizeof(PsPullReply) == 32);
 
 inline constexpr uint32_t kRequestTag = 0x5053'0001;
 inline constexpr uint32_t kInitTag = 0x5053'0002;

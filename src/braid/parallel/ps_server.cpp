@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "comm/blame.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -34,6 +35,8 @@ PsServer::PsServer(std::shared_ptr<comm::Group> world, PsServerOptions options)
   first_push_s_.assign(static_cast<size_t>(l.workers), 0.0);
   last_push_s_.assign(static_cast<size_t>(l.workers), 0.0);
   last_heard_.assign(static_cast<size_t>(l.workers), Clock::now());
+  why_lost_.assign(static_cast<size_t>(l.workers), "");
+  options_.worker_deadline = std::max(options_.worker_deadline, options_.worker_timeout);
 }
 
 void PsServer::run() {
@@ -46,7 +49,7 @@ void PsServer::run() {
   std::chrono::milliseconds wait_for = check_workers(false);
   // An evaluator is served until it says done (it does once it saw no worker left).
   evaluator_live_ = options_.layout.evaluators > 0;
-  while (live() > 0 || evaluator_live_) {
+  while (live() > 0 || evaluator_live_ || may_come_back()) {
     const comm::RequestId id = world_->irecv_any(kRequestTag, &request, sizeof request, &source);
     try {
       world_->wait(std::span<const comm::RequestId>(&id, 1), comm::Deadline::after(wait_for));
@@ -72,6 +75,22 @@ void PsServer::run() {
                     members_[static_cast<size_t>(w.worker)] != Member::live,
                 "ps server ", options_.server, ": worker ", w.worker,
                 "'s pull was left unanswered when every worker was done");
+  check_outcome();
+}
+
+bool PsServer::may_come_back() const {
+  return std::find(members_.begin(), members_.end(), Member::lost) != members_.end();
+}
+
+void PsServer::check_outcome() const {
+  const auto done = std::count(members_.begin(), members_.end(), Member::done);
+  std::string lost;
+  for (const std::string& line : lost_log_) lost += (lost.empty() ? "" : "; ") + line;
+  BRAID_CHECK(done > 0, "ps server ", options_.server, ": no worker finished its run (", lost,
+              "); the job failed");
+  BRAID_CHECK(members_[0] == Member::done, "ps server ", options_.server,
+              ": the chief (worker 0) did not finish its run (", why_lost_[0],
+              "), so the run's end was never saved; the job failed");
 }
 
 std::chrono::milliseconds PsServer::check_workers(bool may_lose) {
@@ -86,13 +105,29 @@ std::chrono::milliseconds PsServer::check_workers(bool may_lose) {
     }
   }
   for (int w = 0; w < options_.layout.workers; ++w) {
-    if (members_[static_cast<size_t>(w)] != Member::live) continue;
+    const Member m = members_[static_cast<size_t>(w)];
+    if (m == Member::done || m == Member::gone) continue;
     if (may_lose) {
       const std::string gone = world_->transport().peer_gone(world_->global_rank(w));
       if (!gone.empty()) {
-        lose(w, gone);
+        lose(w, gone, true);
         continue;
       }
+    }
+    if (m == Member::lost) {
+      // Lost by silence: it may still speak, until the job's deadline.
+      const auto silent =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard_[size_t(w)]);
+      if (silent >= options_.worker_deadline) {
+        lose(w,
+             detail::concat("silent for ", silent.count() / 1000.0, " s, past the job's deadline (",
+                            options_.worker_deadline.count() / 1000.0, " s; ",
+                            comm::no_progress_from(world_->global_rank(w)), ")"),
+             true);
+        continue;
+      }
+      next = std::min(next, options_.worker_deadline - silent);
+      continue;
     }
     // A worker waiting for its pull's answer (sync, ssp) is not silent: the server is.
     const bool waiting = std::any_of(waiting_.begin(), waiting_.end(),
@@ -101,8 +136,15 @@ std::chrono::milliseconds PsServer::check_workers(bool may_lose) {
     const auto silent =
         std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard_[size_t(w)]);
     if (silent >= options_.worker_timeout) {
-      lose(w, detail::concat("silent for ", silent.count() / 1000.0, " s (ps.worker_timeout_s is ",
-                             options_.worker_timeout.count() / 1000.0, ")"));
+      const bool never_pushed = worker_pushes_[static_cast<size_t>(w)] == 0;
+      lose(w,
+           detail::concat("silent for ", silent.count() / 1000.0, " s (ps.worker_timeout_s is ",
+                          options_.worker_timeout.count() / 1000.0, ")",
+                          never_pushed ? ", before its first push: a timeout shorter than one "
+                                         "step drops workers that are still computing"
+                                       : "",
+                          "; ", comm::no_progress_from(world_->global_rank(w))),
+           false);
       continue;
     }
     next = std::min(next, options_.worker_timeout - silent);
@@ -110,15 +152,24 @@ std::chrono::milliseconds PsServer::check_workers(bool may_lose) {
   return std::max(next, std::chrono::milliseconds(1));
 }
 
-void PsServer::lose(int worker, const std::string& why) {
-  members_[static_cast<size_t>(worker)] = Member::lost;
-  std::erase_if(waiting_, [&](const WaitingPull& w) { return w.worker == worker; });
+void PsServer::lose(int worker, const std::string& why, bool gone) {
+  const auto w = static_cast<size_t>(worker);
+  const bool was_counted = members_[w] == Member::live;
+  members_[w] = gone ? Member::gone : Member::lost;
+  why_lost_[w] = why;
+  std::erase_if(waiting_, [&](const WaitingPull& p) { return p.worker == worker; });
   lost_log_.push_back(detail::concat("worker ", worker, ": ", why));
   const auto live = std::count(members_.begin(), members_.end(), Member::live);
-  log_warn("ps server ", options_.server, ": lost worker ", worker, " (", why, "); going on with ",
-           live, " live worker", live == 1 ? "" : "s");
-  // Sync mode without a backup to cover it throws here, naming the worker.
-  if (shard_) shard_->lose_worker(worker);
+  log_warn("ps server ", options_.server, ": ", was_counted ? "lost" : "gave up on", " worker ",
+           worker, " (", why, "); going on with ", live, " live worker", live == 1 ? "" : "s");
+  // Sync mode without a backup to cover it throws here, naming the worker and why.
+  if (shard_ && was_counted) {
+    try {
+      shard_->lose_worker(worker);
+    } catch (const Error& e) {
+      BRAID_THROW(Error, e.what(), " (worker ", worker, ": ", why, ")");
+    }
+  }
   answer_waiting_pulls();  // ssp: the slowest worker may have been the lost one
 }
 
@@ -133,10 +184,14 @@ void PsServer::handle_evaluator(const PsRequest& r, int source) {
       }
       return;
     case PsRequestKind::stop:
-      if (stop_at_ < 0 || r.step < stop_at_) stop_at_ = r.step;
+      if (stop_at_ < 0 || r.step < stop_at_) {
+        stop_at_ = r.step;
+        stop_reason_ = PsStopReason::converged;
+      }
       answer_waiting_pulls();
       return;
     case PsRequestKind::done:
+    case PsRequestKind::fail:
       evaluator_live_ = false;
       return;
     default:
@@ -155,6 +210,12 @@ void PsServer::handle(const PsRequest& r, int source) {
               " and the evaluator send requests");
   const auto w = static_cast<size_t>(source);
   last_heard_[w] = Clock::now();
+  // Gone for good (failed, died, or silent past the deadline): nothing it says counts.
+  if (members_[w] == Member::gone) return;
+  if (r.kind == PsRequestKind::fail) {
+    lose(source, "its run failed (its own error is in its output)", true);
+    return;
+  }
   if (members_[w] == Member::lost && r.kind != PsRequestKind::done) {
     log_warn("ps server ", options_.server, ": worker ", source,
              " counted lost spoke again; it counts again");
@@ -182,7 +243,7 @@ void PsServer::handle(const PsRequest& r, int source) {
       try {
         world_->recv(source, kPushTag, staging_.data(), bytes);
       } catch (const comm::PeerError& e) {
-        lose(source, e.what());  // died halfway through its gradient: nothing is applied
+        lose(source, e.what(), true);  // died halfway through its gradient: nothing is applied
         return;
       }
       ++pushes_;
@@ -212,7 +273,10 @@ void PsServer::handle(const PsRequest& r, int source) {
       }
       return;
     case PsRequestKind::stop:
-      if (stop_at_ < 0 || r.step < stop_at_) stop_at_ = r.step;
+      if (stop_at_ < 0 || r.step < stop_at_) {
+        stop_at_ = r.step;
+        stop_reason_ = PsStopReason::converged;
+      }
       answer_waiting_pulls();
       return;
     case PsRequestKind::save: {
@@ -232,6 +296,8 @@ void PsServer::handle(const PsRequest& r, int source) {
       if (shard_) finish_worker(source);
       answer_waiting_pulls();
       return;
+    case PsRequestKind::fail:
+      return;  // handled above
   }
   BRAID_THROW(Error, "ps server ", options_.server, ": worker ", r.worker,
               " sent a request of unknown kind ", static_cast<uint32_t>(r.kind));
@@ -248,7 +314,11 @@ void PsServer::finish_worker(int worker) {
     return;
   }
   const int64_t last = shard_->clock(worker);
-  if (stop_at_ < 0 || last < stop_at_) stop_at_ = last;
+  if (stop_at_ < 0 || last < stop_at_) {
+    stop_at_ = last;
+    stop_reason_ = PsStopReason::worker_left;
+    stop_worker_ = worker;
+  }
 }
 
 bool PsServer::may_answer(int64_t step) const {
@@ -263,7 +333,9 @@ void PsServer::answer(int worker) {
   const PsPullReply reply{
       .version = shard_->version(),
       .stop_at = stop_at_,
-      .live_workers = std::count(members_.begin(), members_.end(), Member::live)};
+      .live_workers = std::count(members_.begin(), members_.end(), Member::live),
+      .stop_reason = stop_at_ >= 0 ? stop_reason_ : PsStopReason::none,
+      .stop_worker = stop_worker_};
   const std::span<const float> params = shard_->params();
   const comm::RequestId ids[2] = {
       world_->isend(worker, kVersionTag, &reply, sizeof reply),
@@ -276,7 +348,7 @@ void PsServer::answer(int worker) {
       log_warn("ps server ", options_.server, ": lost the evaluator (", e.what(), ")");
       return;
     }
-    lose(worker, e.what());
+    lose(worker, e.what(), true);
   }
 }
 

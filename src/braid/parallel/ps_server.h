@@ -11,12 +11,20 @@
 // An evaluator (PsLayout::evaluators) pulls the current model whenever it asks and may stop
 // the run; the server serves it until it says done, after the workers.
 //
-// Membership: a worker is lost when the transport reports its process gone (shared memory
-// notices at once), when a message to or from it fails, or when it stays silent past
-// worker_timeout. The server logs it by name and goes on: it no longer counts in sync steps
-// or in SSP's slowest worker. Sync mode without a backup worker to cover it cannot go on,
-// and run() throws an error naming the worker. A lost worker that speaks again (async, ssp:
-// it was only slow) is counted again and pulls the current parameters.
+// Membership: a worker is gone when the transport reports its process gone (shared memory
+// notices at once), when a message to or from it fails, or when it says it failed (a
+// `fail` request: its run raised an error); it is lost when it stays silent past
+// worker_timeout. Either way the server logs it by name and goes on: it no longer counts in
+// sync steps or in SSP's slowest worker. Sync mode without a backup worker to cover it
+// cannot go on, and run() throws an error naming the worker (and, when it fell silent,
+// comm/blame.h's "no progress from job rank N"). A lost worker that speaks again (async,
+// ssp: it was only slow) is counted again and pulls the current parameters; one silent
+// past worker_deadline is gone. run() returns once every worker is done or gone and no
+// lost one can still come back.
+//
+// The run failed, and run() throws saying why, when no worker finished (every one failed
+// or was lost) or when the chief (worker 0, which saves the run) did not: a failed job
+// never looks complete.
 #pragma once
 
 #include <chrono>
@@ -42,8 +50,10 @@ struct PsServerOptions {
   int64_t buffer_size = 0;
   optim::OptimizerConfig optimizer;
   PsRules rules;
-  // How long a worker may stay silent before it counts as lost (0: never by silence).
+  // How long a worker may stay silent before it counts as lost (0: never by silence), and
+  // before a lost one counts as gone for good (the job's deadline; at least worker_timeout).
   std::chrono::milliseconds worker_timeout{0};
+  std::chrono::milliseconds worker_deadline{0};
   // Writes the shard's snapshot into a checkpoint directory (the chief's save request);
   // null: saving is an error.
   std::function<void(const std::string& dir, const PsShardSnapshot&)> save{};
@@ -90,7 +100,12 @@ class PsServer {
   // and, with `may_lose` (after a quiet wait), those whose process is gone. Returns how long
   // to wait for a request before the next check.
   std::chrono::milliseconds check_workers(bool may_lose);
-  void lose(int worker, const std::string& why);
+  // Stops counting `worker`: `gone` for good, or only lost (silent) and may come back.
+  void lose(int worker, const std::string& why, bool gone);
+  // A lost worker may still speak again before its deadline.
+  bool may_come_back() const;
+  // After run()'s loop: throws when no worker finished, or the chief did not.
+  void check_outcome() const;
 
   std::shared_ptr<comm::Group> world_;
   PsServerOptions options_;
@@ -102,10 +117,13 @@ class PsServer {
     int64_t step;
   };
   std::deque<WaitingPull> waiting_;
-  enum class Member : uint8_t { live, done, lost };
+  enum class Member : uint8_t { live, done, lost, gone };
   std::vector<Member> members_;
   std::vector<Clock::time_point> last_heard_;
   int64_t stop_at_ = -1;
+  PsStopReason stop_reason_ = PsStopReason::none;
+  int stop_worker_ = -1;
+  std::vector<std::string> why_lost_;  // per worker: the last reason it stopped counting
   bool evaluator_live_ = false;
   int64_t pushes_ = 0, pulls_ = 0;
   Clock::time_point started_;

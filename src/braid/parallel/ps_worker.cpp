@@ -1,6 +1,7 @@
 #include "parallel/ps_worker.h"
 
 #include <algorithm>
+#include <exception>
 
 #include "comm/collectives.h"
 #include "core/log.h"
@@ -48,8 +49,11 @@ void PsWorker::receive_pull_from(size_t s, std::span<const comm::RequestId> ids)
   wait_servers(ids.subspan(2 * s, 2), "pulling the parameters");
   pull_arrived_[s] = true;
   versions_[s] = replies_[s].version;
-  if (replies_[s].stop_at >= 0 && (stop_at_ < 0 || replies_[s].stop_at < stop_at_))
+  if (replies_[s].stop_at >= 0 && (stop_at_ < 0 || replies_[s].stop_at < stop_at_)) {
     stop_at_ = replies_[s].stop_at;
+    stop_reason_ = replies_[s].stop_reason;
+    stop_worker_ = replies_[s].stop_worker;
+  }
 }
 
 void PsWorker::on_ready(int64_t begin, int64_t end) {
@@ -78,11 +82,26 @@ void PsWorker::seed_servers() {
 }
 
 PsWorker::~PsWorker() {
+  if (finished_) return;
+  const bool failing = std::uncaught_exceptions() > 0;
   try {
-    finish();
+    if (!failing) {
+      finish();
+      return;
+    }
+    finished_ = true;
+    for (int s = 0; s < layout_.servers; ++s)
+      request(s, {.kind = PsRequestKind::fail, .worker = world_->rank()});
   } catch (const std::exception& e) {
-    log_warn("ps worker ", world_->rank(), ": could not tell the servers it is done: ", e.what());
+    log_warn("ps worker ", world_->rank(), ": could not tell the servers it ",
+             failing ? "failed" : "is done", ": ", e.what());
   }
+}
+
+std::string PsWorker::stop_unfinished_reason() const {
+  if (stop_reason_ != PsStopReason::worker_left) return "";
+  return detail::concat("worker ", stop_worker_, " left the job after step ", stop_at_,
+                        " and sync mode cannot complete a step without it");
 }
 
 void PsWorker::request(int server, const PsRequest& r) {

@@ -8,7 +8,9 @@
 // (so weights loaded after construction, from a checkpoint or --init-from, are what the
 // servers start from). The workers' own group (split from the world: servers take no part)
 // carries sums over ranks (stop votes, in sync mode). finish() tells every server this
-// worker is done; the destructor does it if the caller did not.
+// worker is done; the destructor does it if the caller did not, unless an exception is
+// unwinding: then it tells them this worker failed, so a failed worker never counts as
+// finished.
 //
 // Stopping: the chief (worker 0) announces a stop to every server; each worker learns it
 // from its next pull's reply and stops at that step boundary (stop_announced()). A server
@@ -73,8 +75,10 @@ class PsWorker : public Strategy {
   // The chief's checkpoint: every server writes its range and optimizer state into `dir`.
   void save_outside(const std::string& dir) override;
   bool stop_announced() const override { return stop_at_ >= 0 && next_step_ >= stop_at_; }
-  // Tells every server this worker trains no more (once).
-  void finish();
+  std::string stop_unfinished_reason() const override;
+  // Tells every server this worker's run ended well (once). Destroyed without it while an
+  // exception unwinds, the worker tells them it failed instead (PsRequestKind::fail).
+  void finish() override;
 
   const std::vector<KeyRange>& ranges() const { return ranges_; }
   // The version of each server's range that the parameters hold now.
@@ -124,6 +128,8 @@ class PsWorker : public Strategy {
   } push_;
   bool seeded_ = false;
   int64_t stop_at_ = -1;
+  PsStopReason stop_reason_ = PsStopReason::none;
+  int stop_worker_ = -1;
   MicroBatches micro_;
   // start_sum_over_ranks's values, summed (blocking) in finish_sum_over_ranks.
   double* pending_values_ = nullptr;

@@ -101,6 +101,13 @@ class Strategy {
   // the other ranks and makes their stop_announced() true once it arrives.
   virtual void announce_stop(int64_t step) { (void)step; }
   virtual bool stop_announced() const { return false; }
+  // Why stop_announced() is true: empty when the run was judged converged; else why it
+  // ends unfinished (a parameter-server worker in sync mode: another worker left the job).
+  virtual std::string stop_unfinished_reason() const { return ""; }
+  // The run ended well (finished, converged, or stopped at a step boundary with its
+  // checkpoint): peers that count on this rank may let it go. A strategy destroyed without
+  // it, as an error unwinds, tells such peers that this rank failed (parameter servers).
+  virtual void finish() {}
   virtual int rank() const { return 0; }
   virtual int world_size() const { return 1; }
   // Whether the ranks take their steps in lockstep, so a stop request must be agreed on to

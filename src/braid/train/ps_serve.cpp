@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 
 #include "comm/group.h"
@@ -75,13 +76,17 @@ void serve_parameters(const TrainConfig& config, std::shared_ptr<comm::Group> wo
   o.buffer_size = model.params().size();
   o.optimizer = config.optimizer;
   o.rules = ps_rules(config, layout.workers);
-  // Silence counts only where the server can go on without a worker; in sync mode a dead
-  // worker is noticed by its process (or connection) and a stuck one by the group timeout.
-  const double timeout_s = config.ps.worker_timeout_s > 0
-                               ? config.ps.worker_timeout_s
-                               : static_cast<double>(world->timeout().count()) / 1e3;
-  if (o.rules.mode != parallel::PsMode::sync)
-    o.worker_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1e3));
+  // A silent worker is lost after ps.worker_timeout_s, by default half the job's deadline:
+  // the server names a stalled worker before the workers waiting on it reach their own
+  // deadline (and blame the server). A lost worker may still come back (async, ssp) until
+  // the job's deadline; sync mode without a backup fails at once, naming it.
+  const auto deadline = std::chrono::duration_cast<std::chrono::milliseconds>(world->timeout());
+  o.worker_timeout =
+      config.ps.worker_timeout_s > 0
+          ? std::chrono::milliseconds(std::max<int64_t>(
+                1, static_cast<int64_t>(std::llround(config.ps.worker_timeout_s * 1e3))))
+          : std::max(std::chrono::milliseconds(1), deadline / 2);
+  o.worker_deadline = deadline;
   o.save = [server](const std::string& dir, const parallel::PsShardSnapshot& snapshot) {
     save_shard(dir, server, snapshot);
   };

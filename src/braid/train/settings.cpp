@@ -63,6 +63,12 @@ Setting text(std::string key, const char* group, std::vector<std::string> choice
   return s;
 }
 
+// A key that may differ between the ranks of one job (see Setting::per_rank).
+Setting per_rank(Setting s) {
+  s.per_rank = true;
+  return s;
+}
+
 Setting with_old_flags(Setting s, std::vector<std::string> old) {
   s.old_flags = std::move(old);
   return s;
@@ -89,17 +95,17 @@ std::vector<Setting> make_settings() {
   t.push_back(text(
       "dataset", kData, {"fashion-mnist", "npy", "text"}, "the data to train on",
       [](auto& c) -> auto& { return c.dataset; }));
-  t.push_back(text(
+  t.push_back(per_rank(text(
       "data_dir", kData, {}, "the Fashion-MNIST directory",
-      [](auto& c) -> auto& { return c.data_dir; }));
-  t.push_back(row(
+      [](auto& c) -> auto& { return c.data_dir; })));
+  t.push_back(per_rank(row(
       "npy", K::text_list, kData,
       "dataset npy: train features, train labels, test features, test labels",
-      [](auto& c) -> auto& { return c.npy; }));
-  t.push_back(row(
+      [](auto& c) -> auto& { return c.npy; })));
+  t.push_back(per_rank(row(
       "text_files", K::text_list, kData,
       "dataset text: the files to read (none: the fortunes corpus)",
-      [](auto& c) -> auto& { return c.text_files; }));
+      [](auto& c) -> auto& { return c.text_files; })));
   t.push_back(integer(
       "seq_len", kData, 1, 1 << 20, "dataset text: the context length",
       [](auto& c) -> auto& { return c.seq_len; }));
@@ -117,9 +123,9 @@ std::vector<Setting> make_settings() {
   t.push_back(integer(
       "seed", kRun, 0, kInt64Max, "random seed: initialisation, data order, augmentation, dropout",
       [](auto& c) -> auto& { return c.seed; }));
-  t.push_back(integer(
+  t.push_back(per_rank(integer(
       "threads", kRun, 1, kMaxBlasThreads, "BLAS threads (more than the cores slows a step down)",
-      [](auto& c) -> auto& { return c.threads; }));
+      [](auto& c) -> auto& { return c.threads; })));
   t.push_back(text(
       "precision", kRun, {"fp32", "bf16", "fp16"},
       "arithmetic of the GEMMs: fp32, or bf16 / fp16 operands with fp32 accumulation (weights, "
@@ -138,12 +144,12 @@ std::vector<Setting> make_settings() {
       "fp16.hysteresis", kRun, 1, 1 << 20,
       "fp16: overflows (since the last growth) before the scale halves",
       [](auto& c) -> auto& { return c.fp16.hysteresis; }));
-  t.push_back(text(
+  t.push_back(per_rank(text(
       "kernel_choices", kRun, {},
       "replay a run's GEMM library and convolution algorithm choices (its output directory "
       "or checkpoint) instead of timing them: bitwise that run's arithmetic (BRAID_GEMM and "
       "BRAID_CONV force one)",
-      [](auto& c) -> auto& { return c.kernel_choices; }));
+      [](auto& c) -> auto& { return c.kernel_choices; })));
 
   t.push_back(text(
       "strategy", kParallel,
@@ -291,15 +297,15 @@ std::vector<Setting> make_settings() {
       "reduce-scattered, parameters all-gathered), 2 of the gradients too, 3 of the parameters "
       "too (gathered a bucket at a time for forward and backward); 0 replicates them",
       [](auto& c) -> auto& { return c.zero_stage; }));
-  t.push_back(number(
+  t.push_back(per_rank(number(
       "slow_step_ms", kParallel, kNonNegative,
       "benchmarks: sleep this long after each step on this rank (a straggler; set per rank)",
-      [](auto& c) -> auto& { return c.slow_step_ms; }));
-  t.push_back(row(
+      [](auto& c) -> auto& { return c.slow_step_ms; })));
+  t.push_back(per_rank(row(
       "slow_step_random", K::boolean, kParallel,
       "benchmarks: sleep a uniform random [0, 2 slow_step_ms) after each step instead (the same "
       "mean, a slowness that comes and goes)",
-      [](auto& c) -> auto& { return c.slow_step_random; }));
+      [](auto& c) -> auto& { return c.slow_step_random; })));
   t.push_back(integer(
       "accumulate_steps", kParallel, 1, 1 << 20,
       "micro-batches per step: batch is cut into this many, gradients added before one update",
@@ -413,16 +419,16 @@ std::vector<Setting> make_settings() {
       "stop.min_rel_change", kOutput, kNonNegative,
       "> 0: stop when the evaluation loss changes by less than this fraction of the previous",
       [](auto& c) -> auto& { return c.stop.min_rel_change; }));
-  t.push_back(text(
+  t.push_back(per_rank(text(
       "out", kOutput, {}, "output directory (config.json, metrics.jsonl, checkpoint/)",
-      [](auto& c) -> auto& { return c.out; }));
-  t.push_back(text(
+      [](auto& c) -> auto& { return c.out; })));
+  t.push_back(per_rank(text(
       "timeline", kOutput, {},
       "write a Chrome trace of every rank's steps here (open in Perfetto or chrome://tracing)",
-      [](auto& c) -> auto& { return c.timeline; }));
-  t.push_back(integer(
+      [](auto& c) -> auto& { return c.timeline; })));
+  t.push_back(per_rank(integer(
       "log_every", kOutput, 1, kMaxSteps, "steps between progress lines",
-      [](auto& c) -> auto& { return c.log_every; }));
+      [](auto& c) -> auto& { return c.log_every; })));
   t.push_back(integer(
       "eval_every", kOutput, 0, kMaxSteps, "steps between evaluations (0: after each epoch)",
       [](auto& c) -> auto& { return c.eval_every; }));

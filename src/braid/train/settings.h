@@ -39,6 +39,9 @@ struct Setting {
   Range range{0, 0};                 // number
   std::vector<std::string> choices;  // text: the accepted values (empty: any)
   std::vector<std::string> old_flags;
+  // May differ between the ranks of one job (paths, thread counts, a benchmark's per-rank
+  // delay); every other key must agree (train/config_agreement.h).
+  bool per_rank = false;
   std::function<nlohmann::json(const TrainConfig&)> get;
   // Stores a value that check_value() returned.
   std::function<void(TrainConfig&, const nlohmann::json&)> set;

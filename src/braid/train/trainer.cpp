@@ -392,7 +392,7 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
   // over the ranks (the same bits), and StopRules decides on those alone, so every rank
   // stops at the same step with no message of its own. A strategy where only the chief
   // evaluates carries the decision (announce_stop, stop_announced).
-  std::string stop_rule;
+  std::string stop_rule, unfinished;
   auto converged = [&](const std::optional<EvalResult>& r) {
     if (!r) return false;
     const std::optional<StopDecision> d = stop_rules_.observe(*r, step_);
@@ -420,6 +420,10 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
   int stopped_by = 0;
   const int64_t first_step = step_;
   bool done = step_ >= total_steps;
+  if (done && step_ > 0)
+    log_info("this run already reached step ", step_, " of ", total_steps,
+             " (max_steps ", config_.max_steps, ", epochs ", config_.epochs,
+             "): nothing to train; to extend it, resume with a larger --max-steps or --epochs");
   while (!done && epoch_ < config_.epochs) {
     if (!resume_mid_epoch_) train_loader_->start_epoch(epoch_);
     resume_mid_epoch_ = false;
@@ -437,6 +441,7 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
       const int64_t skipped_before = skipped_steps();
       const double loss = train_step(*batch);
       times_.total = step_watch.elapsed();
+      if (step_ == first_step + 1) check_worker_timeout();
       // Under fp16 an overflow skips the step (the loss scaler's business), not a divergence.
       const bool skipped = skipped_steps() > skipped_before;
       BRAID_CHECK(std::isfinite(loss) || skipped, "training diverged: loss is ", loss, " at step ",
@@ -493,18 +498,25 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
         done = true;
         break;
       }
-      // The chief's convergence decision, where it travels (parameter servers).
+      // The chief's convergence decision, where it travels (parameter servers), or the
+      // end of a sync job that lost a worker.
       if (strategy_->stop_announced()) {
-        stop_rule = "announced";
-        log_info("stopping at step ", step_,
-                 ": the run was judged converged (by the chief or the evaluator)");
+        unfinished = strategy_->stop_unfinished_reason();
+        if (unfinished.empty()) {
+          stop_rule = "announced";
+          log_info("stopping at step ", step_,
+                   ": the run was judged converged (by the chief or the evaluator)");
+        } else {
+          log_warn("stopping at step ", step_, " of ", total_steps, ": ", unfinished);
+        }
         done = true;
         break;
       }
     }
     const bool epoch_finished = train_loader_->state().position >= per_epoch;
     if (epoch_finished) ++epoch_;
-    if (stopped_by != 0 || !stop_rule.empty()) break;  // no evaluation after a stop
+    if (stopped_by != 0 || !stop_rule.empty() || !unfinished.empty())
+      break;  // no evaluation after a stop
     if (config_.eval_every == 0 && converged(evaluate_and_log("epoch"))) break;
     if (config_.checkpoint_every == 0) checkpoint();
   }
@@ -512,7 +524,11 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
   // Whatever checkpoint_every says, the run's last step is saved.
   if (checkpointed_step != step_ && step_ != first_step) checkpoint();
   if (timeline_.enabled()) write_timeline();
-  if (stopped_by != 0)
+  strategy_->finish();
+  if (!unfinished.empty())
+    progress.print(detail::concat("unfinished at step ", step_, "/", total_steps, ": ", unfinished,
+                                  "; checkpoint in ", checkpoint_dir));
+  else if (stopped_by != 0)
     progress.print(detail::concat("stopped by ", signal_name(stopped_by), " at step ", step_, "/",
                                   total_steps, ": checkpoint in ", checkpoint_dir,
                                   "; continue with: braid train --resume ", checkpoint_dir));
@@ -524,7 +540,21 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
     progress.print(detail::concat("done: ", step_, " steps in ",
                                   format_duration(run_watch.elapsed()), "; checkpoint in ",
                                   checkpoint_dir));
-  return {step_, stopped_by, stop_rule};
+  return {step_, stopped_by, stop_rule, unfinished};
+}
+
+// A parameter-server worker whose servers would count it lost while it computes one step
+// (ps.worker_timeout_s below a step's time) fails at once, saying so, rather than leaving
+// the servers to drop every worker mid-step.
+void Trainer::check_worker_timeout() const {
+  if (!ps_ || config_.ps.worker_timeout_s <= 0) return;
+  const double computing = times_.forward + times_.backward + times_.optimizer;
+  BRAID_CHECK(computing < config_.ps.worker_timeout_s, "ps.worker_timeout_s is ",
+              config_.ps.worker_timeout_s, " s, but one step computes for ", computing,
+              " s on worker ", rank_,
+              ": the servers would count workers lost while they compute; set it well above a "
+              "step's time (e.g. ",
+              std::max(1.0, std::ceil(10 * computing)), "), or leave it 0 (half the job's deadline)");
 }
 
 }  // namespace braid::train

@@ -56,6 +56,9 @@ struct RunOutcome {
   // Nonempty: converged, a finished run (stop_rules.h): the key of the rule that fired
   // here ("stop.target", ...), or "announced" where the strategy carried another rank's.
   std::string stop_rule;
+  // Nonempty: the run ended before its end without converging, for this reason (another
+  // worker of a sync parameter-server job left it); its checkpoint is saved. A failure.
+  std::string unfinished;
 };
 
 class Trainer {
@@ -146,6 +149,7 @@ class Trainer {
   // run() on a parameter-server job's evaluator (trainer_evaluator.cpp).
   RunOutcome run_evaluator();
   int agreed_stop();  // the stop request every rank agrees on (0: none)
+  void check_worker_timeout() const;
   void drain_vote();
   void write_timeline();
   nn::Module& module();
@@ -167,6 +171,9 @@ class Trainer {
   std::unique_ptr<WeightAverage> average_;
   int64_t step_ = 0;
   int64_t epoch_ = 0;
+  // step_ - (loader epoch x batches per epoch + loader position): nonzero once a resume
+  // moved the run to another world size or batch mid-run (checkpointed).
+  int64_t step_offset_ = 0;
   bool resume_mid_epoch_ = false;
   bool kernels_described_ = false;  // the kernel choices were logged
   bool loader_started_ = false;     // the loader was restored to a position inside epoch_

@@ -79,6 +79,9 @@ void Trainer::save_checkpoint(const std::string& dir) const {
                        {"samples", ls.position * global_batch()},
                        {"world_size", data_world_},
                        {"batch", config_.batch}};
+    // Steps taken at another world size or batch before a resume moved the run: step =
+    // loader.epoch x batches per epoch + loader.position + step_offset.
+    if (step_offset_ != 0) state["step_offset"] = step_offset_;
   }
   if (average_) state["ema_updates"] = average_->updates();
   state["stop_rules"] = stop_rules_.state();
@@ -104,6 +107,10 @@ void Trainer::check_position(const json& ts, const std::string& dir) const {
   const int64_t position = read_count(l, "position", "train_state.loader.position", file);
   const int64_t per_epoch = batches_per_epoch();
   if (!train_loader_) return;
+  const json& offset_json = ts.value("step_offset", json(0));
+  BRAID_CHECK(offset_json.is_number_integer(), "checkpoint '", file, "': train_state.step_offset is ",
+              offset_json.dump(), "; it must be an integer (the file was edited or is corrupt)");
+  const int64_t offset = offset_json.get<int64_t>();
   if (const auto resumed = position_here(ts, file); resumed.moved) {
     // Another world size or batch: the step counts on, the data from the same sample.
     BRAID_CHECK(resumed.position <= per_epoch, "checkpoint '", file, "': sample ", resumed.samples,
@@ -119,10 +126,11 @@ void Trainer::check_position(const json& ts, const std::string& dir) const {
           : std::string("; was the file edited, or is the data not the run's?");
   BRAID_CHECK(position <= per_epoch, "checkpoint '", file, "': train_state.loader.position ",
               position, " is past the ", per_epoch, " batches of an epoch", hint);
-  BRAID_CHECK(step == loader_epoch * per_epoch + position, "checkpoint '", file,
+  BRAID_CHECK(step == loader_epoch * per_epoch + position + offset, "checkpoint '", file,
               "': train_state.step ", step, " disagrees with train_state.loader (epoch ",
-              loader_epoch, ", position ", position, " of ", per_epoch, " batches per epoch: step ",
-              loader_epoch * per_epoch + position, ")", hint);
+              loader_epoch, ", position ", position, " of ", per_epoch, " batches per epoch",
+              offset != 0 ? detail::concat(", after ", offset, " steps at another batch") : "",
+              ": step ", loader_epoch * per_epoch + position + offset, ")", hint);
   BRAID_CHECK(epoch == loader_epoch || (epoch == loader_epoch + 1 && position == per_epoch),
               "checkpoint '", file, "': train_state.epoch ", epoch,
               " disagrees with train_state.loader.epoch ", loader_epoch, " (position ", position,
@@ -181,6 +189,7 @@ void Trainer::load_checkpoint(const std::string& path) {
                " ranks x batch ", l.at("batch").get<int64_t>(), "; this run (", data_world_,
                " ranks x batch ", config_.batch, ") continues its epoch ", ls.epoch, " at batch ",
                ls.position, " (sample ", l.at("samples").get<int64_t>(), ")");
+    step_offset_ = step_ - (ls.epoch * train_loader_->batches_per_epoch() + ls.position);
     if (ls.epoch == epoch_ && ls.position > 0 && ls.position < train_loader_->batches_per_epoch()) {
       train_loader_->restore(ls);
       resume_mid_epoch_ = true;

@@ -177,6 +177,7 @@ RunOutcome Trainer::run_federated(int64_t stop_at_round) {
     }
   }
   checkpoint_now();
+  strategy_->finish();
   const std::string how = stopped_by != 0     ? "stopped by " + std::string(signal_name(stopped_by))
                           : stop_rule.empty() ? std::string("done")
                                               : "converged (" + stop_rule + ")";

@@ -7,6 +7,7 @@
 
 #include "comm/mpi/mpi_error.h"
 #include "comm/wait_loop.h"
+#include "comm/blame.h"
 #include "core/error.h"
 
 namespace braid::comm {
@@ -398,7 +399,8 @@ class MpiTransport::Steps final : public WaitSteps {
                 describe(pending_->tag, pending_->sig),
                 pending_->send ? " to rank " : " from rank ", pending_->peer,
                 " over MPI; that rank may be stuck, dead or in another call (raise the group's "
-                "timeout or BRAID_TIMEOUT_S if it is only slow)");
+                "timeout or BRAID_TIMEOUT_S if it is only slow) (",
+                no_progress_from(pending_->peer), ")");
   }
   // Ranks may outnumber cores (mpirun --oversubscribe); let the peer we wait for run.
   void idle(Clock::time_point, Clock::duration, Clock::time_point) override {
