@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -129,6 +130,37 @@ TEST(Accumulation, MicroBatchesEqualOneLargeBatch) {
   const float scale = largest(want);
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << i;
   EXPECT_NE(got, single_process(small_mlp(), options("sgd"), 4, 3)) << "accumulation did nothing";
+}
+
+// Accumulation outside deterministic mode: each rank scales its m micro-batch means by 1/m
+// as backward adds them up, then the ranks' sums are averaged. With plain SGD (no
+// momentum, no weight decay, no clipping) and the small MLP (no batch norm, no dropout:
+// a row's gradient is its own) that is one process's step on the global batch up to
+// rounding, 1e-5 of the largest parameter after three steps as above. Nothing here
+// normalises the step's size (Adam, clipping), so a sum of the micro-batch means instead
+// of their mean (a step m times too long) moves the parameters by 1e-3 or more.
+TEST(Ddp, AccumulatingRanksEqualOneProcessOnTheGlobalBatch) {
+  StepOptions o = options("sgd");
+  o.optimizer.momentum = 0;
+  o.optimizer.weight_decay = 0;
+  const auto start = single_process(small_mlp(), o, 16, 0);
+  const auto want = single_process(small_mlp(), o, 16, 3);
+  for (const auto& [n, m] : {std::pair{2, 2}, {2, 4}, {4, 2}}) {
+    StepOptions accumulating = o;
+    accumulating.accumulate_steps = m;
+    DdpOptions d;
+    d.bucket_bytes = 2048;
+    d.first_bucket_bytes = 1024;
+    const auto got = ddp(small_mlp(), accumulating, n, 16, 3, d);
+    ASSERT_EQ(got.size(), want.size());
+    const float scale = largest(want);
+    float moved = 0;
+    for (size_t i = 0; i < want.size(); ++i) moved = std::max(moved, std::fabs(want[i] - start[i]));
+    ASSERT_GT(moved, 100 * 1e-5f * scale) << "three steps hardly moved the model";
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-5f * scale)
+          << n << " ranks x " << m << " micro-batches, parameter float " << i;
+  }
 }
 
 TEST(Ddp, DifferentModelsFailAtOnceNamingBothRanks) {

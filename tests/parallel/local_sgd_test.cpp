@@ -171,6 +171,91 @@ TEST(LocalSgd, SynchronizeLeavesOneModelAndOneOptimizerState) {
   }));
 }
 
+// A convolution with batch norm and no dropout (so a one-process model on a rank's shard
+// draws nothing a rank would draw otherwise): its running mean and variance are buffers
+// each rank updates from its own batches.
+json batchnorm_cnn() {
+  return json::parse(R"({"input": [12, 12, 1], "layers": [
+      {"type": "conv2d", "out_channels": 4, "kernel": 3, "stride": 2}, {"type": "batchnorm"},
+      {"type": "relu"}, {"type": "flatten"}, {"type": "linear", "out_features": 10}]})");
+}
+
+// The f32 buffers (running statistics), concatenated in ParamSet order.
+std::vector<float> float_buffers(const Strategy& s) {
+  std::vector<float> out;
+  for (const nn::NamedBuffer& b : s.params().buffers())
+    if (b.value.dtype() == DType::f32)
+      out.insert(out.end(), b.value.f32(), b.value.f32() + b.value.numel());
+  return out;
+}
+
+// The periodic average replaces the running statistics by their mean over ranks, with the
+// parameters (local_sgd.h). Reference: N one-process models on their shards, parameters
+// and statistics averaged by hand every H steps. Rank 0's statistics after every step
+// agree within float rounding of the averages' sums (1e-5 of the largest); every rank holds
+// the same bits after an average; and the ranks' statistics before it differed by far
+// more than that, so an average that skips them (each rank keeping its own) fails.
+TEST(LocalSgd, PeriodicAverageAveragesBatchNormStatistics) {
+  const int n = 2, period = 2, steps = 4;
+  StepOptions o = options("sgd");
+  std::vector<std::vector<float>> got(steps);
+  std::mutex mu;
+  rethrow_first(run_group(n, [&](comm::Group& world) {
+    auto group = world.split(0, world.rank());
+    LocalSgd s(train::build_model(batchnorm_cnn()).module, o, group, {.period = period});
+    for (int t = 0; t < steps; ++t) {
+      s.step(shard(global_batch(kBatch, t), group->rank(), n), kLr, t);
+      const std::vector<float> mine = float_buffers(s);
+      const bool averaged = (t + 1) % period == 0;
+      EXPECT_EQ(same_bits_on_every_rank(s, mine.data(), static_cast<int64_t>(mine.size())),
+                averaged)
+          << "rank " << group->rank() << " step " << t;
+      if (group->rank() == 0) {
+        const std::lock_guard lock(mu);
+        got[static_cast<size_t>(t)] = mine;
+      }
+    }
+  }));
+
+  std::vector<std::unique_ptr<SingleProcess>> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.push_back(std::make_unique<SingleProcess>(train::build_model(batchnorm_cnn()).module, o));
+  for (int t = 0; t < steps; ++t) {
+    for (int r = 0; r < n; ++r) ranks[r]->step(shard(global_batch(kBatch, t), r, n), kLr, t);
+    if ((t + 1) % period == 0) {
+      const std::vector<float> before = float_buffers(*ranks[0]);
+      const int64_t size = ranks[0]->params().size();
+      for (int64_t i = 0; i < size; ++i) {
+        float sum = 0;
+        for (int r = 0; r < n; ++r) sum += ranks[r]->params().params()[i];
+        for (int r = 0; r < n; ++r) ranks[r]->params().params()[i] = sum / static_cast<float>(n);
+      }
+      for (size_t b = 0; b < ranks[0]->params().buffers().size(); ++b) {
+        if (ranks[0]->params().buffers()[b].value.dtype() != DType::f32) continue;
+        const int64_t count = ranks[0]->params().buffers()[b].value.numel();
+        for (int64_t i = 0; i < count; ++i) {
+          float sum = 0;
+          for (int r = 0; r < n; ++r) sum += ranks[r]->params().buffers()[b].value.f32()[i];
+          for (int r = 0; r < n; ++r)
+            ranks[r]->params().buffers()[b].value.f32()[i] = sum / static_cast<float>(n);
+        }
+      }
+      const std::vector<float> mean = float_buffers(*ranks[0]);
+      float apart = 0;
+      for (size_t i = 0; i < mean.size(); ++i)
+        apart = std::max(apart, std::fabs(mean[i] - before[i]));
+      ASSERT_GT(apart, 100 * 1e-5f * largest(mean)) << "the ranks' statistics hardly differ";
+    }
+    const std::vector<float> want = float_buffers(*ranks[0]);
+    const std::vector<float>& mine = got[static_cast<size_t>(t)];
+    ASSERT_EQ(mine.size(), want.size());
+    ASSERT_FALSE(want.empty());
+    const float tol = 1e-5f * largest(want);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(mine[i], want[i], tol) << "step " << t << ", buffer float " << i;
+  }
+}
+
 TEST(LocalSgd, BadOptionsAreRefusedNamingThem) {
   rethrow_first(run_group(1, [&](comm::Group& world) {
     auto group = world.split(0, 0);
