@@ -88,7 +88,7 @@ TEST(Npy, ReadsEveryNumericDtypeInEitherByteOrder) {
     for (size_t i = 0; i < values.size(); ++i) data += element(descr, values[i], half_bits[i]);
     const std::string x = dir.file("x" + std::to_string(files++) + ".npy");
     write_file(x, npy_bytes(descr, "(4, 1)", data));
-    const ArrayDataset d = load_npy_dataset(x, lab);
+    const ArrayDataset d = load_npy_dataset(x, lab, ImageLayout::nchw);
     ASSERT_EQ(d.features.shape(), Shape({4, 1}));
     for (size_t i = 0; i < values.size(); ++i)
       EXPECT_EQ(d.features.f32()[i], static_cast<float>(values[i])) << i;
@@ -118,7 +118,7 @@ TEST(Npy, ReadsEveryNumericDtypeInEitherByteOrder) {
     const std::string x = dir.file("h" + std::to_string(files++) + ".npy");
     write_file(x, npy_bytes(descr, "(1, 1)", bytes));
     write_file(dir.file("y1.npy"), npy_bytes("|u1", "(1,)", std::string(1, '\0')));
-    return load_npy_dataset(x, dir.file("y1.npy")).features.f32()[0];
+    return load_npy_dataset(x, dir.file("y1.npy"), ImageLayout::nchw).features.f32()[0];
   };
   EXPECT_EQ(single(">f4", std::string("\x3F\xC0\x00\x00", 4)), 1.5f);
   EXPECT_EQ(single("<f4", std::string("\x00\x00\xC0\x3F", 4)), 1.5f);
@@ -135,7 +135,7 @@ TEST(Npy, ReadsEveryNumericDtypeInEitherByteOrder) {
   // Bools: numpy writes 0 and 1; any other byte reads as true.
   const std::string xb = dir.file("xb.npy");
   write_file(xb, npy_bytes("|b1", "(4, 1)", std::string("\x00\x01\x01\x02", 4)));
-  const ArrayDataset b = load_npy_dataset(xb, lab);
+  const ArrayDataset b = load_npy_dataset(xb, lab, ImageLayout::nchw);
   EXPECT_EQ(std::vector<float>(b.features.f32(), b.features.f32() + 4),
             (std::vector<float>{0, 1, 1, 1}));
 }
@@ -152,24 +152,24 @@ TEST(Npy, LabelsInEveryIntegerAndBoolDtype) {
         std::string data;
         for (const double v : {0.0, 2.0, 1.0}) data += element(descr, v);
         write_file(dir.file("y.npy"), npy_bytes(descr, "(3,)", data));
-        const ArrayDataset d = load_npy_dataset(x, dir.file("y.npy"));
+        const ArrayDataset d = load_npy_dataset(x, dir.file("y.npy"), ImageLayout::nchw);
         EXPECT_EQ(d.labels.data<int32_t>()[1], 2);
         EXPECT_EQ(d.num_classes, 3);
       }
   write_file(dir.file("yb.npy"), npy_bytes("|b1", "(3,)", std::string("\x01\x00\x01", 3)));
-  const ArrayDataset d = load_npy_dataset(x, dir.file("yb.npy"));
+  const ArrayDataset d = load_npy_dataset(x, dir.file("yb.npy"), ImageLayout::nchw);
   EXPECT_EQ(d.labels.data<int32_t>()[0], 1);
   EXPECT_EQ(d.num_classes, 2);
   // A u8 label beyond int64 is named, not wrapped to a negative number.
   write_file(dir.file("yu.npy"), npy_bytes(">u8", "(3,)", std::string(8, '\0') +
                                                            std::string(8, '\xFF') +
                                                            std::string(8, '\0')));
-  expect_io_error([&] { load_npy_dataset(x, dir.file("yu.npy")); },
+  expect_io_error([&] { load_npy_dataset(x, dir.file("yu.npy"), ImageLayout::nchw); },
                   dir.file("yu.npy") + ": element 1 is 18446744073709551615");
   // Float labels are refused, whatever their width or order.
   for (const char* descr : {"<f2", ">f4", "<f8"}) {
     write_file(dir.file("yf.npy"), npy_bytes(descr, "(3,)", std::string(3 * (descr[2] - '0'), '\0')));
-    expect_io_error([&] { load_npy_dataset(x, dir.file("yf.npy")); }, "labels must be integers");
+    expect_io_error([&] { load_npy_dataset(x, dir.file("yf.npy"), ImageLayout::nchw); }, "labels must be integers");
   }
 }
 
@@ -179,10 +179,33 @@ TEST(Npy, Version2HeaderAndFourDimensions) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = 0.25f * static_cast<float>(i) - 1;
   write_file(dir.file("x.npy"), npy_bytes("<f4", "(2, 3, 2, 1)", raw(v), 2));
   write_file(dir.file("y.npy"), npy_bytes("<i8", "(2,)", raw(std::vector<int64_t>{4, 1}), 2));
-  const ArrayDataset d = load_npy_dataset(dir.file("x.npy"), dir.file("y.npy"));
+  const ArrayDataset d = load_npy_dataset(dir.file("x.npy"), dir.file("y.npy"), ImageLayout::nhwc);
   EXPECT_EQ(d.features.shape(), Shape({2, 3, 2, 1}));
   for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(d.features.f32()[i], v[i]);
   EXPECT_EQ(d.num_classes, 5);
+}
+
+// [N, C, H, W] files (PyTorch's order) come back as braid's [N, H, W, C].
+TEST(Npy, NchwImagesAreTransposedToNhwc) {
+  TempDir dir;
+  const int64_t n = 2, c = 3, h = 2, w = 4;
+  std::vector<float> v(static_cast<size_t>(n * c * h * w));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  write_file(dir.file("x.npy"), npy_bytes("<f4", "(2, 3, 2, 4)", raw(v)));
+  write_file(dir.file("y.npy"), npy_bytes("<i8", "(2,)", raw(std::vector<int64_t>{0, 1})));
+  const ArrayDataset d = load_npy_dataset(dir.file("x.npy"), dir.file("y.npy"), ImageLayout::nchw);
+  ASSERT_EQ(d.features.shape(), Shape({n, h, w, c}));
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x)
+          EXPECT_EQ(d.features.f32()[((s * h + y) * w + x) * c + ch],
+                    v[static_cast<size_t>(((s * c + ch) * h + y) * w + x)]);
+  // Features of other ranks are left as stored, whatever the layout says.
+  write_file(dir.file("x3.npy"), npy_bytes("<f4", "(2, 3, 2)", raw(std::vector<float>(12, 1))));
+  EXPECT_EQ(load_npy_dataset(dir.file("x3.npy"), dir.file("y.npy"), ImageLayout::nchw)
+                .features.shape(),
+            Shape({2, 3, 2}));
 }
 
 TEST(Npy, TruncatedFile) {
@@ -264,9 +287,9 @@ TEST(Npy, BadLabels) {
   TempDir dir;
   write_file(dir.file("x.npy"), npy_bytes("<f4", "(2, 1)", raw(std::vector<float>(2))));
   write_file(dir.file("yn.npy"), npy_bytes("<i4", "(2,)", raw(std::vector<int32_t>{0, -1})));
-  expect_io_error([&] { load_npy_dataset(dir.file("x.npy"), dir.file("yn.npy")); }, "label -1");
+  expect_io_error([&] { load_npy_dataset(dir.file("x.npy"), dir.file("yn.npy"), ImageLayout::nchw); }, "label -1");
   write_file(dir.file("y3.npy"), npy_bytes("<i4", "(3,)", raw(std::vector<int32_t>{0, 0, 0})));
-  expect_io_error([&] { load_npy_dataset(dir.file("x.npy"), dir.file("y3.npy")); }, "3 labels");
+  expect_io_error([&] { load_npy_dataset(dir.file("x.npy"), dir.file("y3.npy"), ImageLayout::nchw); }, "3 labels");
 }
 
 TEST(NpyHeader, ParsesNumpyVariants) {
@@ -315,14 +338,14 @@ TEST(Npy, NonFiniteFeaturesNameTheFileAndSample) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::string x = dir.file("x.npy");
   write_file(x, npy_bytes("<f4", "(3, 2)", raw(std::vector<float>{0, 1, 2, 3, 4, nan})));
-  expect_io_error([&] { load_npy_dataset(x, lab); },
+  expect_io_error([&] { load_npy_dataset(x, lab, ImageLayout::nchw); },
                   x + ": sample 2 holds nan (element 1 of its 2)");
   write_file(
       x, npy_bytes("<f4", "(3, 2)",
                    raw(std::vector<float>{0, 1, std::numeric_limits<float>::infinity(), 3, 4, 5})));
-  expect_io_error([&] { load_npy_dataset(x, lab); }, "sample 1 holds inf (element 0");
+  expect_io_error([&] { load_npy_dataset(x, lab, ImageLayout::nchw); }, "sample 1 holds inf (element 0");
   write_file(x, npy_bytes("<f8", "(3, 2)", raw(std::vector<double>{0, 1, 2, 3, 1e300, 5})));
-  expect_io_error([&] { load_npy_dataset(x, lab); }, "sample 2 holds inf");
+  expect_io_error([&] { load_npy_dataset(x, lab, ImageLayout::nchw); }, "sample 2 holds inf");
 }
 
 }  // namespace

@@ -426,7 +426,37 @@ NpyArray read_npy(const std::string& path) {
   return out;
 }
 
-ArrayDataset load_npy_dataset(const std::string& features_path, const std::string& labels_path) {
+ImageLayout parse_image_layout(std::string_view name) {
+  if (name == "nchw") return ImageLayout::nchw;
+  if (name == "nhwc") return ImageLayout::nhwc;
+  BRAID_THROW(Error, "image layout '", name, "': expected nchw or nhwc");
+}
+
+std::string_view image_layout_name(ImageLayout layout) {
+  return layout == ImageLayout::nchw ? "nchw" : "nhwc";
+}
+
+namespace {
+
+// Each sample [C, H, W] becomes [H, W, C] in place, through one sample of scratch.
+void nchw_to_nhwc(Tensor& x) {
+  const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  const int64_t hw = h * w, per_sample = c * hw;
+  std::vector<float> sample(static_cast<size_t>(per_sample));
+  float* data = x.f32();
+  for (int64_t i = 0; i < n; ++i) {
+    float* s = data + i * per_sample;
+    std::memcpy(sample.data(), s, static_cast<size_t>(per_sample) * sizeof(float));
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p) s[p * c + ch] = sample[static_cast<size_t>(ch * hw + p)];
+  }
+  x = x.reshape(Shape{n, h, w, c});
+}
+
+}  // namespace
+
+ArrayDataset load_npy_dataset(const std::string& features_path, const std::string& labels_path,
+                              ImageLayout layout) {
   NpyReader fx(features_path);
   NpyReader fy(labels_path);
   const auto& fs = fx.header.shape;
@@ -456,6 +486,8 @@ ArrayDataset load_npy_dataset(const std::string& features_path, const std::strin
       BRAID_THROW(IoError, features_path, ": sample ", i / per_sample, " holds ", x[i],
                   " (element ", i % per_sample, " of its ", per_sample,
                   "); features must be finite: clean or drop that sample (np.isfinite)");
+
+  if (fs.size() == 4 && layout == ImageLayout::nchw) nchw_to_nhwc(d.features);
 
   const int64_t n = fs[0];
   std::vector<int64_t> raw(static_cast<size_t>(n));

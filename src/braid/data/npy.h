@@ -54,9 +54,18 @@ struct NpyArray {
 
 NpyArray read_npy(const std::string& path);
 
+// How a file's 4-dimensional features hold images: [N, C, H, W] (PyTorch's order, what
+// `np.save(path, tensor.numpy())` writes) or [N, H, W, C]. braid's layers take NHWC.
+enum class ImageLayout : uint8_t { nchw, nhwc };
+ImageLayout parse_image_layout(std::string_view name);  // "nchw", "nhwc"
+std::string_view image_layout_name(ImageLayout layout);
+
 // features: [N, ...] of any supported type, converted to f32 (values kept as they are:
-// u1 pixels stay 0..255, bools become 0 and 1). labels: [N] of an integer or bool type,
-// each in [0, 2^31 - 1); num_classes = max label + 1.
-ArrayDataset load_npy_dataset(const std::string& features_path, const std::string& labels_path);
+// u1 pixels stay 0..255, bools become 0 and 1). Features of 4 dimensions are images in
+// `layout` and come back as [N, H, W, C] (NCHW is transposed a sample at a time, with no
+// second copy of the data); other ranks come back as stored. labels: [N] of an integer or
+// bool type, each in [0, 2^31 - 1); num_classes = max label + 1.
+ArrayDataset load_npy_dataset(const std::string& features_path, const std::string& labels_path,
+                              ImageLayout layout);
 
 }  // namespace braid::data
