@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -50,43 +51,125 @@ void expect_io_error(Fn fn, const std::string& fragment) {
   }
 }
 
-TEST(Npy, RoundTripEveryDtype) {
+// Bytes of `v` in numpy's `descr` (widths 1, 2, 4, 8; '>' reverses them). f2 values are
+// given as their binary16 bits.
+std::string element(const std::string& descr, double v, uint16_t half_bits = 0) {
+  const char kind = descr[1];
+  const size_t width = static_cast<size_t>(std::stoi(descr.substr(2)));
+  std::string b(width, '\0');
+  if (kind == 'f' && width == 2) {
+    std::memcpy(b.data(), &half_bits, 2);
+  } else if (kind == 'f' && width == 4) {
+    const float f = static_cast<float>(v);
+    std::memcpy(b.data(), &f, 4);
+  } else if (kind == 'f') {
+    std::memcpy(b.data(), &v, 8);
+  } else {
+    const auto i = static_cast<int64_t>(v);  // two's complement, little-endian, cut to width
+    std::memcpy(b.data(), &i, width);
+  }
+  if (descr[0] == '>') std::reverse(b.begin(), b.end());
+  return b;
+}
+
+TEST(Npy, ReadsEveryNumericDtypeInEitherByteOrder) {
   TempDir dir;
-  const std::vector<double> values = {0, 1, 2, 3, 250, 7};  // representable in every type
-  const std::vector<int32_t> labels = {0, 2, 1};
+  const std::vector<int32_t> labels = {0, 2, 1, 1};
   const std::string lab = dir.file("y.npy");
-  write_file(lab, npy_bytes("<i4", "(3,)", raw(labels)));
-
-  auto check = [&](const std::string& descr, const std::string& data) {
+  write_file(lab, npy_bytes("<i4", "(4,)", raw(labels)));
+  // 0, 1, 3 and 100 are exact in every type; -2 in every signed one.
+  const std::vector<double> unsigned_values = {0, 1, 3, 100};
+  const std::vector<double> signed_values = {0, 1, -2, 100};
+  const uint16_t half_bits[] = {0x0000, 0x3C00, 0xC000, 0x5640};  // 0, 1, -2, 100 in binary16
+  int files = 0;
+  auto check = [&](const std::string& descr, const std::vector<double>& values) {
     SCOPED_TRACE(descr);
-    const std::string x = dir.file("x" + descr.substr(1) + ".npy");
-    write_file(x, npy_bytes(descr, "(3, 2)", data));
-    const ArrayDataset d = load_npy_dataset(x, lab);
-    ASSERT_EQ(d.features.shape(), Shape({3, 2}));
+    std::string data;
+    for (size_t i = 0; i < values.size(); ++i) data += element(descr, values[i], half_bits[i]);
+    const std::string x = dir.file("x" + std::to_string(files++) + ".npy");
+    write_file(x, npy_bytes(descr, "(4, 1)", data));
+    const ArrayDataset d = load_npy_dataset(x, lab, ImageLayout::nchw);
+    ASSERT_EQ(d.features.shape(), Shape({4, 1}));
     for (size_t i = 0; i < values.size(); ++i)
-      EXPECT_EQ(d.features.f32()[i], static_cast<float>(values[i]));
-    for (size_t i = 0; i < labels.size(); ++i) EXPECT_EQ(d.labels.data<int32_t>()[i], labels[i]);
-    EXPECT_EQ(d.num_classes, 3);
-    const NpyArray a = read_npy(x);
-    EXPECT_EQ(npy_type_descr(a.header.type).substr(1), descr.substr(1));
-    EXPECT_EQ(a.header.shape, (std::vector<int64_t>{3, 2}));
-    EXPECT_EQ(a.data.bytes(), data.size());
-    EXPECT_EQ(std::memcmp(a.data.data(), data.data(), data.size()), 0);
+      EXPECT_EQ(d.features.f32()[i], static_cast<float>(values[i])) << i;
+    const NpyArray a = read_npy(x);  // the bytes as stored, the type as declared
+    const char order = descr[2] == '1' ? '|' : descr[0] == '>' ? '>' : '<';  // '=' is '<' here
+    EXPECT_EQ(npy_type_descr(a.header.type), order + descr.substr(1));
+    EXPECT_EQ(std::string(static_cast<const char*>(a.data.data()), a.data.bytes()), data);
   };
-  check("<f4", raw(std::vector<float>(values.begin(), values.end())));
-  check("<f8", raw(values));
-  check("|u1", raw(std::vector<uint8_t>(values.begin(), values.end())));
-  check("<i4", raw(std::vector<int32_t>(values.begin(), values.end())));
-  check("<i8", raw(std::vector<int64_t>(values.begin(), values.end())));
+  for (const char* order : {"<", ">"}) {
+    const std::string o = order;
+    check(o + "f2", signed_values);
+    check(o + "f4", signed_values);
+    check(o + "f8", signed_values);
+    for (const char* w : {"1", "2", "4", "8"}) {
+      check(o + "i" + w, signed_values);
+      check(o + "u" + w, unsigned_values);
+    }
+  }
+  // '|' (no byte order) and '=' (native, little-endian here) as numpy may spell them.
+  check("|u1", unsigned_values);
+  check("|i1", signed_values);
+  check("=f4", signed_values);
+  check("=i2", signed_values);
 
-  // Labels in every integer type.
-  const std::string x = dir.file("xf.npy");
+  // Hand-written bytes, so the reader is not checked against the test's own encoder.
+  auto single = [&](const std::string& descr, const std::string& bytes) {
+    const std::string x = dir.file("h" + std::to_string(files++) + ".npy");
+    write_file(x, npy_bytes(descr, "(1, 1)", bytes));
+    write_file(dir.file("y1.npy"), npy_bytes("|u1", "(1,)", std::string(1, '\0')));
+    return load_npy_dataset(x, dir.file("y1.npy"), ImageLayout::nchw).features.f32()[0];
+  };
+  EXPECT_EQ(single(">f4", std::string("\x3F\xC0\x00\x00", 4)), 1.5f);
+  EXPECT_EQ(single("<f4", std::string("\x00\x00\xC0\x3F", 4)), 1.5f);
+  EXPECT_EQ(single(">f2", std::string("\x3E\x00", 2)), 1.5f);
+  EXPECT_EQ(single("<f2", std::string("\x00\x3E", 2)), 1.5f);
+  EXPECT_EQ(single(">f8", std::string("\x40\x04\x00\x00\x00\x00\x00\x00", 8)), 2.5f);
+  EXPECT_EQ(single(">i2", std::string("\x01\x02", 2)), 258.0f);
+  EXPECT_EQ(single("<i2", std::string("\xFE\xFF", 2)), -2.0f);
+  EXPECT_EQ(single(">u4", std::string("\x00\x01\x02\x03", 4)), 66051.0f);
+  EXPECT_EQ(single(">i8", std::string("\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFD", 8)), -3.0f);
+  EXPECT_EQ(single("|u1", std::string("\xFF", 1)), 255.0f);
+  EXPECT_EQ(single("|i1", std::string("\xFF", 1)), -1.0f);
+
+  // Bools: numpy writes 0 and 1; any other byte reads as true.
+  const std::string xb = dir.file("xb.npy");
+  write_file(xb, npy_bytes("|b1", "(4, 1)", std::string("\x00\x01\x01\x02", 4)));
+  const ArrayDataset b = load_npy_dataset(xb, lab, ImageLayout::nchw);
+  EXPECT_EQ(std::vector<float>(b.features.f32(), b.features.f32() + 4),
+            (std::vector<float>{0, 1, 1, 1}));
+}
+
+TEST(Npy, LabelsInEveryIntegerAndBoolDtype) {
+  TempDir dir;
+  const std::string x = dir.file("x.npy");
   write_file(x, npy_bytes("<f4", "(3, 2)", raw(std::vector<float>(6, 0.5f))));
-  for (const auto& [descr, data] : {std::pair{"|u1", raw(std::vector<uint8_t>{0, 2, 1})},
-                                    std::pair{"<i8", raw(std::vector<int64_t>{0, 2, 1})}}) {
-    write_file(dir.file("yl.npy"), npy_bytes(descr, "(3,)", data));
-    const ArrayDataset d = load_npy_dataset(x, dir.file("yl.npy"));
-    EXPECT_EQ(d.labels.data<int32_t>()[1], 2) << descr;
+  for (const char* order : {"<", ">"})
+    for (const char* kind : {"i", "u"})
+      for (const char* w : {"1", "2", "4", "8"}) {
+        const std::string descr = std::string(order) + kind + w;
+        SCOPED_TRACE(descr);
+        std::string data;
+        for (const double v : {0.0, 2.0, 1.0}) data += element(descr, v);
+        write_file(dir.file("y.npy"), npy_bytes(descr, "(3,)", data));
+        const ArrayDataset d = load_npy_dataset(x, dir.file("y.npy"), ImageLayout::nchw);
+        EXPECT_EQ(d.labels.data<int32_t>()[1], 2);
+        EXPECT_EQ(d.num_classes, 3);
+      }
+  write_file(dir.file("yb.npy"), npy_bytes("|b1", "(3,)", std::string("\x01\x00\x01", 3)));
+  const ArrayDataset d = load_npy_dataset(x, dir.file("yb.npy"), ImageLayout::nchw);
+  EXPECT_EQ(d.labels.data<int32_t>()[0], 1);
+  EXPECT_EQ(d.num_classes, 2);
+  // A u8 label beyond int64 is named, not wrapped to a negative number.
+  write_file(dir.file("yu.npy"), npy_bytes(">u8", "(3,)", std::string(8, '\0') +
+                                                           std::string(8, '\xFF') +
+                                                           std::string(8, '\0')));
+  expect_io_error([&] { load_npy_dataset(x, dir.file("yu.npy"), ImageLayout::nchw); },
+                  dir.file("yu.npy") + ": element 1 is 18446744073709551615");
+  // Float labels are refused, whatever their width or order.
+  for (const char* descr : {"<f2", ">f4", "<f8"}) {
+    write_file(dir.file("yf.npy"), npy_bytes(descr, "(3,)", std::string(3 * (descr[2] - '0'), '\0')));
+    expect_io_error([&] { load_npy_dataset(x, dir.file("yf.npy"), ImageLayout::nchw); }, "labels must be integers");
   }
 }
 
@@ -96,10 +179,33 @@ TEST(Npy, Version2HeaderAndFourDimensions) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = 0.25f * static_cast<float>(i) - 1;
   write_file(dir.file("x.npy"), npy_bytes("<f4", "(2, 3, 2, 1)", raw(v), 2));
   write_file(dir.file("y.npy"), npy_bytes("<i8", "(2,)", raw(std::vector<int64_t>{4, 1}), 2));
-  const ArrayDataset d = load_npy_dataset(dir.file("x.npy"), dir.file("y.npy"));
+  const ArrayDataset d = load_npy_dataset(dir.file("x.npy"), dir.file("y.npy"), ImageLayout::nhwc);
   EXPECT_EQ(d.features.shape(), Shape({2, 3, 2, 1}));
   for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(d.features.f32()[i], v[i]);
   EXPECT_EQ(d.num_classes, 5);
+}
+
+// [N, C, H, W] files (PyTorch's order) come back as braid's [N, H, W, C].
+TEST(Npy, NchwImagesAreTransposedToNhwc) {
+  TempDir dir;
+  const int64_t n = 2, c = 3, h = 2, w = 4;
+  std::vector<float> v(static_cast<size_t>(n * c * h * w));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  write_file(dir.file("x.npy"), npy_bytes("<f4", "(2, 3, 2, 4)", raw(v)));
+  write_file(dir.file("y.npy"), npy_bytes("<i8", "(2,)", raw(std::vector<int64_t>{0, 1})));
+  const ArrayDataset d = load_npy_dataset(dir.file("x.npy"), dir.file("y.npy"), ImageLayout::nchw);
+  ASSERT_EQ(d.features.shape(), Shape({n, h, w, c}));
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x)
+          EXPECT_EQ(d.features.f32()[((s * h + y) * w + x) * c + ch],
+                    v[static_cast<size_t>(((s * c + ch) * h + y) * w + x)]);
+  // Features of other ranks are left as stored, whatever the layout says.
+  write_file(dir.file("x3.npy"), npy_bytes("<f4", "(2, 3, 2)", raw(std::vector<float>(12, 1))));
+  EXPECT_EQ(load_npy_dataset(dir.file("x3.npy"), dir.file("y.npy"), ImageLayout::nchw)
+                .features.shape(),
+            Shape({2, 3, 2}));
 }
 
 TEST(Npy, TruncatedFile) {
@@ -148,24 +254,47 @@ TEST(Npy, OversizedShapeFailsBeforeAllocating) {
   EXPECT_EQ(MemoryTracker::process().allocations(), before);
 }
 
-TEST(Npy, UnsupportedDtypesAndLabels) {
+TEST(Npy, UnsupportedDtypesNameTheFileAndTheDtype) {
   TempDir dir;
-  write_file(dir.file("b.npy"), npy_bytes(">f4", "(1, 1)", raw(std::vector<float>(1))));
-  expect_io_error([&] { read_npy(dir.file("b.npy")); }, "big-endian");
-  write_file(dir.file("c.npy"), npy_bytes("<c8", "(1, 1)", std::string(8, '\0')));
-  expect_io_error([&] { read_npy(dir.file("c.npy")); }, "'<c8' is not supported");
+  const std::pair<const char*, const char*> refused[] = {
+      {"<c8", "complex numbers"},        {">c16", "complex numbers"},
+      {"|O", "Python objects"},          {"|S5", "byte strings"},
+      {"<U3", "unicode strings"},        {"|V8", "raw or structured records"},
+      {"<M8[ns]", "datetimes"},          {"<m8[s]", "timedeltas"},
+      {"<f16", "long double floats"},           {"<i3", "an unknown width"},
+      {"<f1", "an unknown width"},            {"<b2", "an unknown width"},
+      {"f4", "not a numpy type string"}, {"", "not a numpy type string"},
+  };
+  for (const auto& [descr, what] : refused) {
+    SCOPED_TRACE(descr);
+    const std::string path = dir.file("bad.npy");
+    write_file(path, npy_bytes(descr, "(1, 1)", std::string(8, '\0')));
+    expect_io_error([&] { read_npy(path); },
+                    path + ": dtype '" + descr + "' is not supported (" + what);
+    expect_io_error([&] { read_npy(path); }, "braid reads floats (f2, f4, f8)");
+  }
+  const std::string path = dir.file("rec.npy");
+  std::string dict = "{'descr': [('a', '<f4'), ('b', '<i4')], 'fortran_order': False, "
+                     "'shape': (1,), }";
+  while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
+  dict += '\n';
+  write_file(path, std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(dict.size()) +
+                       '\0' + dict + std::string(8, '\0'));
+  expect_io_error([&] { read_npy(path); }, path + ": a structured dtype");
+}
+
+TEST(Npy, BadLabels) {
+  TempDir dir;
   write_file(dir.file("x.npy"), npy_bytes("<f4", "(2, 1)", raw(std::vector<float>(2))));
-  write_file(dir.file("yf.npy"), npy_bytes("<f4", "(2,)", raw(std::vector<float>(2))));
-  expect_io_error([&] { load_npy_dataset(dir.file("x.npy"), dir.file("yf.npy")); }, "integers");
   write_file(dir.file("yn.npy"), npy_bytes("<i4", "(2,)", raw(std::vector<int32_t>{0, -1})));
-  expect_io_error([&] { load_npy_dataset(dir.file("x.npy"), dir.file("yn.npy")); }, "label -1");
+  expect_io_error([&] { load_npy_dataset(dir.file("x.npy"), dir.file("yn.npy"), ImageLayout::nchw); }, "label -1");
   write_file(dir.file("y3.npy"), npy_bytes("<i4", "(3,)", raw(std::vector<int32_t>{0, 0, 0})));
-  expect_io_error([&] { load_npy_dataset(dir.file("x.npy"), dir.file("y3.npy")); }, "3 labels");
+  expect_io_error([&] { load_npy_dataset(dir.file("x.npy"), dir.file("y3.npy"), ImageLayout::nchw); }, "3 labels");
 }
 
 TEST(NpyHeader, ParsesNumpyVariants) {
   NpyHeader h = parse_npy_header("{'descr': '<i8', 'fortran_order': False, 'shape': (5,), }   \n");
-  EXPECT_EQ(h.type, NpyType::i8);
+  EXPECT_EQ(npy_type_descr(h.type), "<i8");
   EXPECT_EQ(h.shape, (std::vector<int64_t>{5}));
   h = parse_npy_header("{\"shape\": (), \"descr\": \"|u1\", \"fortran_order\": True}");
   EXPECT_TRUE(h.shape.empty());
@@ -209,14 +338,14 @@ TEST(Npy, NonFiniteFeaturesNameTheFileAndSample) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::string x = dir.file("x.npy");
   write_file(x, npy_bytes("<f4", "(3, 2)", raw(std::vector<float>{0, 1, 2, 3, 4, nan})));
-  expect_io_error([&] { load_npy_dataset(x, lab); },
+  expect_io_error([&] { load_npy_dataset(x, lab, ImageLayout::nchw); },
                   x + ": sample 2 holds nan (element 1 of its 2)");
   write_file(
       x, npy_bytes("<f4", "(3, 2)",
                    raw(std::vector<float>{0, 1, std::numeric_limits<float>::infinity(), 3, 4, 5})));
-  expect_io_error([&] { load_npy_dataset(x, lab); }, "sample 1 holds inf (element 0");
+  expect_io_error([&] { load_npy_dataset(x, lab, ImageLayout::nchw); }, "sample 1 holds inf (element 0");
   write_file(x, npy_bytes("<f8", "(3, 2)", raw(std::vector<double>{0, 1, 2, 3, 1e300, 5})));
-  expect_io_error([&] { load_npy_dataset(x, lab); }, "sample 2 holds inf");
+  expect_io_error([&] { load_npy_dataset(x, lab, ImageLayout::nchw); }, "sample 2 holds inf");
 }
 
 }  // namespace

@@ -9,45 +9,37 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <type_traits>
 
+#include "core/convert.h"
 #include "core/error.h"
 
 namespace braid::data {
 
-static_assert(std::endian::native == std::endian::little, "the .npy reader assumes little-endian");
+static_assert(std::endian::native == std::endian::little,
+              "the .npy reader assumes little-endian ('=' and '|' are read as '<')");
 
-size_t npy_type_size(NpyType t) {
-  switch (t) {
-    case NpyType::f4:
-      return 4;
-    case NpyType::f8:
-      return 8;
-    case NpyType::u1:
-      return 1;
-    case NpyType::i4:
-      return 4;
-    case NpyType::i8:
-      return 8;
-  }
-  return 0;
-}
+size_t npy_type_size(NpyType t) { return t.size; }
 
-std::string_view npy_type_descr(NpyType t) {
-  switch (t) {
-    case NpyType::f4:
-      return "<f4";
-    case NpyType::f8:
-      return "<f8";
-    case NpyType::u1:
-      return "|u1";
-    case NpyType::i4:
-      return "<i4";
-    case NpyType::i8:
-      return "<i8";
+std::string npy_type_descr(NpyType t) {
+  std::string d(1, t.size == 1 ? '|' : t.big_endian ? '>' : '<');
+  switch (t.kind) {
+    case NpyType::Kind::floating:
+      d += 'f';
+      break;
+    case NpyType::Kind::signed_int:
+      d += 'i';
+      break;
+    case NpyType::Kind::unsigned_int:
+      d += 'u';
+      break;
+    case NpyType::Kind::boolean:
+      d += 'b';
+      break;
   }
-  return "?";
+  return d + std::to_string(t.size);
 }
 
 int64_t NpyHeader::numel() const {
@@ -58,7 +50,32 @@ int64_t NpyHeader::numel() const {
 
 namespace {
 
-constexpr const char* kSupported = "braid reads '<f4', '<f8', '|u1', '<i4' and '<i8'";
+constexpr const char* kSupported =
+    "braid reads floats (f2, f4, f8), integers (i1, i2, i4, i8, u1, u2, u4, u8) and bools (b1), "
+    "little- or big-endian";
+
+// What a numpy type character that braid does not read holds, for the error.
+const char* unsupported_kind(char c) {
+  switch (c) {
+    case 'c':
+      return "complex numbers";
+    case 'O':
+      return "Python objects";
+    case 'S':
+    case 'a':
+      return "byte strings";
+    case 'U':
+      return "unicode strings";
+    case 'V':
+      return "raw or structured records";
+    case 'M':
+      return "datetimes";
+    case 'm':
+      return "timedeltas";
+    default:
+      return "an unknown type";
+  }
+}
 
 // Recursive-descent parser for the subset of python literals numpy writes: a dict of
 // string keys to strings, True/False, and tuples of non-negative integers.
@@ -78,6 +95,9 @@ class HeaderParser {
       skip_space();
       if (key == "descr") {
         check_unique(has_descr, key);
+        if (peek() == '[')
+          BRAID_THROW(Error, "a structured dtype (a list of named fields) is not supported; ",
+                      kSupported, ": save each field as its own array");
         h.type = parse_descr(parse_string());
       } else if (key == "fortran_order") {
         check_unique(has_order, key);
@@ -185,16 +205,43 @@ class HeaderParser {
     ++pos_;
     return dims;
   }
-  NpyType parse_descr(const std::string& d) const {
-    if (d == "<f4") return NpyType::f4;
-    if (d == "<f8") return NpyType::f8;
-    if (d == "|u1" || d == "<u1" || d == ">u1") return NpyType::u1;
-    if (d == "<i4") return NpyType::i4;
-    if (d == "<i8") return NpyType::i8;
-    if (!d.empty() && d[0] == '>')
-      BRAID_THROW(Error, "big-endian dtype '", d, "' is not supported; save with arr.astype('<",
-                  d.substr(1), "'); ", kSupported);
-    BRAID_THROW(Error, "dtype '", d, "' is not supported; ", kSupported);
+  // numpy's dtype.str: a byte order ('<', '>', '|' or '='), a type character and a width.
+  static NpyType parse_descr(const std::string& d) {
+    auto refuse = [&](const char* what) -> NpyType {
+      BRAID_THROW(Error, "dtype '", d, "' is not supported (", what, "); ", kSupported,
+                  ": convert it, e.g. np.save(path, arr.astype('<f4'))");
+    };
+    if (d.size() < 2 || std::string_view("<>|=").find(d[0]) == std::string_view::npos)
+      refuse("not a numpy type string");
+    const char c = d[1];
+    const std::string width = d.substr(2);
+    NpyType t;
+    t.big_endian = d[0] == '>';
+    if (c == 'f') {
+      t.kind = NpyType::Kind::floating;
+    } else if (c == 'i') {
+      t.kind = NpyType::Kind::signed_int;
+    } else if (c == 'u') {
+      t.kind = NpyType::Kind::unsigned_int;
+    } else if (c == 'b' || c == '?') {
+      t.kind = NpyType::Kind::boolean;
+    } else {
+      refuse(unsupported_kind(c));
+    }
+    const bool is_float = t.kind == NpyType::Kind::floating;
+    if (width == "1" && !is_float) {
+      t.size = 1;
+    } else if (width == "2" || width == "4" || width == "8") {
+      t.size = static_cast<uint8_t>(width[0] - '0');
+    } else if (t.kind == NpyType::Kind::boolean && width.empty()) {
+      t.size = 1;
+    } else {
+      refuse(is_float && (width == "12" || width == "16") ? "long double floats"
+                                                          : "an unknown width");
+    }
+    if (t.kind == NpyType::Kind::boolean && t.size != 1) refuse("an unknown width");
+    if (t.size == 1) t.big_endian = false;
+    return t;
   }
 
   std::string_view s_;
@@ -282,12 +329,15 @@ struct NpyReader {
     if (got < n) BRAID_THROW(IoError, path, ": read failed (file changed while reading?)");
   }
 
-  // Reads all elements converted to Out, a chunk at a time.
+  // Reads all elements converted to Out, a chunk at a time, so loading never holds two
+  // copies of the data; the file's own little-endian f4 (i8) lands in a float (int64)
+  // destination directly.
   template <typename Out>
   void read_converted(Out* dst) {
     const size_t item = npy_type_size(header.type);
-    if ((std::is_same_v<Out, float> && header.type == NpyType::f4) ||
-        (std::is_same_v<Out, int64_t> && header.type == NpyType::i8)) {
+    const bool native = !header.type.big_endian || item == 1;
+    if (native && ((std::is_same_v<Out, float> && header.type == f4()) ||
+                   (std::is_same_v<Out, int64_t> && header.type == i8()))) {
       read_exact(dst, data_bytes);
       return;
     }
@@ -296,36 +346,68 @@ struct NpyReader {
     for (uint64_t done = 0, total = data_bytes / item; done < total;) {
       const uint64_t count = std::min(per_chunk, total - done);
       read_exact(chunk.data(), count * item);
-      convert(chunk.data(), count, dst + done);
+      convert(chunk.data(), count, done, dst + done);
       done += count;
     }
   }
 
+  static NpyType f4() { return {NpyType::Kind::floating, 4, false}; }
+  static NpyType i8() { return {NpyType::Kind::signed_int, 8, false}; }
+
+  // The element at `src` as its unsigned bits in this machine's order.
+  template <typename Bits>
+  Bits load(const unsigned char* src) const {
+    Bits b;
+    std::memcpy(&b, src, sizeof b);
+    if (header.type.big_endian) {
+      if constexpr (sizeof(Bits) == 2) b = __builtin_bswap16(b);
+      if constexpr (sizeof(Bits) == 4) b = __builtin_bswap32(b);
+      if constexpr (sizeof(Bits) == 8) b = __builtin_bswap64(b);
+    }
+    return b;
+  }
+
+  // `count` elements converted to Out; `first` is the first one's index in the file.
   template <typename Out>
-  void convert(const unsigned char* src, uint64_t count, Out* dst) const {
-    auto run = [&](auto tag) {
+  void convert(const unsigned char* src, uint64_t count, uint64_t first, Out* dst) const {
+    auto run = [&](auto tag, auto bits_tag) {
       using In = decltype(tag);
+      using Bits = decltype(bits_tag);
       for (uint64_t i = 0; i < count; ++i) {
-        In v;
-        std::memcpy(&v, src + i * sizeof(In), sizeof(In));
+        const In v = std::bit_cast<In>(load<Bits>(src + i * sizeof(In)));
+        if constexpr (std::is_same_v<In, uint64_t> && std::is_same_v<Out, int64_t>)
+          if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+            BRAID_THROW(IoError, path, ": element ", first + i, " is ", v,
+                        ", beyond the int64 range");
         dst[i] = static_cast<Out>(v);
       }
     };
-    switch (header.type) {
-      case NpyType::f4:
-        run(float{});
+    const NpyType t = header.type;
+    switch (t.kind) {
+      case NpyType::Kind::floating:
+        if (t.size == 2) {
+          for (uint64_t i = 0; i < count; ++i)
+            dst[i] = static_cast<Out>(half_to_float(Half{load<uint16_t>(src + 2 * i)}));
+        } else if (t.size == 4) {
+          run(float{}, uint32_t{});
+        } else {
+          run(double{}, uint64_t{});
+        }
         break;
-      case NpyType::f8:
-        run(double{});
+      case NpyType::Kind::signed_int:
+        if (t.size == 1) run(int8_t{}, uint8_t{});
+        if (t.size == 2) run(int16_t{}, uint16_t{});
+        if (t.size == 4) run(int32_t{}, uint32_t{});
+        if (t.size == 8) run(int64_t{}, uint64_t{});
         break;
-      case NpyType::u1:
-        run(uint8_t{});
+      case NpyType::Kind::unsigned_int:
+        if (t.size == 1) run(uint8_t{}, uint8_t{});
+        if (t.size == 2) run(uint16_t{}, uint16_t{});
+        if (t.size == 4) run(uint32_t{}, uint32_t{});
+        if (t.size == 8) run(uint64_t{}, uint64_t{});
         break;
-      case NpyType::i4:
-        run(int32_t{});
-        break;
-      case NpyType::i8:
-        run(int64_t{});
+      case NpyType::Kind::boolean:
+        for (uint64_t i = 0; i < count; ++i) dst[i] = static_cast<Out>(src[i] != 0 ? 1 : 0);
         break;
     }
   }
@@ -344,7 +426,37 @@ NpyArray read_npy(const std::string& path) {
   return out;
 }
 
-ArrayDataset load_npy_dataset(const std::string& features_path, const std::string& labels_path) {
+ImageLayout parse_image_layout(std::string_view name) {
+  if (name == "nchw") return ImageLayout::nchw;
+  if (name == "nhwc") return ImageLayout::nhwc;
+  BRAID_THROW(Error, "image layout '", name, "': expected nchw or nhwc");
+}
+
+std::string_view image_layout_name(ImageLayout layout) {
+  return layout == ImageLayout::nchw ? "nchw" : "nhwc";
+}
+
+namespace {
+
+// Each sample [C, H, W] becomes [H, W, C] in place, through one sample of scratch.
+void nchw_to_nhwc(Tensor& x) {
+  const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  const int64_t hw = h * w, per_sample = c * hw;
+  std::vector<float> sample(static_cast<size_t>(per_sample));
+  float* data = x.f32();
+  for (int64_t i = 0; i < n; ++i) {
+    float* s = data + i * per_sample;
+    std::memcpy(sample.data(), s, static_cast<size_t>(per_sample) * sizeof(float));
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p) s[p * c + ch] = sample[static_cast<size_t>(ch * hw + p)];
+  }
+  x = x.reshape(Shape{n, h, w, c});
+}
+
+}  // namespace
+
+ArrayDataset load_npy_dataset(const std::string& features_path, const std::string& labels_path,
+                              ImageLayout layout) {
   NpyReader fx(features_path);
   NpyReader fy(labels_path);
   const auto& fs = fx.header.shape;
@@ -357,7 +469,7 @@ ArrayDataset load_npy_dataset(const std::string& features_path, const std::strin
   if (fy.header.shape[0] != fs[0])
     BRAID_THROW(IoError, features_path, " holds ", fs[0], " samples but ", labels_path, " holds ",
                 fy.header.shape[0], " labels");
-  if (fy.header.type == NpyType::f4 || fy.header.type == NpyType::f8)
+  if (fy.header.type.is_float())
     BRAID_THROW(IoError, labels_path, ": labels must be integers (class indices), got ",
                 npy_type_descr(fy.header.type), "; save them with labels.astype('int64')");
 
@@ -374,6 +486,8 @@ ArrayDataset load_npy_dataset(const std::string& features_path, const std::strin
       BRAID_THROW(IoError, features_path, ": sample ", i / per_sample, " holds ", x[i],
                   " (element ", i % per_sample, " of its ", per_sample,
                   "); features must be finite: clean or drop that sample (np.isfinite)");
+
+  if (fs.size() == 4 && layout == ImageLayout::nchw) nchw_to_nhwc(d.features);
 
   const int64_t n = fs[0];
   std::vector<int64_t> raw(static_cast<size_t>(n));

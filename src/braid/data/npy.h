@@ -2,7 +2,10 @@
 // https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html), so users can
 // train on their own arrays: np.save("x.npy", features); np.save("y.npy", labels).
 //
-// Supported element types: little-endian '<f4', '<f8', '<i4', '<i8' and '|u1', in C order.
+// Element types: every numeric dtype numpy writes: floats f2 (half), f4, f8; signed
+// integers i1, i2, i4, i8; unsigned u1, u2, u4, u8; bool b1; in either byte order ('<'
+// little-endian, '>' big-endian, '|' not applicable, '=' native), in C order. Complex,
+// object, string, void and datetime arrays are refused with an error naming the dtype.
 // Everything in the header is validated before any data is allocated: the magic, the
 // version, a bounded header length, the python-dict header (parsed by a small strict
 // parser), and the declared shape against the file's actual size.
@@ -18,14 +21,23 @@
 
 namespace braid::data {
 
-enum class NpyType : uint8_t { f4, f8, u1, i4, i8 };
+// One element type: its kind, its width in bytes and its byte order.
+struct NpyType {
+  enum class Kind : uint8_t { floating, signed_int, unsigned_int, boolean };
+  Kind kind = Kind::floating;
+  uint8_t size = 4;         // bytes: 2, 4, 8 for floats; 1, 2, 4, 8 for integers; 1 for bool
+  bool big_endian = false;  // '>' (only meaningful for size > 1)
+  bool is_float() const { return kind == Kind::floating; }
+  friend bool operator==(const NpyType&, const NpyType&) = default;
+};
 size_t npy_type_size(NpyType t);
-std::string_view npy_type_descr(NpyType t);  // "<f4", ...
+// numpy's spelling: "<f4", ">i2", "|u1", "|b1".
+std::string npy_type_descr(NpyType t);
 
 inline constexpr size_t kNpyMaxHeaderBytes = 65536;
 
 struct NpyHeader {
-  NpyType type = NpyType::f4;
+  NpyType type;  // f4, little-endian, until parsed
   std::vector<int64_t> shape;  // empty for a 0-d array
   bool fortran_order = false;
   int64_t numel() const;
@@ -42,9 +54,18 @@ struct NpyArray {
 
 NpyArray read_npy(const std::string& path);
 
+// How a file's 4-dimensional features hold images: [N, C, H, W] (PyTorch's order, what
+// `np.save(path, tensor.numpy())` writes) or [N, H, W, C]. braid's layers take NHWC.
+enum class ImageLayout : uint8_t { nchw, nhwc };
+ImageLayout parse_image_layout(std::string_view name);  // "nchw", "nhwc"
+std::string_view image_layout_name(ImageLayout layout);
+
 // features: [N, ...] of any supported type, converted to f32 (values kept as they are:
-// u1 pixels stay 0..255). labels: [N] of an integer type, each in [0, 2^31 - 1);
-// num_classes = max label + 1.
-ArrayDataset load_npy_dataset(const std::string& features_path, const std::string& labels_path);
+// u1 pixels stay 0..255, bools become 0 and 1). Features of 4 dimensions are images in
+// `layout` and come back as [N, H, W, C] (NCHW is transposed a sample at a time, with no
+// second copy of the data); other ranks come back as stored. labels: [N] of an integer or
+// bool type, each in [0, 2^31 - 1); num_classes = max label + 1.
+ArrayDataset load_npy_dataset(const std::string& features_path, const std::string& labels_path,
+                              ImageLayout layout);
 
 }  // namespace braid::data

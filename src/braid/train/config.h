@@ -29,6 +29,7 @@ struct TrainConfig {
   std::string dataset = "fashion-mnist";  // fashion-mnist, npy, text
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::vector<std::string> npy;         // train features, train labels, test features, test labels
+  std::string npy_layout = "nchw";      // 4-D npy features: nchw (PyTorch's) or nhwc
   std::vector<std::string> text_files;  // empty: the fortunes corpus
   int64_t seq_len = 128;
 

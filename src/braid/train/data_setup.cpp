@@ -14,12 +14,28 @@
 namespace braid::train {
 namespace {
 
-void check_fits(const data::Source& source, const BuiltModel& model, const char* what) {
+// `note` says how the data's shape came about where that is not obvious.
+void check_fits(const data::Source& source, const BuiltModel& model, const char* what,
+                const std::string& note = "") {
   BRAID_CHECK(
       source.input_shape() == model.sample_shape && source.input_dtype() == model.input_dtype, what,
       " data gives samples of shape ", source.input_shape().str(), " (",
       dtype_name(source.input_dtype()), ") but the model takes ", model.sample_shape.str(), " (",
-      dtype_name(model.input_dtype), "); set the model's 'input' to match the data");
+      dtype_name(model.input_dtype), "); set the model's 'input' to match the data", note);
+}
+
+// Images from .npy files are read into braid's [H, W, C]: say from which file shape, and
+// how the other layout would have read them.
+std::string npy_image_note(const data::Source& source, data::ImageLayout layout) {
+  const Shape s = source.input_shape();
+  if (s.rank() != 3) return "";
+  const int64_t h = s[0], w = s[1], c = s[2];
+  const bool nchw = layout == data::ImageLayout::nchw;
+  const Shape stored = nchw ? Shape{c, h, w} : Shape{h, w, c};
+  const Shape other = nchw ? Shape{c, h, w} : Shape{w, c, h};  // what the other layout reads
+  return detail::concat(" (images are [H, W, C] in braid: the .npy samples ", stored.str(),
+                        " were read as npy_layout '", data::image_layout_name(layout),
+                        "'; as '", nchw ? "nhwc" : "nchw", "' they would be ", other.str(), ")");
 }
 
 void check_labels(const Tensor& labels, int64_t num_classes, const char* what) {
@@ -115,10 +131,11 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
       train = std::make_shared<data::ImageSource>(tr);
       eval = std::make_shared<data::ImageSource>(te);
     } else {
+      const data::ImageLayout layout = data::parse_image_layout(config.npy_layout);
       auto tr = std::make_shared<data::ArrayDataset>(
-          data::load_npy_dataset(config.npy[0], config.npy[1]));
+          data::load_npy_dataset(config.npy[0], config.npy[1], layout));
       auto te = std::make_shared<data::ArrayDataset>(
-          data::load_npy_dataset(config.npy[2], config.npy[3]));
+          data::load_npy_dataset(config.npy[2], config.npy[3], layout));
       check_labels(tr->labels, model.num_classes, "training");
       check_labels(te->labels, model.num_classes, "test");
       train = std::make_shared<data::ArraySource>(tr);
@@ -142,8 +159,12 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
                                                     corpus->train_size() / config.seq_len);
     eval = std::make_shared<data::TextValidationSource>(corpus, config.seq_len);
   }
-  check_fits(*train, model, "training");
-  check_fits(*eval, model, "evaluation");
+  const std::string note =
+      config.dataset == "npy"
+          ? npy_image_note(*train, data::parse_image_layout(config.npy_layout))
+          : std::string();
+  check_fits(*train, model, "training", note);
+  check_fits(*eval, model, "evaluation", note);
 
   data::LoaderOptions train_opts;
   train_opts.batch = config.batch;

@@ -3,6 +3,10 @@
 // allocated. Input sizes (in_features, in_channels, normalised sizes) are inferred from
 // the running shape; a layer that cannot take the shape is an error naming the layer's
 // index, its type and both shapes. The built-in models are specs too, except gpt-tiny.
+// "input" is one sample's shape in braid's layout, which is NHWC for images: [H, W, C]
+// (a 28x28 grey image is [28, 28, 1]); [F] for feature vectors, [T] for token ids. Image
+// data in PyTorch's [N, C, H, W] order is transposed on load (data/npy.h, the config's
+// npy_layout), so the spec is [H, W, C] whichever order the files hold.
 //
 //   {"input": [28, 28, 1],
 //    "layers": [{"type": "conv2d", "out_channels": 32, "kernel": 3}, {"type": "relu"},

@@ -102,6 +102,11 @@ std::vector<Setting> make_settings() {
       "npy", K::text_list, kData,
       "dataset npy: train features, train labels, test features, test labels",
       [](auto& c) -> auto& { return c.npy; })));
+  t.push_back(text(
+      "npy_layout", kData, {"nchw", "nhwc"},
+      "dataset npy: how 4-D features hold images: nchw ([N, C, H, W], PyTorch's order) or nhwc "
+      "([N, H, W, C]); either is read into braid's [H, W, C] samples, the model's 'input'",
+      [](auto& c) -> auto& { return c.npy_layout; }));
   t.push_back(per_rank(row(
       "text_files", K::text_list, kData,
       "dataset text: the files to read (none: the fortunes corpus)",
