@@ -76,7 +76,7 @@ struct StoppedProcess {
 TEST(JobOutcome, StalledSyncWorkerFailsTheJobNamingIt) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
-  auto job = launch_ps(2, mlp_ps_args(tmp, "sync", 100000), "6");
+  auto job = launch_ps(2, mlp_ps_args(tmp, "sync", 100000), "12");
   HangGuard guard(job->pid(), kHangLimit);
   StoppedProcess stopped;
   const pid_t victim = pid_of(*job, "worker 1");
@@ -103,7 +103,7 @@ TEST(JobOutcome, StalledSyncWorkerFailsTheJobNamingIt) {
 TEST(JobOutcome, StalledAsyncWorkerDoesNotHangTheJob) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
-  auto job = launch_ps(2, mlp_ps_args(tmp, "async", 300), "4");
+  auto job = launch_ps(2, mlp_ps_args(tmp, "async", 300), "12");
   HangGuard guard(job->pid(), kHangLimit);
   StoppedProcess stopped;
   const pid_t victim = pid_of(*job, "worker 1");
