@@ -340,8 +340,21 @@ void PsServer::answer(int worker) {
   const comm::RequestId ids[2] = {
       world_->isend(worker, kVersionTag, &reply, sizeof reply),
       world_->isend(worker, kParamsTag, params.data(), params.size() * sizeof(float))};
+  // A worker that stopped mid-answer (its ring full) must not stall the server past its
+  // silence timeout: it is given up on, and the others are served.
+  const auto limit = options_.worker_timeout.count() > 0 ? options_.worker_timeout
+                                                         : options_.worker_deadline;
   try {
-    world_->wait(ids);
+    if (limit.count() > 0 && options_.layout.is_worker(worker))
+      world_->wait(ids, comm::Deadline::after(limit));
+    else
+      world_->wait(ids);
+  } catch (const TimeoutError& e) {
+    if (!options_.layout.is_worker(worker)) throw;
+    lose(worker,
+         detail::concat("did not take its pull's answer within ", limit.count() / 1000.0, " s (",
+                        comm::no_progress_from(world_->global_rank(worker)), ")"),
+         true);
   } catch (const comm::PeerError& e) {
     if (options_.layout.is_evaluator(worker)) {
       evaluator_live_ = false;
