@@ -29,6 +29,11 @@
 //    it is an input of the run.
 //  - A process alone times a new shape and uses the timing at once, as before; its
 //    choices go to the cache, so the next identical run chooses alike.
+//  - Ranks on other hosts take rank 0's table too (alike matters more than a faster pick
+//    for another CPU); what they time goes to their own host's cache.
+//  - The cache keeps the first timing of a shape (a timing taken on a busy machine stays
+//    until the file is deleted): a choice that changed from job to job would change a
+//    job's bits from the last's.
 //
 // save_kernel_measurements() (kernel_cache.h) keeps the timings: the trainer calls it after
 // its first step and after each evaluation.
