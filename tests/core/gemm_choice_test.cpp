@@ -1,7 +1,10 @@
 // The run-time GEMM choice: under the automatic policy sgemm measures both libraries on a
 // shape's first product and gives exactly what the chosen one gives (C updated once, with
-// beta and padded leading dimensions honoured); a forced policy runs that library; a
-// recorded table is obeyed and read back; ranks as threads share one choice per shape.
+// beta and padded leading dimensions honoured); under OnMiss::rule nothing is timed and
+// the fixed rule multiplies; under rule_and_measure the rule multiplies and the timing is
+// kept aside; a forced policy runs that library; a recorded table is obeyed and read back,
+// and an added one never replaces a choice in use; ranks as threads share one choice per
+// shape.
 // (That each library is right: gemm_test.cpp.)
 #include "core/gemm_choice.h"
 
@@ -24,11 +27,12 @@ std::vector<float> random_values(int64_t n, uint64_t seed) {
   return v;
 }
 
-// Restores the automatic policy and an empty table around each test.
+// Restores the automatic policy, timing on a miss and an empty table around each test.
 class GemmChoice : public ::testing::Test {
  protected:
   void SetUp() override {
     set_gemm_policy(GemmPolicy::automatic);
+    set_on_miss(OnMiss::measure);
     clear_gemm_choices();
   }
   void TearDown() override { SetUp(); }
@@ -89,6 +93,50 @@ TEST_F(GemmChoice, AutomaticMeasuresOnceAndGivesTheChosenLibrarysBits) {
     EXPECT_EQ(c.method.library, best % 2 == 1 ? GemmLibrary::onednn : GemmLibrary::openblas);
     EXPECT_EQ(c.method.transposed, best >= 2) << c.shape.str();
   }
+}
+
+TEST_F(GemmChoice, TheRuleMultipliesWithNothingTimed) {
+  set_on_miss(OnMiss::rule);
+  for (const GemmShape& s : kShapes) {
+    const Operands o = operands(s, 13);
+    EXPECT_EQ(product(o, 1.0f, std::nullopt), product(o, 1.0f, gemm_rule(s))) << s.str();
+    EXPECT_EQ(chosen_gemm_method(s), gemm_rule(s));
+  }
+  const std::vector<braid::GemmChoice> table = gemm_choices();
+  ASSERT_EQ(table.size(), std::size(kShapes));
+  for (const braid::GemmChoice& c : table) {
+    EXPECT_EQ(c.origin, ChoiceOrigin::rule) << c.shape.str();
+    for (const double t : c.seconds) EXPECT_EQ(t, 0) << c.shape.str();
+  }
+  EXPECT_TRUE(gemm_measurements().empty()) << "the rule timed something";
+}
+
+TEST_F(GemmChoice, RuleAndMeasureMultipliesByTheRuleAndKeepsTheTiming) {
+  set_on_miss(OnMiss::rule_and_measure);
+  for (const GemmShape& s : kShapes) {
+    const Operands o = operands(s, 17);
+    EXPECT_EQ(product(o, 1.0f, std::nullopt), product(o, 1.0f, gemm_rule(s))) << s.str();
+    EXPECT_EQ(chosen_gemm_method(s), gemm_rule(s));
+  }
+  for (const braid::GemmChoice& c : gemm_choices()) EXPECT_EQ(c.origin, ChoiceOrigin::rule);
+  const std::vector<braid::GemmChoice> timed = gemm_measurements();
+  ASSERT_EQ(timed.size(), std::size(kShapes));
+  for (const braid::GemmChoice& c : timed) {
+    EXPECT_EQ(c.origin, ChoiceOrigin::timed);
+    for (const double t : c.seconds) EXPECT_GT(t, 0) << c.shape.str();
+  }
+}
+
+TEST_F(GemmChoice, AddedChoicesNeverReplaceOnesInUse) {
+  const GemmShape s = kShapes[0], other = kShapes[1];
+  const GemmMethod used{GemmLibrary::openblas, true}, offered{GemmLibrary::onednn, false};
+  const braid::GemmChoice in_use{s, used, {0, 0, 0, 0}, ChoiceOrigin::given};
+  set_gemm_choices(std::span(&in_use, 1));
+  const braid::GemmChoice cached[] = {{s, offered, {0, 0, 0, 0}, ChoiceOrigin::given},
+                                      {other, offered, {0, 0, 0, 0}, ChoiceOrigin::given}};
+  add_gemm_choices(cached);
+  EXPECT_EQ(chosen_gemm_method(s), used);
+  EXPECT_EQ(chosen_gemm_method(other), offered);
 }
 
 TEST_F(GemmChoice, AForcedPolicyRunsThatLibrary) {

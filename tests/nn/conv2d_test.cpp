@@ -176,6 +176,32 @@ TEST(Conv2d, AutomaticMeasuresEachGeometryOnceAndRunsTheFaster) {
   EXPECT_TRUE(conv_choices().empty());
 }
 
+// Under OnMiss::rule a new geometry takes the fixed rule (direct below 32 taps) with
+// nothing timed; under rule_and_measure it takes the rule too, and its timing is kept.
+TEST(Conv2d, TheRuleDecidesWhereRanksMustAgree) {
+  for (const OnMiss policy : {OnMiss::rule, OnMiss::rule_and_measure}) {
+    clear_conv_choices();
+    set_on_miss(policy);
+    for (const Config& f : {kConfigs[0], kConfigs[3]}) {
+      Layer automatic(f, Conv2d::Algorithm::automatic);
+      auto cache = automatic.conv.make_cache();
+      automatic.conv.forward(random_input({f.B, f.H, f.W, f.C}), *cache, ForwardContext());
+    }
+    set_on_miss(OnMiss::measure);
+    const std::vector<ConvChoice> used = conv_choices();
+    ASSERT_EQ(used.size(), 2u);
+    for (const ConvChoice& c : used) {
+      EXPECT_EQ(c.origin, ChoiceOrigin::rule);
+      EXPECT_EQ(c.direct, c.geometry.taps() < kRuleDirectMaxTaps) << describe(c.geometry);
+      EXPECT_EQ(c.gemm_s, 0);
+    }
+    const std::vector<ConvChoice> timed = conv_measurements();
+    EXPECT_EQ(timed.size(), policy == OnMiss::rule ? 0u : 2u);
+    for (const ConvChoice& c : timed) EXPECT_GT(c.gemm_s, 0);
+  }
+  clear_conv_choices();
+}
+
 TEST(Conv2d, ParametersUsePyTorchLayoutAndInit) {
   Layer l({1, 5, 5, 3, 4, 3, 1, 0, true}, Conv2d::Algorithm::automatic);
   ASSERT_EQ(l.params.layout().size(), 2u);

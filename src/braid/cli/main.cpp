@@ -11,6 +11,7 @@
 #include "core/gemm_choice.h"
 #include "core/log.h"
 #include "nn/conv_choice.h"
+#include "train/kernel_cache.h"
 
 namespace {
 
@@ -28,9 +29,25 @@ int report(const char* kind, const braid::Error& e, int code) {
   return code;
 }
 
+// BRAID_KERNEL_CACHE: the kernel cache's directory (train/kernel_cache.h), or "off";
+// unset: $XDG_CACHE_HOME/braid, else $HOME/.cache/braid.
+std::string kernel_cache_dir() {
+  auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v != nullptr ? v : "";
+  };
+  const std::string set = env("BRAID_KERNEL_CACHE");
+  if (set == "off") return "";
+  if (!set.empty()) return set;
+  if (const std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/braid";
+  if (const std::string home = env("HOME"); !home.empty()) return home + "/.cache/braid";
+  return "";
+}
+
 // BRAID_GEMM and BRAID_CONV force one GEMM library or convolution algorithm instead of
-// timing the candidates (core/gemm_choice.h, nn/conv_choice.h).
+// choosing per shape (core/gemm_choice.h, nn/conv_choice.h).
 void apply_kernel_policies() {
+  braid::train::set_kernel_cache_dir(kernel_cache_dir());
   try {
     if (const char* v = std::getenv("BRAID_GEMM"); v != nullptr && *v != '\0')
       braid::set_gemm_policy(braid::parse_gemm_policy(v));

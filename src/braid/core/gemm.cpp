@@ -79,7 +79,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
   if (ldc == 0) ldc = N;
   const GemmShape shape{trans_a, trans_b, M, N, K};
   std::optional<GemmMethod> method = chosen_gemm_method(shape);
-  if (!method) method = measure_gemm_choice(shape, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (!method) method = choose_gemm_method(shape, alpha, A, lda, B, ldb, beta, C, ldc);
   sgemm_by(*method, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

@@ -5,7 +5,6 @@
 #include <limits>
 #include <vector>
 
-#include "core/choice_table.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -101,8 +100,12 @@ std::optional<GemmMethod> chosen_gemm_method(const GemmShape& shape) {
   return choice->method;
 }
 
+GemmMethod gemm_rule(const GemmShape&) { return {GemmLibrary::onednn, false}; }
+
 std::vector<GemmChoice> gemm_choices() { return table().all(); }
+std::vector<GemmChoice> gemm_measurements() { return table().measured(); }
 void set_gemm_choices(std::span<const GemmChoice> choices) { table().set(choices); }
+void add_gemm_choices(std::span<const GemmChoice> choices) { table().add(choices); }
 void clear_gemm_choices() { table().clear(); }
 
 namespace {
@@ -150,11 +153,15 @@ GemmChoice measure(const GemmShape& shape, float alpha, const float* A, int64_t 
 
 }  // namespace
 
-GemmMethod measure_gemm_choice(const GemmShape& shape, float alpha, const float* A, int64_t lda,
-                               const float* B, int64_t ldb, float beta, const float* C,
-                               int64_t ldc) {
+GemmMethod choose_gemm_method(const GemmShape& shape, float alpha, const float* A, int64_t lda,
+                              const float* B, int64_t ldb, float beta, const float* C,
+                              int64_t ldc) {
   return table()
-      .find_or_measure(shape, [&] { return measure(shape, alpha, A, lda, B, ldb, beta, C, ldc); })
+      .find_or_choose(
+          shape, [&] { return measure(shape, alpha, A, lda, B, ldb, beta, C, ldc); },
+          [&] {
+            return GemmChoice{shape, gemm_rule(shape), {0, 0, 0, 0}, ChoiceOrigin::rule};
+          })
       .method;
 }
 

@@ -88,8 +88,8 @@ bool Conv2d::choose_direct(const ConvGeometry& g, const float* x, Precision prec
   if (algorithm_ != Algorithm::automatic) return algorithm_ == Algorithm::direct;
   if (conv_policy() != ConvPolicy::automatic) return conv_policy() == ConvPolicy::direct;
   if (const std::optional<ConvChoice> c = find_conv_choice(g, precision)) return c->direct;
-  return find_or_measure_conv_choice(g, precision,
-                                     [&] { return measure_algorithms(g, x, precision); })
+  return find_or_choose_conv_choice(g, precision,
+                                    [&] { return measure_algorithms(g, x, precision); })
       .direct;
 }
 

@@ -61,8 +61,12 @@ ChoiceTable<ConvKey, ConvChoice>& conv_choice_table() {
 std::optional<ConvChoice> find_conv_choice(const ConvGeometry& g, Precision precision) {
   return conv_choice_table().find(conv_key(g, precision));
 }
+bool conv_rule_direct(const ConvGeometry& g) { return g.taps() < kRuleDirectMaxTaps; }
+
 std::vector<ConvChoice> conv_choices() { return conv_choice_table().all(); }
+std::vector<ConvChoice> conv_measurements() { return conv_choice_table().measured(); }
 void set_conv_choices(std::span<const ConvChoice> choices) { conv_choice_table().set(choices); }
+void add_conv_choices(std::span<const ConvChoice> choices) { conv_choice_table().add(choices); }
 void clear_conv_choices() { conv_choice_table().clear(); }
 
 }  // namespace braid::nn

@@ -14,9 +14,9 @@ namespace braid::train {
 
 using nlohmann::json;
 
-json kernel_record() {
+json kernel_choices_json(const KernelChoices& choices) {
   json gemm = json::array(), conv = json::array();
-  for (const GemmChoice& c : gemm_choices())
+  for (const GemmChoice& c : choices.gemm)
     gemm.push_back({{"m", c.shape.M},
                     {"n", c.shape.N},
                     {"k", c.shape.K},
@@ -27,20 +27,26 @@ json kernel_record() {
                     {"openblas_us", c.seconds[0] * 1e6},
                     {"onednn_us", c.seconds[1] * 1e6},
                     {"openblas_transposed_us", c.seconds[2] * 1e6},
-                    {"onednn_transposed_us", c.seconds[3] * 1e6}});
-  for (const nn::ConvChoice& c : nn::conv_choices()) {
+                    {"onednn_transposed_us", c.seconds[3] * 1e6},
+                    {"origin", choice_origin_name(c.origin)}});
+  for (const nn::ConvChoice& c : choices.conv) {
     const nn::ConvKey key = c.key();
     conv.push_back({{"geometry", std::vector<int64_t>(key.begin(), key.begin() + 8)},
                     {"precision", c.precision == nn::Precision::bf16 ? "bf16" : "fp32"},
                     {"algorithm", c.direct ? "direct" : "gemm"},
                     {"gemm_us", c.gemm_s * 1e6},
-                    {"direct_us", c.direct_s * 1e6}});
+                    {"direct_us", c.direct_s * 1e6},
+                    {"origin", choice_origin_name(c.origin)}});
   }
-  return {{"cpu", cpu_description()},
-          {"gemm_policy", gemm_policy_name(gemm_policy())},
-          {"conv_policy", nn::conv_policy_name(nn::conv_policy())},
-          {"gemm", std::move(gemm)},
-          {"conv", std::move(conv)}};
+  return {{"gemm", std::move(gemm)}, {"conv", std::move(conv)}};
+}
+
+json kernel_record() {
+  json record = {{"cpu", cpu_description()},
+                 {"gemm_policy", gemm_policy_name(gemm_policy())},
+                 {"conv_policy", nn::conv_policy_name(nn::conv_policy())}};
+  record.update(kernel_choices_json({gemm_choices(), nn::conv_choices()}));
+  return record;
 }
 
 namespace {
@@ -107,18 +113,21 @@ std::vector<nn::ConvChoice> parse_conv(const json& entries, const std::string& s
 
 }  // namespace
 
-void apply_kernel_record(const json& record, const std::string& source) {
+KernelChoices parse_kernel_choices(const json& record, const std::string& source) {
   BRAID_CHECK(record.is_object(), source, ": a kernel record is a JSON object");
   const json none = json::array();
   const json& gemm = record.contains("gemm") ? record["gemm"] : none;
   const json& conv = record.contains("conv") ? record["conv"] : none;
   BRAID_CHECK(gemm.is_array() && conv.is_array(), source,
               ": 'gemm' and 'conv' must be arrays of choices");
+  return {parse_gemm(gemm, source), parse_conv(conv, source)};
+}
+
+void apply_kernel_record(const json& record, const std::string& source) {
   // Both parsed before either is applied: a bad entry changes nothing.
-  const std::vector<GemmChoice> g = parse_gemm(gemm, source);
-  const std::vector<nn::ConvChoice> c = parse_conv(conv, source);
-  set_gemm_choices(g);
-  nn::set_conv_choices(c);
+  const KernelChoices choices = parse_kernel_choices(record, source);
+  set_gemm_choices(choices.gemm);
+  nn::set_conv_choices(choices.conv);
 }
 
 void apply_kernel_record_at(const std::string& path) {
@@ -147,31 +156,44 @@ void apply_kernel_record_at(const std::string& path) {
   apply_kernel_record(record, "'" + path + "'");
 }
 
+namespace {
+
+// "3 timed on this CPU, 1 by the fixed rule, the rest recorded or cached"
+template <typename Choice>
+std::string origins(const std::vector<Choice>& choices) {
+  int timed = 0, rule = 0;
+  for (const Choice& c : choices) {
+    timed += c.origin == ChoiceOrigin::timed ? 1 : 0;
+    rule += c.origin == ChoiceOrigin::rule ? 1 : 0;
+  }
+  return detail::concat(timed, " timed on this CPU, ", rule,
+                        " by the fixed rule, the rest recorded or cached");
+}
+
+}  // namespace
+
 std::string describe_kernel_choices() {
   std::string gemm, conv;
+  const std::vector<GemmChoice> gemms = gemm_choices();
   if (gemm_policy() != GemmPolicy::automatic) {
     gemm = std::string("GEMMs on ") + gemm_policy_name(gemm_policy()) + " (BRAID_GEMM)";
-  } else if (!gemm_choices().empty()) {
-    int onednn = 0, openblas = 0, transposed = 0, timed = 0;
-    for (const GemmChoice& c : gemm_choices()) {
+  } else if (!gemms.empty()) {
+    int onednn = 0, openblas = 0, transposed = 0;
+    for (const GemmChoice& c : gemms) {
       (c.method.library == GemmLibrary::onednn ? onednn : openblas) += 1;
       transposed += c.method.transposed ? 1 : 0;
-      timed += c.seconds[0] > 0 ? 1 : 0;
     }
-    gemm = detail::concat("GEMM: ", onednn + openblas, " shapes (", timed,
-                          " timed on this CPU, the rest recorded): oneDNN for ", onednn,
-                          ", OpenBLAS for ", openblas, " (", transposed, " as C^T)");
+    gemm = detail::concat("GEMM: ", gemms.size(), " shapes (", origins(gemms), "): oneDNN for ",
+                          onednn, ", OpenBLAS for ", openblas, " (", transposed, " as C^T)");
   }
+  const std::vector<nn::ConvChoice> convs = nn::conv_choices();
   if (nn::conv_policy() != nn::ConvPolicy::automatic) {
     conv = std::string("convolutions ") + nn::conv_policy_name(nn::conv_policy()) + " (BRAID_CONV)";
-  } else {
-    int direct = 0, total = 0;
-    for (const nn::ConvChoice& c : nn::conv_choices()) {
-      direct += c.direct ? 1 : 0;
-      ++total;
-    }
-    if (total > 0)
-      conv = detail::concat("convolution: direct for ", direct, " of ", total, " geometries");
+  } else if (!convs.empty()) {
+    int direct = 0;
+    for (const nn::ConvChoice& c : convs) direct += c.direct ? 1 : 0;
+    conv = detail::concat("convolution: direct for ", direct, " of ", convs.size(), " geometries (",
+                          origins(convs), ")");
   }
   if (gemm.empty() || conv.empty()) return gemm + conv;
   return gemm + "; " + conv;

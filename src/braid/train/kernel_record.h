@@ -8,16 +8,35 @@
 //    "gemm": [{"m": 128, "n": 512, "k": 784, "trans_a": false, "trans_b": true,
 //              "library": "onednn", "transposed": false, "openblas_us": 41.2,
 //              "onednn_us": 35.1, "openblas_transposed_us": 44.0,
-//              "onednn_transposed_us": 33.9}, ...],
+//              "onednn_transposed_us": 33.9, "origin": "timed"}, ...],
 //    "conv": [{"geometry": [128, 28, 28, 1, 32, 3, 1, 0], "precision": "fp32",
 //              "algorithm": "direct",
-//              "gemm_us": 9100.0, "direct_us": 4200.0}, ...]}
+//              "gemm_us": 9100.0, "direct_us": 4200.0, "origin": "timed"}, ...]}
+//
+// "origin" says how the choice was made (timed here, by the fixed "rule", or "given": a
+// record, the kernel cache, rank 0's table); times are 0 where nothing was timed. Reading
+// a record takes the choices alone: their times and origin are not read back.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
+
+#include "core/gemm_choice.h"
+#include "nn/conv_choice.h"
 
 namespace braid::train {
+
+struct KernelChoices {
+  std::vector<GemmChoice> gemm;
+  std::vector<nn::ConvChoice> conv;
+};
+
+// {"gemm": [...], "conv": [...]}: these choices as a record's entries.
+nlohmann::json kernel_choices_json(const KernelChoices& choices);
+// A record's "gemm" and "conv" entries as choices (origin given); an error naming `source`
+// and the entry when one is malformed.
+KernelChoices parse_kernel_choices(const nlohmann::json& record, const std::string& source);
 
 // This process's choices now.
 nlohmann::json kernel_record();
@@ -27,7 +46,8 @@ void apply_kernel_record(const nlohmann::json& record, const std::string& source
 // Applies the record at `path`: a run directory or checkpoint (its state.json), or a JSON
 // file holding a record. IoError when there is none.
 void apply_kernel_record_at(const std::string& path);
-// "GEMM: 12 shapes (12 timed on this CPU): oneDNN for 7, OpenBLAS for 5; convolution: ..."
+// "GEMM: 12 shapes (12 timed on this CPU, 0 by the fixed rule, the rest recorded or cached):
+// oneDNN for 7, OpenBLAS for 5 (2 as C^T); convolution: direct for 1 of 2 geometries (...)"
 std::string describe_kernel_choices();
 
 }  // namespace braid::train

@@ -11,6 +11,7 @@
 #include "parallel/ps_server.h"
 #include "parallel/single_process.h"
 #include "train/atomic_file.h"
+#include "train/job_kernels.h"
 #include "train/model_spec.h"
 #include "train/safetensors.h"
 #include "train/strategy_setup.h"
@@ -65,6 +66,7 @@ parallel::PsShardSnapshot load_shard(const std::string& dir, int server) {
 
 void serve_parameters(const TrainConfig& config, std::shared_ptr<comm::Group> world,
                       parallel::PsLayout layout, int server, const std::string& resume_dir) {
+  start_job_kernels(config, world.get());  // the workers' start is collective (job_kernels.h)
   // The workers' own model, built the same way: its optimizer's segments are the tensors
   // the key ranges are cut along.
   parallel::SingleProcess model(build_model(config.model, config.seq_len).module,

@@ -19,6 +19,8 @@
 #include "optim/schedule.h"
 #include "parallel/strategy.h"
 #include "train/data_setup.h"
+#include "train/job_kernels.h"
+#include "train/kernel_cache.h"
 #include "train/kernel_record.h"
 #include "train/metrics.h"
 #include "train/stop_signal.h"
@@ -72,7 +74,7 @@ void Trainer::init(bool load_data) {
   const std::optional<parallel::MeshShape> mesh = ps_ ? std::nullopt : mesh_shape(config_, world_);
   data_world_ = mesh ? mesh->data : world_;
   const int data_rank = mesh ? (rank_ / mesh->tensor) % mesh->data : rank_;
-  if (!config_.kernel_choices.empty()) apply_kernel_record_at(config_.kernel_choices);
+  start_job_kernels(config_, group_.get());  // one table on every rank (job_kernels.h)
   // The data checks read the model, which then moves into the strategy.
   if (load_data) {
     // Without a group a rank runs alone over all the data (rank only decides who writes).
@@ -146,6 +148,7 @@ double Trainer::train_step(const data::Batch& batch) {
                  bf16_gemm_path_name(bf16_gemm_path());
     log_info(kernels);
   }
+  if (!kernels_described_) save_kernel_measurements();  // for the next job (kernel_cache.h)
   kernels_described_ = true;
   if (config_.slow_step_ms > 0) {
     // Drawn per (rank, step): a benchmark's jitter, apart from every stream training uses.
@@ -230,6 +233,7 @@ EvalResult Trainer::evaluate(int64_t max_batches) {
     strategy_->sum_over_ranks(packed.data(), packed.size(), "evaluation tally");
     tally = data::EvalTally::unpack(packed);
   }
+  save_kernel_measurements();  // evaluation's shapes too
   EvalResult out;
   out.samples = tally.count;
   out.loss = tally.loss();
