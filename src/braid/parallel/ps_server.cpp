@@ -240,12 +240,8 @@ void PsServer::handle(const PsRequest& r, int source) {
     case PsRequestKind::push: {
       BRAID_CHECK(shard_, "ps server ", options_.server, ": a push from worker ", r.worker,
                   " before worker 0 sent the initial parameters");
-      try {
-        world_->recv(source, kPushTag, staging_.data(), bytes);
-      } catch (const comm::PeerError& e) {
-        lose(source, e.what(), true);  // died halfway through its gradient: nothing is applied
-        return;
-      }
+      // Died or stopped halfway through its gradient: nothing is applied.
+      if (!receive_from_worker(source, kPushTag, staging_.data(), bytes)) return;
       ++pushes_;
       {
         const double at = std::chrono::duration<double>(Clock::now() - started_).count();
@@ -303,6 +299,30 @@ void PsServer::handle(const PsRequest& r, int source) {
               " sent a request of unknown kind ", static_cast<uint32_t>(r.kind));
 }
 
+bool PsServer::receive_from_worker(int worker, uint32_t tag, void* data, size_t bytes) {
+  const comm::RequestId id = world_->irecv(worker, tag, data, bytes);
+  const std::chrono::milliseconds limit = silence_limit();
+  try {
+    if (limit.count() > 0)
+      world_->wait(std::span<const comm::RequestId>(&id, 1), comm::Deadline::after(limit));
+    else
+      world_->wait(std::span<const comm::RequestId>(&id, 1));
+    return true;
+  } catch (const TimeoutError&) {
+    lose(worker,
+         detail::concat("stopped sending within ", limit.count() / 1000.0, " s (",
+                        comm::no_progress_from(world_->global_rank(worker)), ")"),
+         true);
+  } catch (const comm::PeerError& e) {
+    lose(worker, e.what(), true);
+  }
+  return false;
+}
+
+std::chrono::milliseconds PsServer::silence_limit() const {
+  return options_.worker_timeout.count() > 0 ? options_.worker_timeout : options_.worker_deadline;
+}
+
 // A worker that finished early (fewer steps, or stopped by a signal before the others) no
 // longer holds SSP back. In sync mode without a backup to cover it, no step past its last
 // can complete: that step becomes a stop, so the others end there too instead of waiting.
@@ -342,8 +362,7 @@ void PsServer::answer(int worker) {
       world_->isend(worker, kParamsTag, params.data(), params.size() * sizeof(float))};
   // A worker that stopped mid-answer (its ring full) must not stall the server past its
   // silence timeout: it is given up on, and the others are served.
-  const auto limit = options_.worker_timeout.count() > 0 ? options_.worker_timeout
-                                                         : options_.worker_deadline;
+  const std::chrono::milliseconds limit = silence_limit();
   try {
     if (limit.count() > 0 && options_.layout.is_worker(worker))
       world_->wait(ids, comm::Deadline::after(limit));

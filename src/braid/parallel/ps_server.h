@@ -102,6 +102,11 @@ class PsServer {
   std::chrono::milliseconds check_workers(bool may_lose);
   // Stops counting `worker`: `gone` for good, or only lost (silent) and may come back.
   void lose(int worker, const std::string& why, bool gone);
+  // Receives a worker's message that follows its request, within the silence limit: false
+  // (the worker counted gone) when it died or stopped sending halfway.
+  bool receive_from_worker(int worker, uint32_t tag, void* data, size_t bytes);
+  // How long the server waits on one worker's message or answer before giving up on it.
+  std::chrono::milliseconds silence_limit() const;
   // A lost worker may still speak again before its deadline.
   bool may_come_back() const;
   // After run()'s loop: throws when no worker finished, or the chief did not.
