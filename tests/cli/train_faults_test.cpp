@@ -170,8 +170,9 @@ TEST(TrainFaults, StoppedRankTimesTheOtherOutNamingItAndTheBucket) {
   EXPECT_TRUE(in_bucket) << "no stop landed in a gradient allreduce in 5 runs";
 }
 
-// Rank 0 and rank 1 are given different models: the layout check fails on both at once,
-// long before the 120 s deadline, and the launcher ends with the error naming both ranks.
+// Rank 0 and rank 1 are given different models: the config check at start (before the
+// layout check could) fails on both at once, long before the 120 s deadline, and the
+// launcher ends with the error naming both ranks' models.
 TEST(TrainFaults, DifferentModelsFailAtOnceNamingBothRanks) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
@@ -190,8 +191,9 @@ TEST(TrainFaults, DifferentModelsFailAtOnceNamingBothRanks) {
   ASSERT_FALSE(guard.fired()) << "the job waited on different models:\n" << job->output();
   EXPECT_EQ(code, 1) << job->output();
   const std::string named =
-      "braid: error: ddp: rank 0 and rank 1 hold different models (rank 0: "
-      "25450 parameters";
+      "braid: error: the ranks of this job were started with different configs: rank 1 "
+      "differs in model (rank 0: {\"input\":[28,28,1],\"layers\":[{\"type\":\"flatten\"},"
+      "{\"out_features\":32,";
   EXPECT_TRUE(has_text(job->output(), named)) << job->output();
   const std::string last = last_line(job->output());
   EXPECT_TRUE(has_text(last, " exited with code 1")) << last;

@@ -45,6 +45,10 @@ using Clock = std::chrono::steady_clock;
 // children still alive, when something escaped its rank's process group (setsid).
 constexpr std::chrono::milliseconds kDrainLimit{2000};
 
+// Parameter-server jobs: how long a worker may run on after every server exited (it sent
+// `done` just before they finished) before the launcher stops it as unable to progress.
+constexpr std::chrono::milliseconds kStrandedGrace{10000};
+
 std::atomic<int> g_signal_pipe{-1};
 
 // What a handler writes to the self-pipe: one record per signal, well under PIPE_BUF, so
@@ -286,6 +290,12 @@ class Supervisor {
       if (kill_at_ && !killed_) wait_ms = ms_until(*kill_at_);
       if (drain_until)
         wait_ms = wait_ms < 0 ? ms_until(*drain_until) : std::min(wait_ms, ms_until(*drain_until));
+      if (servers_done_at_ && !kill_at_) {
+        // Look at the workers left running again when their grace ends (and now and then
+        // for one that gets stopped meanwhile).
+        const int check = std::min(ms_until(*servers_done_at_ + kStrandedGrace), 500);
+        wait_ms = wait_ms < 0 ? check : std::min(wait_ms, check);
+      }
       const int ready = ::poll(fds.data(), fds.size(), wait_ms);
       if (ready < 0 && errno != EINTR)
         BRAID_THROW(IoError, "launch: poll failed: ", std::strerror(errno));
@@ -295,6 +305,7 @@ class Supervisor {
         if (fds[0].revents != 0) handle_signals();
       }
       if (kill_at_ && !killed_ && Clock::now() >= *kill_at_) kill_now(0);
+      stop_stranded_workers();
     }
     for (Rank& r : ranks_) {
       close_output(r, true);
@@ -459,22 +470,33 @@ class Supervisor {
   }
 
   // A parameter-server job whose servers (and evaluator) have all exited: a worker still
-  // running can make no more progress (a stopped one would wait forever), so it is stopped
-  // and named. Whether the job failed is decided by the workers' and servers' own exits.
+  // running can make no more progress. One whose process is stopped would wait forever, so
+  // it is stopped and named at once; any other gets kStrandedGrace to exit by itself (it
+  // told the servers it was done just before they finished, or its own deadline will end
+  // it). Whether the job failed is decided by the workers' and servers' own exits.
   void stop_stranded_workers() {
     if (options_.servers == 0 || kill_at_) return;
     const int workers = workers_of_ps_job();
-    std::vector<int> stranded;
+    std::vector<int> running;
     for (size_t i = 0; i < ranks_.size(); ++i) {
       if (static_cast<int>(i) >= workers && !ranks_[i].exited) return;  // a server still runs
-      if (static_cast<int>(i) < workers && !ranks_[i].exited) stranded.push_back(int(i));
+      if (static_cast<int>(i) < workers && !ranks_[i].exited) running.push_back(int(i));
+    }
+    if (running.empty()) return;
+    if (!servers_done_at_) servers_done_at_ = Clock::now();
+    const bool grace_over = Clock::now() >= *servers_done_at_ + kStrandedGrace;
+    std::vector<int> stranded;
+    for (const int w : running) {
+      Rank& r = ranks_[static_cast<size_t>(w)];
+      r.state_at_failure = process_state(r.proc.pid);
+      if (grace_over || r.state_at_failure == 'T' || r.state_at_failure == 't')
+        stranded.push_back(w);
     }
     if (stranded.empty()) return;
     std::string names;
     for (const int w : stranded) {
       Rank& r = ranks_[static_cast<size_t>(w)];
       r.stranded = true;
-      r.state_at_failure = process_state(r.proc.pid);
       names += (names.empty() ? "" : ", ") + label(w) + state_note(r);
       lost_workers_.push_back(label(w) + " could make no progress after every server finished" +
                               state_note(r) + "; the launcher stopped it");
@@ -654,6 +676,7 @@ class Supervisor {
   int stop_signal_ = 0;                    // what they were sent then
   std::optional<Clock::time_point> stop_began_;
   std::optional<Clock::time_point> kill_at_;  // set once stopping began
+  std::optional<Clock::time_point> servers_done_at_;  // ps jobs: when every server had exited
   bool killed_ = false;
   int kill_signal_ = 0;  // 0: the grace period ran out
   Clock::duration killed_after_{0};

@@ -319,8 +319,11 @@ bool PsServer::receive_from_worker(int worker, uint32_t tag, void* data, size_t 
   return false;
 }
 
+// A message under way takes milliseconds; one stuck for half the job's deadline (or the
+// silence timeout, if longer) means the worker stopped. Never shorter than that, so a
+// silence timeout set too short does not cut transfers.
 std::chrono::milliseconds PsServer::silence_limit() const {
-  return options_.worker_timeout.count() > 0 ? options_.worker_timeout : options_.worker_deadline;
+  return std::max(options_.worker_timeout, options_.worker_deadline / 2);
 }
 
 // A worker that finished early (fewer steps, or stopped by a signal before the others) no
