@@ -264,6 +264,24 @@ TEST(JobOutcome, ResumeUnderAnotherWorldSizeKeepsTheGlobalBatch) {
   EXPECT_TRUE(has_text(finished->output(), "already reached step 12 of 12")) << finished->output();
 }
 
+// A resume that sets another batch changes the global batch mid-epoch; every checkpoint it
+// writes still resumes (the steps taken at the old batch are kept as train_state.step_offset).
+TEST(JobOutcome, ResumeAtAnotherBatchWritesResumableCheckpoints) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  auto first = train(mlp_run(tmp.file("run"), 6), 2);
+  ASSERT_EQ(first->finish(), 0) << first->output();
+  auto smaller = train("--resume " + tmp.file("run") + " --batch 32 --max-steps 10");
+  ASSERT_EQ(smaller->finish(), 0) << smaller->output();
+  auto again = train("--resume " + tmp.file("run") + " --max-steps 12");
+  ASSERT_EQ(again->finish(), 0) << again->output();
+  std::ifstream state(tmp.file("run/checkpoint/state.json"));
+  const nlohmann::json ts = nlohmann::json::parse(state)["train_state"];
+  EXPECT_EQ(ts["step"], 12);
+  // 6 steps of 128 samples, then 6 of 32: the loader stands at sample 6 x 128 + 6 x 32.
+  EXPECT_EQ(ts["loader"]["samples"], 6 * 128 + 6 * 32) << ts.dump();
+}
+
 // ZeRO and pipeline runs evaluate with `braid eval` alone and resume as one process with no
 // flag but --resume.
 TEST(JobOutcome, ShardedAndPipelineRunsEvaluateAndResumeAsOneProcess) {
