@@ -1,7 +1,10 @@
+#!/usr/bin/python3
 """Loads a braid checkpoint into the matching PyTorch model and evaluates it.
 
-Proves the interchange promise: CHECKPOINT_DIR/model.safetensors (or a .safetensors path)
-goes through load_state_dict(strict=True) unchanged. Image models are evaluated on the
+Proves the interchange promise: a run's model.safetensors goes through
+load_state_dict(strict=True) unchanged. CHECKPOINT is what `braid eval --checkpoint` takes:
+a run directory (runs/cnn), its checkpoint directory (runs/cnn/checkpoint) or a
+.safetensors file. Image models are evaluated on the
 Fashion-MNIST test set ((x/255 - 0.2860)/0.3530, NCHW [N,1,28,28]); gpt-tiny on the
 fortunes validation split (see pytorch_gpt_convergence.py). --compare-logits FILE.npy
 compares with logits braid wrote for the first K samples ([K,10] for images, [K,128,256]
@@ -56,6 +59,8 @@ def image_logits(model, x, batch=1000):
 
 
 def load_checkpoint(path, model):
+    if os.path.isdir(os.path.join(path, "checkpoint")):  # a run directory
+        path = os.path.join(path, "checkpoint")
     if os.path.isdir(path):
         path = os.path.join(path, "model.safetensors")
     tensors, meta = load_file(path, with_metadata=True)
@@ -81,7 +86,8 @@ def compare(ours, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("checkpoint", help="checkpoint directory (holding model.safetensors) or file")
+    ap.add_argument("checkpoint",
+                    help="run directory, checkpoint directory (holding model.safetensors) or file")
     ap.add_argument("--model", required=True, choices=MODELS)
     ap.add_argument("--compare-logits", metavar="FILE.npy")
     ap.add_argument("--threads", type=int, default=1)

@@ -80,6 +80,23 @@ TEST(PipelineCli, StagesOtherThanTheJobsRanksAreAnErrorNamingBoth) {
   EXPECT_TRUE(has_text(r.output, "use strategy pipeline, tensor or mesh"));
 }
 
+// More micro-batches than a batch cut evenly into is refused before a step, in the terms
+// the user set (it was reported as "accumulate_steps = 64").
+TEST(PipelineCli, MicroBatchesThatDoNotDivideTheBatchNameBoth) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  for (const char* micro : {"64", "5"}) {
+    const BraidResult r = launch2(flags(tmp) + "--pipeline.stages 2 --pipeline.micro-batches " +
+                                  micro + " --steps 2 --out " + tmp.file(micro));
+    EXPECT_NE(r.code, 0) << r.output;
+    EXPECT_TRUE(has_text(r.output, std::string("pipeline.micro_batches is ") + micro +
+                                       " but batch is 16"))
+        << r.output;
+    EXPECT_TRUE(has_text(r.output, "or pipeline.micro_batches to ")) << r.output;
+    EXPECT_FALSE(has_text(r.output, "accumulate_steps")) << r.output;
+  }
+}
+
 std::string gpt_flags() {
   return "--model gpt-tiny --dataset text --seq-len 32 --batch 4 --threads 1 --eval-batches 2 "
          "--log-every 100 --optimizer adamw --lr 0.003 --overwrite ";

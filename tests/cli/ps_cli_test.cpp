@@ -27,10 +27,11 @@ using braid::testing::TempDir;
 // carry across a restart).
 std::string tiny_mlp(const TempDir& tmp) { return braid::testing::tiny_mlp_flags(tmp); }
 
+// BRAID_LOG=info: the workers and servers other than rank 0 say their info lines too.
 BraidResult launch_ps(int servers, int workers, const std::string& flags) {
   return run_braid("launch --servers " + std::to_string(servers) + " --workers " +
                        std::to_string(workers) + " -- " + BRAID_BINARY + " train " + flags,
-                   "BRAID_TIMEOUT_S=30");
+                   "BRAID_TIMEOUT_S=30 BRAID_LOG=info");
 }
 
 std::string bytes_of(const std::string& path) {
@@ -152,7 +153,7 @@ TEST(PsCli, EvaluatorDecidesTheStopForEveryWorker) {
                     // builds the model) long before they could finish, and decides after ~10.
                     "--stop.target 0.5 --steps 4000 --slow-step-ms 5 --out " +
                     out,
-                "BRAID_TIMEOUT_S=30");
+                "BRAID_TIMEOUT_S=30 BRAID_LOG=info");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has_text(r.output, "[evaluator] stop.target: accuracy "));
   EXPECT_TRUE(has_text(r.output, "[worker 0] converged (announced) at step"));

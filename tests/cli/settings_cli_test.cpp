@@ -51,6 +51,11 @@ TEST(SettingsCli, BadFlagValuesAreRefusedNamingTheKey) {
   expect_refused("train --clip -1", "'clip_grad_norm' must be >= 0");
   expect_refused("train --crop-pad 5000", "'augment_crop_pad' must be >= 0 and at most 1024");
   expect_refused("train --steps -1", "'max_steps' must be >= 0");
+  // Bucket sizes that became 0 bytes or overflowed size_t in the strategy.
+  expect_refused("train --bucket-mb 1e-9",
+                 "'bucket_mb' must be in [0.001, 1048576] (a number), got 1e-09");
+  expect_refused("train --bucket-mb 1e30",
+                 "'bucket_mb' must be in [0.001, 1048576] (a number), got 1e+30");
   expect_refused("train --optimizer adamww",
                  "'optimizer.name' is \"adamww\"; did you mean 'adamw'?");
 }

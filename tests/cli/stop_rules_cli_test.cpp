@@ -41,9 +41,10 @@ std::string tiny_mlp(const TempDir& tmp) {
 std::string every_5() { return "--eval-every 5 --steps " + std::to_string(kMaxSteps) + " "; }
 
 // `braid train FLAGS` on two ranks; a peer that hangs fails within BRAID_TIMEOUT_S.
+// BRAID_LOG=info: rank 1 says its own decision too (by default only rank 0 says info).
 BraidResult launch_train(const std::string& flags) {
   return run_braid("launch -n 2 -- " + std::string(BRAID_BINARY) + " train " + flags,
-                   "BRAID_TIMEOUT_S=30");
+                   "BRAID_TIMEOUT_S=30 BRAID_LOG=info");
 }
 
 struct RunRecords {

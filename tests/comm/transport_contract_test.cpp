@@ -382,6 +382,28 @@ TEST_P(TransportContract, AMissingMessageTimesOutNamingPeerCallAndTime) {
   EXPECT_EQ(x, 5);
 }
 
+// A send/recv message is placed by its caller's tag, not by an algorithm's step: a named
+// tag reads as its name (a parameter server's 'pver' was reported as "step 1347616772").
+TEST_P(TransportContract, AMissingSendRecvMessageIsNamedByItsTag) {
+  for (const auto& [tg, name] : {std::pair{named_tag("pver"), std::string("tag 'pver'")},
+                                 std::pair{42u, std::string("tag 42")}}) {
+    World w = make_world(GetParam(), 2);
+    float x = 0;
+    try {
+      w[1]->recv(0, tag(tg, 0), p2p_sig(4), &x, 4, Deadline::after(200ms));
+      ADD_FAILURE() << "no timeout";
+    } catch (const TimeoutError& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(contains(what, name)) << what;
+      EXPECT_FALSE(contains(what, "step ")) << what;
+    }
+  }
+  EXPECT_EQ(named_tag("pver"), 0x70766572u);
+  EXPECT_EQ(describe_step(p2p_sig(4), tag(named_tag("push"))), "tag 'push'");
+  EXPECT_EQ(describe_step(p2p_sig(4), tag(0x5053'0004)), "tag 1347616772");
+  EXPECT_EQ(describe_step(allreduce_sig(4), tag(3)), "step 3");
+}
+
 TEST_P(TransportContract, TooMuchSentAheadFailsNamingThePeer) {
   if (!streams()) GTEST_SKIP() << "the bound is a stream transport option";
   TransportOptions options;

@@ -181,6 +181,10 @@ TEST(JoinJob, EnvironmentValuesReachTheTransportAndTheGroup) {
 
   EXPECT_EQ(advertised[0].rfind("127.0.0.1:", 0), 0u) << advertised[0];  // the route to the store
   EXPECT_EQ(advertised[1].rfind("127.0.0.2:", 0), 0u) << advertised[1];  // BRAID_IFACE_ADDR
+  // tcp listens where it advertises (the store is on loopback, as under braid launch), not
+  // on every interface; an address given by hand keeps every interface.
+  EXPECT_EQ(jobs[0].transport_options.listen_host, "127.0.0.1");
+  EXPECT_EQ(jobs[1].transport_options.listen_host, "0.0.0.0");
   for (int r = 0; r < 2; ++r) {
     const Job& job = jobs[static_cast<size_t>(r)];
     EXPECT_EQ(job.transport_options.shm_spin, std::chrono::microseconds(10 + r));

@@ -491,6 +491,46 @@ TEST(OutputPrefixer, CompleteLinesInOneSinkCallLongLinesInPieces) {
   EXPECT_EQ(calls.size(), 3u);
 }
 
+// What the launcher quotes when a rank fails: braid's error line, even when a trailer such
+// as CLI11's "Run with --help for more information." followed it.
+TEST(OutputPrefixer, RemembersBraidsErrorLineOverATrailer) {
+  braid::launch::OutputPrefixer p("[rank 0] ", [](std::string_view) {});
+  p.feed("just output\n");
+  EXPECT_EQ(p.error_line(), "just output");  // no error line: the last line
+  p.feed("braid: error: --batch: 1 required INT missing\nRun with --help for more information.\n");
+  EXPECT_EQ(p.last_line(), "Run with --help for more information.");
+  EXPECT_EQ(p.error_line(), "braid: error: --batch: 1 required INT missing");
+  p.feed("braid: timeout: rank 1 timed out\n\n");
+  EXPECT_EQ(p.error_line(), "braid: timeout: rank 1 timed out");
+}
+
+TEST(Launch, TheHeadlineQuotesTheRanksErrorNotATrailerAfterIt) {
+  Launcher l({"-n", "2", "--", "sh", "-c",
+              "if [ $BRAID_RANK = 1 ]; then echo 'braid: error: --batch: 1 required INT missing' "
+              ">&2; echo 'Run with --help for more information.' >&2; exit 114; fi; "
+              "exec sleep 30"});
+  EXPECT_EQ(l.finish(), 114) << l.both();
+  const std::vector<std::string> err = lines(l.err());
+  ASSERT_FALSE(err.empty()) << l.both();
+  EXPECT_TRUE(braid::testing::contains(
+      err.back(), "wrote to stderr: braid: error: --batch: 1 required INT missing"))
+      << l.both();
+  EXPECT_FALSE(braid::testing::contains(err.back(), "Run with --help")) << l.both();
+}
+
+// braid itself says a bad flag in one line, which is what the launcher repeats.
+TEST(Launch, ABadFlagOfARankIsQuotedInTheHeadline) {
+  Launcher l({"-n", "2", "--", BRAID_BINARY, "train", "--model", "mlp", "--batch"});
+  EXPECT_NE(l.finish(), 0) << l.both();
+  const std::vector<std::string> err = lines(l.err());
+  ASSERT_FALSE(err.empty()) << l.both();
+  EXPECT_TRUE(braid::testing::contains(err.back(), "wrote to stderr: braid: error: --batch: "))
+      << l.both();
+  EXPECT_TRUE(braid::testing::contains(err.back(), "(braid train --help lists the flags)"))
+      << l.both();
+  EXPECT_FALSE(braid::testing::contains(l.both(), "Run with --help")) << l.both();
+}
+
 TEST(OutputPrefixer, RemembersTheLastLineThatIsNotBlank) {
   braid::launch::OutputPrefixer p("[rank 0] ", [](std::string_view) {});
   EXPECT_EQ(p.last_line(), "");

@@ -101,6 +101,15 @@ TEST(Config, IntegersRefuseFractionsAndOutOfRangeValues) {
   EXPECT_EQ(config_from_json(json::parse(R"({"max_steps": 1e3})")).max_steps, 1000);
 }
 
+// bucket_mb becomes a size_t of bytes: 1e-9 MiB would be 0 bytes, 1e30 MiB past size_t.
+TEST(Config, BucketSizeIsBoundedBothWays) {
+  expect_error(R"({"bucket_mb": 1e-9})", "'bucket_mb' must be in [0.001, 1048576]");
+  expect_error(R"({"bucket_mb": 1e30})", "'bucket_mb' must be in [0.001, 1048576]");
+  expect_error(R"({"bucket_mb": 0})", "'bucket_mb' must be in [0.001, 1048576]");
+  EXPECT_EQ(config_from_json(json::parse(R"({"bucket_mb": 0.25})")).bucket_mb, 0.25);
+  EXPECT_EQ(config_from_json(json::parse(R"({"bucket_mb": 1048576})")).bucket_mb, 1048576);
+}
+
 TEST(Config, TopLevelMustBeAnObject) {
   expect_error("[1, 2]", "config: the top level must be a JSON object");
   expect_error("[1, 2]", "got array");

@@ -35,6 +35,7 @@
 #include "comm/group.h"
 #include "core/cpu.h"
 #include "core/gemm.h"
+#include "core/log.h"
 #include "core/memory.h"
 #include "core/peak.h"
 #include "core/timer.h"
@@ -283,6 +284,7 @@ void run_train_bench(const TrainBenchFlags& f) {
   BRAID_CHECK(f.steps > 0 && f.repeats > 0 && f.warmup >= 0 && f.batch > 0,
               "bench train: --steps, --repeats and --batch must be > 0, --warmup >= 0");
   const launch::RankEnv env = launch::read_rank_env();
+  set_log_rank(env.rank);  // info lines from rank 0 only (core/log.h)
   const bool in_job = env.world_size > 1;
   if (!in_job && f.ranks > 1) relaunch_as_ranks(f.ranks, f.transport);
   BRAID_CHECK(f.strategy == "single" || in_job, "bench train --strategy ", f.strategy,

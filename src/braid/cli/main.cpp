@@ -93,7 +93,14 @@ int main(int argc, char** argv) {
                      extras.front().c_str(), subcommand_names(app).c_str());
       return 2;
     }
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // One line, as every other error: under a launcher the job's last line repeats it
+    // (CLI11's own two lines end in "Run with --help for more information.").
+    const auto used = app.get_subcommands();
+    const std::string help =
+        used.empty() ? "braid --help" : "braid " + used.front()->get_name() + " --help";
+    std::fprintf(stderr, "braid: error: %s (%s lists the flags)\n", e.what(), help.c_str());
+    return e.get_exit_code();
   } catch (const braid::TimeoutError& e) {
     return report("timeout: ", e, 3);
   } catch (const braid::IoError& e) {

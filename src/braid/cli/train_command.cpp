@@ -193,6 +193,7 @@ void run_train(const TrainFlags& f) {
                         : std::optional<launch::ClusterSpec>(launch::read_cluster_file(f.cluster));
   const launch::GetEnv job_getenv = cluster ? launch::job_env(*cluster) : launch::GetEnv(::getenv);
   const launch::RankEnv env = launch::read_rank_env(job_getenv);
+  set_log_rank(env.rank);  // info lines from rank 0 only (core/log.h)
   BRAID_CHECK(f.resume.empty() || f.init_from.empty(),
               "--resume continues a run (weights, optimizer, step); --init-from starts a new one "
               "from weights alone: pass one of them");

@@ -80,7 +80,7 @@ namespace {
 constexpr auto kBufferGrace = std::chrono::microseconds(200);
 
 std::string describe(const CallSignature& sig, const Tag& tag) {
-  if (sig.call == CallKind::p2p) return detail::concat("send/recv with tag ", tag.step);
+  if (sig.call == CallKind::p2p) return "send/recv with " + describe_step(sig, tag);
   std::string s = describe_call(sig, tag.seq);
   if (sig.algorithm != 0)
     s += detail::concat(" via ", algorithm_name(static_cast<Algorithm>(sig.algorithm)));
@@ -143,7 +143,7 @@ class InprocHub {
     if (r.tag == m.tag && r.bytes != m.bytes)
       return detail::concat(
           "ranks disagree about the call they are in: ", call_text(r.dst, r.sig, r.tag),
-          " and expects ", r.bytes, " bytes (step ", r.tag.step, ") from ", from_text(r.src),
+          " and expects ", r.bytes, " bytes (", describe_step(r.sig, r.tag), ") from ", from_text(r.src),
           ", but ", call_text(m.src, m.sig, m.tag), " and sent ", m.bytes, " bytes", advice());
     return detail::concat(
         "ranks disagree about the call they are in: ", call_text(r.dst, r.sig, r.tag), ", ",
@@ -462,9 +462,9 @@ int peer_of(const InprocTransport::Request& q) { return q.send ? q.send->dst : q
 
 std::string describe_request(const InprocTransport::Request& q) {
   if (q.send)
-    return detail::concat("sending ", q.send->bytes, " bytes (step ", q.send->tag.step,
+    return detail::concat("sending ", q.send->bytes, " bytes (", describe_step(q.send->sig, q.send->tag),
                           ") to rank ", q.send->dst, " in ", describe(q.send->sig, q.send->tag));
-  return detail::concat("receiving ", q.recv->bytes, " bytes (step ", q.recv->tag.step, ") from ",
+  return detail::concat("receiving ", q.recv->bytes, " bytes (", describe_step(q.recv->sig, q.recv->tag), ") from ",
                         from_text(q.recv->src), " in ", describe(q.recv->sig, q.recv->tag));
 }
 
@@ -511,7 +511,7 @@ class InprocTransport::Steps final : public WaitSteps {
     const Request& q = first_pending();
     if (waits_for_any(q))
       BRAID_THROW(TimeoutError, "rank ", t_.rank_, ": timed out: no message with tag (channel ",
-                  q.recv->tag.channel, ", seq ", q.recv->tag.seq, ", step ", q.recv->tag.step,
+                  q.recv->tag.channel, ", seq ", q.recv->tag.seq, ", ", describe_step(q.recv->sig, q.recv->tag),
                   ") from any rank within ", deadline_.waited_seconds(), " s while ",
                   describe_request(q), "; check that a live rank sends it, or raise the timeout");
     BRAID_THROW(TimeoutError, "rank ", t_.rank_, ": timed out after ", deadline_.waited_seconds(),

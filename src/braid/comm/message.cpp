@@ -42,4 +42,16 @@ std::string describe_call(const CallSignature& sig, uint32_t seq) {
   return s + ")";
 }
 
+std::string describe_step(const CallSignature& sig, const Tag& tag) {
+  if (sig.call != CallKind::p2p) return detail::concat("step ", tag.step);
+  std::string name(4, ' ');
+  bool printable = true;
+  for (int i = 0; i < 4; ++i) {
+    const auto c = static_cast<unsigned char>(tag.step >> (8 * (3 - i)));
+    printable = printable && c > ' ' && c < 127 && c != '\'';
+    name[static_cast<size_t>(i)] = static_cast<char>(c);
+  }
+  return printable ? "tag '" + name + "'" : detail::concat("tag ", tag.step);
+}
+
 }  // namespace braid::comm

@@ -55,6 +55,20 @@ static_assert(sizeof(CallSignature) == 16);
 // "allreduce #7 (f32 sum, 1000 elements, ring)" for error messages.
 std::string describe_call(const CallSignature& sig, uint32_t seq);
 
+// A send/recv tag spelled by four printable characters, so error messages can print its
+// name: named_tag("push") is 0x70757368, printed as tag 'push'. A protocol over send/recv
+// names its tags this way (parallel/ps_protocol.h).
+constexpr uint32_t named_tag(const char (&name)[5]) {
+  return static_cast<uint32_t>(static_cast<unsigned char>(name[0])) << 24 |
+         static_cast<uint32_t>(static_cast<unsigned char>(name[1])) << 16 |
+         static_cast<uint32_t>(static_cast<unsigned char>(name[2])) << 8 |
+         static_cast<uint32_t>(static_cast<unsigned char>(name[3]));
+}
+
+// Where a message sits in its call, for error messages: "step 3" of a collective's
+// algorithm; for send/recv, the caller's tag: "tag 'push'" (named_tag), else "tag 42".
+std::string describe_step(const CallSignature& sig, const Tag& tag);
+
 // How a receive combines incoming data into its destination: dst = op(dst, incoming).
 struct Reduction {
   DType dtype = DType::f32;

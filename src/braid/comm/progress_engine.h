@@ -1,8 +1,9 @@
-// Asynchronous collectives (DESIGN.md decision 3): a ProgressEngine owns one thread that
-// runs the collectives submitted on a group, one after another in submission order, while
-// the submitting (compute) thread goes on working; each submission returns at once with a
-// Handle whose wait() returns when the operation is done or rethrows its error. DDP starts
-// a bucket's allreduce here as soon as backward has finished the bucket's layers.
+// Asynchronous collectives (docs/ARCHITECTURE.md, "Asynchronous communication"): a
+// ProgressEngine owns one thread that runs the collectives submitted on a group, one after
+// another in submission order, while the submitting (compute) thread goes on working; each
+// submission returns at once with a Handle whose wait() returns when the operation is done
+// or rethrows its error. DDP starts a bucket's allreduce here as soon as backward has
+// finished the bucket's layers.
 //
 // Ordering: operations run strictly in the order they were submitted, so ranks that submit
 // the same sequence agree on every collective's sequence number, as with blocking calls.

@@ -233,7 +233,7 @@ void ReceiveMatcher::throw_timeout(std::span<const RequestId> ids, const Deadlin
     if (r.complete) continue;
     if (r.peer == kAnyRank)
       BRAID_THROW(TimeoutError, "rank ", rank_, " timed out: no message with tag (channel ",
-                  r.tag.channel, ", seq ", r.tag.seq, ", step ", r.tag.step,
+                  r.tag.channel, ", seq ", r.tag.seq, ", ", describe_step(r.sig, r.tag),
                   ") from any rank within ", deadline.waited_seconds(), " s, for ", describe(r),
                   "; ", size_ - 1 - failed_peers_,
                   " other ranks are still connected; check that one of them sends it, or "
@@ -296,7 +296,7 @@ void ReceiveMatcher::begin_early(int peer, const FrameHeader& h) {
     const std::string reason = detail::concat(
         "rank ", peer, " sent ", p.early_bytes + h.bytes,
         " bytes ahead of the receives that match them (the last for ",
-        describe_call(h.sig, h.tag.seq), " step ", h.tag.step, "), past the bound of ",
+        describe_call(h.sig, h.tag.seq), " ", describe_step(h.sig, h.tag), "), past the bound of ",
         max_buffered_,
         " bytes (TransportOptions::max_buffered_bytes): every send needs a matching receive "
         "on rank ",
@@ -461,8 +461,8 @@ std::exception_ptr ReceiveMatcher::mismatch(const Request& r, int from, const Ta
   const std::string message = detail::concat(
       "ranks ", rank_, " and ", from, " disagree about the call they are in: rank ", rank_,
       " posted a ", r.bytes, "-byte receive ", r.peer == kAnyRank ? "from any rank " : "", "for ",
-      describe_call(r.sig, r.tag.seq), " step ", r.tag.step, " but rank ", from, " ", what, " ",
-      bytes, " bytes for ", describe_call(sig, tag.seq), " step ", tag.step,
+      describe_call(r.sig, r.tag.seq), " ", describe_step(r.sig, r.tag), " but rank ", from, " ", what, " ",
+      bytes, " bytes for ", describe_call(sig, tag.seq), " ", describe_step(sig, tag),
       "; every rank must make the same collective calls in the same order with the same "
       "arguments");
   return std::make_exception_ptr(CollectiveMismatch(message));
@@ -473,7 +473,7 @@ std::string ReceiveMatcher::describe(const Request& r) const {
       r.peer == kAnyRank ? std::string("any rank") : detail::concat("rank ", r.peer);
   return detail::concat(r.is_send ? "a send of " : "a receive of ", r.bytes, " bytes ",
                         r.is_send ? "to " : "from ", whom, " for ", describe_call(r.sig, r.tag.seq),
-                        " step ", r.tag.step);
+                        " ", describe_step(r.sig, r.tag));
 }
 
 ReceiveMatcher::Block ReceiveMatcher::take_block(uint64_t bytes) {

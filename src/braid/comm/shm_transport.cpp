@@ -516,7 +516,7 @@ std::string ShmTransport::timeout_hint(std::span<const RequestId> ids) {
         "rank ", r.peer, " (process ", q.pid, ") is alive but did not send the message",
         q.parked ? detail::concat("; its next message is for ",
                                   describe_call(q.parked_header.sig, q.parked_header.tag.seq),
-                                  " step ", q.parked_header.tag.step)
+                                  " ", describe_step(q.parked_header.sig, q.parked_header.tag))
                  : std::string());
   }
   return {};

@@ -1,23 +1,35 @@
 #include "core/log.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 namespace braid {
 
+namespace {
+
+std::atomic<int> g_rank{0};
+
+}  // namespace
+
 LogLevel log_level() {
-  static const LogLevel level = [] {
+  // BRAID_LOG's level, when it names one.
+  static const std::optional<LogLevel> chosen = []() -> std::optional<LogLevel> {
     const char* env = std::getenv("BRAID_LOG");
-    if (!env) return LogLevel::info;
+    if (!env || !*env) return std::nullopt;
     if (!std::strcmp(env, "debug")) return LogLevel::debug;
     if (!std::strcmp(env, "warn")) return LogLevel::warn;
     if (!std::strcmp(env, "error")) return LogLevel::error;
     return LogLevel::info;
   }();
-  return level;
+  if (chosen) return *chosen;
+  return g_rank.load(std::memory_order_relaxed) == 0 ? LogLevel::info : LogLevel::warn;
 }
+
+void set_log_rank(int rank) { g_rank.store(rank, std::memory_order_relaxed); }
 
 namespace {
 

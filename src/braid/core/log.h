@@ -1,5 +1,7 @@
 // Minimal leveled logging to stderr: "[braid I] message". Level from BRAID_LOG
-// (debug, info, warn, error; default info).
+// (debug, info, warn, error). Without BRAID_LOG, rank 0 of a job (and a lone process)
+// logs at info and every other rank at warn, so a job's info lines come once while any
+// rank's warnings and errors still show; BRAID_LOG set applies to every rank alike.
 #pragma once
 
 #include <functional>
@@ -11,6 +13,9 @@ namespace braid {
 
 enum class LogLevel { debug, info, warn, error };
 LogLevel log_level();
+// This process's rank in its job, for the default level above (0 until set). Set once at
+// start-up, by the command that reads the rank; thread-safe.
+void set_log_rank(int rank);
 void log_line(LogLevel level, const std::string& message);
 
 // Where lines go instead of stderr, for tests that check what was logged; nullptr restores

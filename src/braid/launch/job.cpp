@@ -7,6 +7,7 @@
 
 #include "comm/memory_store.h"
 #include "comm/tcp_store.h"
+#include "comm/tcp_transport.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "launch/comm_env.h"
@@ -150,6 +151,15 @@ Job join_job(const JoinOptions& options) {
   job.transport_options = read_transport_options(options.getenv, options.transport_options);
   if (job.transport_options.route_probe_host.empty())
     job.transport_options.route_probe_host = env.store_host;
+  // tcp listens where it tells the others to connect: on loopback when the store is (a job
+  // on this host, as braid launch starts), else on the address of the route to the store,
+  // not on every interface. An address given by hand (BRAID_IFACE_ADDR: maybe a name, or a
+  // NAT's address) keeps the listener on every interface.
+  comm::TransportOptions& t = job.transport_options;
+  const bool every_interface = t.listen_host.empty() || t.listen_host == "0.0.0.0" ||
+                               t.listen_host == "::";
+  if (env.world_size > 1 && every_interface && t.advertise_host.empty())
+    t.listen_host = comm::tcp_advertise_host(t);
   auto transport_store = comm::prefixed(job.store, "transport/0");
   auto transport =
       comm::connect_transport(job.transport_kind, *transport_store, env.rank, env.world_size,

@@ -648,19 +648,19 @@ class Supervisor {
   // survivor's "allreduce of gradient bucket 0 failed: ... rank 1 (process N) died".
   std::string error_line(size_t failed) const {
     const Rank& f = ranks_[failed];
-    if (f.signal == 0 && !f.err->last_line().empty())
+    if (f.signal == 0 && !f.err->error_line().empty())
       return ". Last line " + label(static_cast<int>(failed)) +
-             " wrote to stderr: " + f.err->last_line();
+             " wrote to stderr: " + f.err->error_line();
     const Rank* first = nullptr;
     for (const Rank& r : ranks_)
-      if (&r != &f && r.exited && r.signal == 0 && r.code != 0 && !r.err->last_line().empty() &&
+      if (&r != &f && r.exited && r.signal == 0 && r.code != 0 && !r.err->error_line().empty() &&
           (first == nullptr || r.exited_at < first->exited_at))
         first = &r;
     if (first == nullptr) return "";
     std::string who = label(static_cast<int>(first - ranks_.data()));
     who[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(who[0])));
     return ". " + who + " then " + first->how() +
-           "; the last line it wrote to stderr: " + first->err->last_line();
+           "; the last line it wrote to stderr: " + first->err->error_line();
   }
 
   const LaunchOptions& options_;

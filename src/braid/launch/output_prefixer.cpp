@@ -10,12 +10,25 @@ namespace braid::launch {
 OutputPrefixer::OutputPrefixer(std::string prefix, Sink sink, size_t max_line)
     : prefix_(std::move(prefix)), sink_(std::move(sink)), max_line_(max_line == 0 ? 1 : max_line) {}
 
+namespace {
+
+// The one line braid's main prints when a command fails (cli/main.cpp).
+bool is_braid_error(std::string_view line) {
+  for (const std::string_view kind :
+       {"braid: error: ", "braid: I/O error: ", "braid: timeout: ", "braid: internal error: "})
+    if (line.starts_with(kind)) return true;
+  return false;
+}
+
+}  // namespace
+
 void OutputPrefixer::emit_line(std::string& batch, std::string_view line) {
   batch += prefix_;
   batch += line;
   batch += '\n';
   if (line.find_first_not_of(" \t\r") != std::string_view::npos)
     last_line_.assign(line.substr(0, kLastLineBytes));
+  if (is_braid_error(line)) error_line_.assign(line.substr(0, kLastLineBytes));
 }
 
 void OutputPrefixer::feed(std::string_view data) {

@@ -9,13 +9,14 @@
 // Non-trainable state that belongs in a checkpoint (BatchNorm's running statistics) is
 // registered as a named buffer: a Tensor the module owns and shares with this set.
 //
-// "This range is final" (DESIGN.md, the strategy seam): during backward, modules call
-// mark_ready() as soon as the gradients of a run of parameters are final, and every
-// listener hears of it as a range of the flat buffers. DDP starts a bucket's allreduce on
-// it, the one-process strategy its fused optimizer update. Ranges tile the buffers:
-// parameter i's range is [offset_i, offset_{i+1}), padding included, so adjacent ranges
-// join without gaps. finish_backward() reports whatever no module did, so a listener sees
-// every range exactly once per backward, whatever the model.
+// "This range is final" (docs/ARCHITECTURE.md, "Strategies", the seam's second contract):
+// during backward, modules call mark_ready() as soon as the gradients of a run of
+// parameters are final, and every listener hears of it as a range of the flat buffers.
+// DDP starts a bucket's allreduce on it, the one-process strategy its fused optimizer
+// update. Ranges tile the buffers: parameter i's range is [offset_i, offset_{i+1}),
+// padding included, so adjacent ranges join without gaps. finish_backward() reports
+// whatever no module did, so a listener sees every range exactly once per backward,
+// whatever the model.
 //
 // Memory comes from an allocator, so a strategy can place the gradient buffer where its
 // collectives are fastest (comm::allocate_shared, mapped by every rank on the host).

@@ -5,7 +5,8 @@
 //
 // Values are doubles: the layers accumulate their per-channel sums in double, and
 // rounding them to float before combining would throw away the precision that the
-// one-process layer keeps (DESIGN.md: comm/ reduces f64 like any dtype).
+// one-process layer keeps (docs/ARCHITECTURE.md, "Layers": comm/ moves and reduces bytes of
+// any dtype, f64 included).
 //
 // Contract: both calls are collective. Every rank of the reducer calls them in the same
 // order with the same count, and the results are bitwise identical on every rank, so

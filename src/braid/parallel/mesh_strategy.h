@@ -1,5 +1,5 @@
-// Model parallelism on a data x tensor x pipeline mesh (DESIGN.md, "Strategies and how
-// they compose"): D x T x P = the job's ranks, laid out by comm::make_mesh (tensor
+// Model parallelism on a data x tensor x pipeline mesh (docs/ARCHITECTURE.md,
+// "Strategies"): D x T x P = the job's ranks, laid out by comm::make_mesh (tensor
 // fastest), with a sub-group per axis.
 //
 // Pipeline axis (P stages): the trained model's units (nn::Module::pipeline_units:

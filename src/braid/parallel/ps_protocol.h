@@ -28,6 +28,7 @@
 
 #include <cstdint>
 
+#include "comm/message.h"
 #include "parallel/key_ranges.h"
 
 namespace braid::parallel {
@@ -74,13 +75,14 @@ struct PsPullReply {
 };
 static_assert(sizeof(PsPullReply) == 32);
 
-inline constexpr uint32_t kRequestTag = 0x5053'0001;
-inline constexpr uint32_t kInitTag = 0x5053'0002;
-inline constexpr uint32_t kPushTag = 0x5053'0003;
-inline constexpr uint32_t kVersionTag = 0x5053'0004;
-inline constexpr uint32_t kParamsTag = 0x5053'0005;
-inline constexpr uint32_t kSaveTag = 0x5053'0006;
-inline constexpr uint32_t kSavedTag = 0x5053'0007;
+// Named tags (comm::named_tag): a failed message's error names them ("tag 'pver'").
+inline constexpr uint32_t kRequestTag = comm::named_tag("preq");  // a PsRequest
+inline constexpr uint32_t kInitTag = comm::named_tag("pini");     // the initial parameters
+inline constexpr uint32_t kPushTag = comm::named_tag("push");     // a push's gradient
+inline constexpr uint32_t kVersionTag = comm::named_tag("pver");  // a pull's PsPullReply
+inline constexpr uint32_t kParamsTag = comm::named_tag("ppar");   // a pull's parameters
+inline constexpr uint32_t kSaveTag = comm::named_tag("psav");     // a save's directory
+inline constexpr uint32_t kSavedTag = comm::named_tag("pdon");    // a save's answer: done
 
 // Who is who in a job of `workers` workers, `servers` servers and at most one evaluator
 // (the last rank), which pulls the model to evaluate it and makes the stop decisions.

@@ -1,5 +1,5 @@
 // Strategy: what differs between one process, DDP, ZeRO, a parameter-server worker and a
-// pipeline stage (DESIGN.md, "The strategy seam"). A strategy owns the model's flat
+// pipeline stage (docs/ARCHITECTURE.md, "Strategies"). A strategy owns the model's flat
 // parameter and gradient buffers (a ParamSet), the optimizer (or its shard) and the
 // groups it talks over. The trainer owns data, logging, evaluation and when to checkpoint;
 // it sees only step() and the state in the full logical layout, so it never branches on

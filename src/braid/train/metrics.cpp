@@ -23,7 +23,8 @@ void MetricsLog::write(const nlohmann::json& record) {
   std::fflush(file_);
 }
 
-Progress::Progress(bool enabled) : enabled_(enabled), tty_(isatty(STDOUT_FILENO)) {}
+Progress::Progress(bool enabled)
+    : enabled_(enabled), tty_(isatty(STDOUT_FILENO) != 0 && isatty(STDERR_FILENO) != 0) {}
 
 void Progress::update(const std::string& line) {
   if (!enabled_) return;

@@ -23,6 +23,11 @@ class MetricsLog {
   std::FILE* file_ = nullptr;
 };
 
+// The progress line on stdout. It is redrawn in place (carriage return, ANSI erase) only
+// when stdout and stderr are both terminals: a person watching. Otherwise every update is
+// a plain line, so logs hold no escape codes: piped output, and Open MPI's ranks, whose
+// stdout is a pseudo-terminal while their stderr is a pipe, with mpirun's own output
+// going to a file or pipe as often as not.
 class Progress {
  public:
   // A disabled Progress prints nothing (the ranks other than 0).

@@ -292,8 +292,10 @@ std::vector<Setting> make_settings() {
       "ddp: the gradients' type on the wire (bf16, fp16: half the bytes; each addition in "
       "fp32, rounded back)",
       [](auto& c) -> auto& { return c.comm_dtype; }));
+  // From about a KiB (a bucket of 256 floats) to a TiB: converted to bytes as a size_t, so
+  // neither end may round to 0 or overflow.
   t.push_back(number(
-      "bucket_mb", kParallel, kPositive,
+      "bucket_mb", kParallel, Range{0.001, 1 << 20},
       "ddp: MiB of gradients per allreduce bucket (the first is 1 MiB, as PyTorch's, or less)",
       [](auto& c) -> auto& { return c.bucket_mb; }));
   t.push_back(integer(
@@ -458,7 +460,10 @@ std::string dashed(std::string s) {
   return s;
 }
 
+// Whole numbers below 2^53 in full (1048576, not 1.04858e+06); others as the stream has it.
 std::string format_number(double v) {
+  if (std::trunc(v) == v && std::abs(v) < 9007199254740992.0)
+    return std::to_string(static_cast<int64_t>(v));
   std::ostringstream out;
   out << v;
   return out.str();

@@ -1,5 +1,6 @@
 #include "train/strategy_setup.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "comm/group.h"
@@ -140,6 +141,17 @@ std::unique_ptr<parallel::Strategy> make_strategy(
                 "zero_stage along the mesh's data axis is not built "
                 "yet; drop zero_stage under strategy ",
                 name);
+    if (shape.pipeline > 1) {
+      // Each replica's batch is cut into M equal micro-batches (parallel/micro_batches.h).
+      const int64_t m = config.pipeline.micro_batches, b = config.batch;
+      int64_t divisor = std::min(m, b);
+      while (b % divisor != 0) --divisor;
+      BRAID_CHECK(b % m == 0, "pipeline.micro_batches is ", m, " but batch is ", b,
+                  ": a pipeline cuts each rank's batch into pipeline.micro_batches equal "
+                  "micro-batches, so batch must be a multiple of it; set batch to ",
+                  (b + m - 1) / m * m, " (or another multiple of ", m,
+                  ") or pipeline.micro_batches to ", divisor, " (or another divisor of ", b, ")");
+    }
     parallel::PipelineOptions p;
     // One stage: the micro-batches are plain accumulation's.
     p.micro_batches = static_cast<int>(shape.pipeline > 1 ? config.pipeline.micro_batches
