@@ -90,7 +90,9 @@ TEST(Docs, EveryTrainingRunInAnExampleHasItsOwnOut) {
       EXPECT_TRUE(fresh) << doc << ": two examples write --out " << out[1] << ":\n  "
                          << at->second << "\n  " << command;
     }
-    if (std::string(doc) == "README.md") EXPECT_GE(outs.size(), 7u);
+    if (std::string(doc) == "README.md") {
+      EXPECT_GE(outs.size(), 7u);
+    }
   }
 }
 
