@@ -98,6 +98,16 @@ const std::map<std::string, std::map<std::string, std::string>>& pins() {
         {"cnn-sgd-clip", "ec84acc6f2b474a8"},
         {"cnn-bn-adamw", "8ce48c1383c8dbd4"},
         {"gpt-tiny", "27b2c13e826340ac"}}},
+      // AMD EPYC Zen 3 (AVX2), likewise. Recorded on Zen 4 from d52464c's sources, two
+      // ways that agree: under QEMU 7.2's user-mode emulation of an EPYC-Milan
+      // (qemu-x86_64 -cpu EPYC-Milan: OpenBLAS picks its Zen kernels, braid its AVX2 ones
+      // and GCC's x86-64-v3 clones), and natively with OPENBLAS_CORETYPE=Zen and
+      // nn::fast_math::isa_limit = avx2. Not yet confirmed on a real Zen 3.
+      {"Zen/avx2",
+       {{"mlp-sgd-fused", "719b756bcdd4baa1"},
+        {"cnn-sgd-clip", "eab055e1a767080d"},
+        {"cnn-bn-adamw", "909390112575a4c2"},
+        {"gpt-tiny", "3832d214812261d0"}}},
   };
   return p;
 }
