@@ -28,8 +28,10 @@ BUILD=${BUILD:-build/release}
 MUTATIONS=(
   # 1. DDP accumulation outside deterministic mode sums the micro-batch means.
   "ddp-accumulation-sums|src/braid/parallel/ddp.cpp|s/m > 1 && !options_.deterministic ? 1.0f \/ static_cast<float>(m) : 1.0f/1.0f/|parallel_ddp_test|Ddp.AccumulatingRanksEqualOneProcessOnTheGlobalBatch"
-  # ... and the one-process strategies' accumulation likewise.
-  "accumulation-sums|src/braid/parallel/strategy.cpp|s/const float scale = m > 1 ? 1.0f \/ static_cast<float>(m) : 1.0f;/const float scale = 1.0f;/|parallel_ddp_test|Accumulation.MicroBatchesEqualOneLargeBatch"
+  # ... the accumulation local SGD's local steps (and a parameter-server worker) share ...
+  "accumulation-sums|src/braid/parallel/strategy.cpp|s/const float scale = m > 1 ? 1.0f \/ static_cast<float>(m) : 1.0f;/const float scale = 1.0f;/|parallel_local_sgd_test|LocalSgd.AccumulatedMicroBatchesEqualTheWholeShard"
+  # ... and the one-process strategy's own.
+  "single-accumulation-sums|src/braid/parallel/single_process.cpp|s/const float scale = m > 1 && !ordered ? 1.0f \/ static_cast<float>(m) : 1.0f;/const float scale = 1.0f;/|parallel_ddp_test|Accumulation.MicroBatchesEqualOneLargeBatch"
   # 2. 1F1B's warm-up one forward short.
   "1f1b-warmup-short|src/braid/parallel/pipeline_schedule.cpp|s/const int warmup = std::min(stages - stage - 1, m);/const int warmup = std::min(stages - stage - 2, m);/|parallel_pipeline_test|PipelineSchedule.(WarmUpIsExactly|SimulatedBubble)"
   # ... and interleaved 1F1B's.
