@@ -11,7 +11,8 @@
 // (a coordinate whose gradient nearly cancels keeps the finite difference's absolute
 // error). A layer whose gradients are 1e-3 is held to the accuracy of one whose gradients
 // are 1; a fixed absolute tolerance of 1e-2 let a LayerNorm backward term off by a factor
-// 1 + 1/D through (D = 19 and 40).
+// 1 + 1/D through. Measured on Zen 4: every user within 0.35 of the bound (attention's
+// input gradient the closest); that LayerNorm error at 2.2 (D = 40) to 6 (D = 19) times it.
 // Up to `max_checks` coordinates of the input and of every parameter are probed, spread
 // evenly, so large layers stay fast.
 #pragma once
@@ -118,24 +119,25 @@ inline void expect_gradients_match(Module& m, Tensor input, const GradCheckOptio
     module_largest = std::max(module_largest, size(p));
     tensor_largest[p.what] = std::max(tensor_largest[p.what], size(p));
   }
+  auto bound = [&](const Probe& p) {
+    return opt.rtol * size(p) + opt.atol * tensor_largest[p.what] +
+           opt.module_atol * module_largest;
+  };
+  std::map<std::string, double> worst;  // each tensor's largest error / bound
   for (const Probe& p : probes) {
-    const double G = tensor_largest[p.what];
-    const double bound = opt.rtol * size(p) + opt.atol * G + opt.module_atol * module_largest;
-    EXPECT_LE(std::fabs(p.analytic - p.numeric), bound)
-        << m.kind() << " d/d" << p.what << "[" << p.index << "]: analytic " << p.analytic
-        << ", numeric " << p.numeric << " (largest gradient probed in the tensor " << G
-        << ", in the module " << module_largest << ")";
+    const double error = std::fabs(p.analytic - p.numeric);
+    EXPECT_LE(error, bound(p)) << m.kind() << " d/d" << p.what << "[" << p.index << "]: analytic "
+                               << p.analytic << ", numeric " << p.numeric
+                               << " (largest gradient probed in the tensor "
+                               << tensor_largest[p.what] << ", in the module " << module_largest
+                               << ")";
+    worst[p.what] = std::max(worst[p.what], error / bound(p));
   }
-  if (std::getenv("GRADCHECK_REPORT")) {
-    std::map<std::string, double> worst;
-    for (const Probe& p : probes) {
-      const double bound =
-          opt.rtol * size(p) + opt.atol * tensor_largest[p.what] + opt.module_atol * module_largest;
-      worst[p.what] = std::max(worst[p.what], std::fabs(p.analytic - p.numeric) / bound);
-    }
+  // GRADCHECK_REPORT=1 prints how close each tensor came, for choosing a tolerance.
+  if (std::getenv("GRADCHECK_REPORT"))
     for (const auto& [what, w] : worst)
-      std::printf("gradcheck %.3f %s d/d%s\n", w, std::string(m.kind()).c_str(), what.c_str());
-  }
+      std::printf("gradcheck %.3f of the bound: %s d/d%s\n", w, std::string(m.kind()).c_str(),
+                  what.c_str());
 }
 
 // Convenience: a random N(0,1) input of the given shape.
