@@ -212,10 +212,10 @@ TEST(TensorParallel, StateIsOneProcessLayoutAndResumesAsOneProcess) {
   const Outcome resumed = tensor(o, 2, 2, &first, 2);
   expect_close_adam(resumed.params, both.params, 2, "resumed");
   // The gathered state holds one process's values, not just its names and shapes: Adam's
-  // moments within 1e-4 of each tensor's largest value (they agree to ~3e-6 of it: the
-  // gradients' rounding, averaged and squared), the step count exactly. A shard left out of the
-  // gather (zeros), one written at another rank's offsets or a moment of another name is off by its
-  // own size.
+  // moments within 1e-4 of each tensor's largest value (they agree to ~3e-6 of it, the
+  // gradients' rounding averaged and squared), the step count exactly. A shard left out of
+  // the gather (zeros), one written at another rank's offsets or a moment of another name
+  // is off by its own size.
   ASSERT_EQ(resumed.state.size(), both.state.size());
   for (size_t i = 0; i < both.state.size(); ++i) {
     const auto& [name, want] = both.state[i];
