@@ -94,10 +94,29 @@ TEST(Socket, TransfersLargeBuffersBothWaysIntact) {
   EXPECT_TRUE(std::equal(back.begin(), back.end(), sent.begin()));
 }
 
+// A zero-byte write or read returns at once, touching neither the buffer (null here) nor
+// the stream: with a deadline already past, any wait would be a TimeoutError; with nothing
+// to read and with bytes pending alike; and the bytes written around zero-byte writes
+// arrive in order, none added, none consumed by zero-byte reads.
 TEST(Socket, ZeroByteIoIsANoOp) {
   auto [client, server] = connected_pair();
-  client.write_all(nullptr, 0, soon(), "empty");
-  server.read_exact(nullptr, 0, soon(), "empty");
+  const Deadline past = Deadline::after(0ms);
+  ASSERT_TRUE(past.expired());
+  EXPECT_NO_THROW(server.read_exact(nullptr, 0, past, "empty read, nothing sent"));
+  EXPECT_NO_THROW(client.write_all(nullptr, 0, past, "empty write"));
+  const std::vector<uint8_t> sent = {1, 2, 3, 4, 5};
+  client.write_all(sent.data(), 2, soon(), "first part");
+  EXPECT_NO_THROW(client.write_all(nullptr, 0, past, "empty write between"));
+  client.write_all(sent.data() + 2, 3, soon(), "second part");
+  EXPECT_NO_THROW(client.write_all(nullptr, 0, past, "empty write after"));
+  std::vector<uint8_t> got(5, 0);
+  server.read_exact(got.data(), 1, soon(), "first byte");
+  EXPECT_NO_THROW(server.read_exact(nullptr, 0, past, "empty read, bytes pending"));
+  server.read_exact(got.data() + 1, 4, soon(), "the rest");
+  EXPECT_EQ(got, sent);
+  // Nothing more arrived: a one-byte read with a past deadline finds the stream empty.
+  uint8_t extra = 0;
+  EXPECT_THROW(server.read_exact(&extra, 1, past, "nothing more"), TimeoutError);
 }
 
 TEST(Socket, ReportsAddresses) {

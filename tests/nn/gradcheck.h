@@ -2,9 +2,17 @@
 //
 // The scalar probed is L = sum_i out_i * r_i with a fixed random r, accumulated in double.
 // Layers compute in fp32, so the finite difference is taken with eps ~ 1e-3 (relative to
-// the value's magnitude): truncation error O(eps^2) and rounding error O(2^-24 / eps)
-// are both far below the default tolerance of 1e-2 on
-// |analytic - numeric| / max(1, |analytic|, |numeric|).
+// the value's magnitude): truncation error O(eps^2), relative to the coordinate's own
+// gradient, and rounding error O(2^-24 |L| / eps), the same for every coordinate of the
+// module. So each probed coordinate must satisfy
+//   |analytic - numeric| <= rtol * max(|analytic|, |numeric|) + atol * G + module_atol * M,
+// G the largest |analytic| or |numeric| probed in its tensor and M the largest in the whole
+// module: relative to the coordinate itself, with floors that follow the gradients' scale
+// (a coordinate whose gradient nearly cancels keeps the finite difference's absolute
+// error). A layer whose gradients are 1e-3 is held to the accuracy of one whose gradients
+// are 1; a fixed absolute tolerance of 1e-2 let a LayerNorm backward term off by a factor
+// 1 + 1/D through. Measured on Zen 4: every user within 0.35 of the bound (attention's
+// input gradient the closest); that LayerNorm error at 2.2 (D = 40) to 6 (D = 19) times it.
 // Up to `max_checks` coordinates of the input and of every parameter are probed, spread
 // evenly, so large layers stay fast.
 #pragma once
@@ -12,9 +20,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/rng.h"
 #include "nn/module.h"
@@ -23,9 +35,11 @@ namespace braid::nn::testing {
 
 struct GradCheckOptions {
   double eps = 1e-3;
-  double tolerance = 1e-2;
-  int max_checks = 64;      // per tensor
-  bool check_input = true;  // false for integer inputs (token ids)
+  double rtol = 5e-3;         // of the coordinate's own gradient
+  double atol = 1e-3;         // of the largest gradient probed in its tensor
+  double module_atol = 2e-4;  // of the largest probed in the module (rounding in L)
+  int max_checks = 64;        // per tensor
+  bool check_input = true;    // false for integer inputs (token ids)
   Mode mode = Mode::train;
   uint64_t seed = 1;
 };
@@ -74,6 +88,12 @@ inline void expect_gradients_match(Module& m, Tensor input, const GradCheckOptio
     dx_copy.copy_from(dx);
   }
 
+  struct Probe {
+    std::string what;  // "input" or the parameter's name
+    int64_t index;
+    double analytic, numeric;
+  };
+  std::vector<Probe> probes;
   auto probe = [&](float* values, const float* analytic, int64_t n, const std::string& what) {
     const int64_t step = std::max<int64_t>(1, n / opt.max_checks);
     for (int64_t i = 0; i < n; i += step) {
@@ -84,11 +104,7 @@ inline void expect_gradients_match(Module& m, Tensor input, const GradCheckOptio
       values[i] = static_cast<float>(saved - h);
       const double down = loss();
       values[i] = saved;
-      const double numeric = (up - down) / (2 * h);
-      const double a = analytic[i];
-      const double err = std::fabs(a - numeric) / std::max({1.0, std::fabs(a), std::fabs(numeric)});
-      EXPECT_LT(err, opt.tolerance) << m.kind() << " d/d" << what << "[" << i << "]: analytic " << a
-                                    << ", numeric " << numeric;
+      probes.push_back({what, i, analytic[i], (up - down) / (2 * h)});
     }
   };
   if (opt.check_input) probe(input.f32(), dx_copy.f32(), input.numel(), "input");
@@ -96,6 +112,32 @@ inline void expect_gradients_match(Module& m, Tensor input, const GradCheckOptio
     Tensor w = params.param(id);
     probe(w.f32(), params.grad(id).f32(), w.numel(), params.info(id).name);
   }
+  auto size = [](const Probe& p) { return std::max(std::fabs(p.analytic), std::fabs(p.numeric)); };
+  double module_largest = 0;
+  std::map<std::string, double> tensor_largest;
+  for (const Probe& p : probes) {
+    module_largest = std::max(module_largest, size(p));
+    tensor_largest[p.what] = std::max(tensor_largest[p.what], size(p));
+  }
+  auto bound = [&](const Probe& p) {
+    return opt.rtol * size(p) + opt.atol * tensor_largest[p.what] +
+           opt.module_atol * module_largest;
+  };
+  std::map<std::string, double> worst;  // each tensor's largest error / bound
+  for (const Probe& p : probes) {
+    const double error = std::fabs(p.analytic - p.numeric);
+    EXPECT_LE(error, bound(p)) << m.kind() << " d/d" << p.what << "[" << p.index << "]: analytic "
+                               << p.analytic << ", numeric " << p.numeric
+                               << " (largest gradient probed in the tensor "
+                               << tensor_largest[p.what] << ", in the module " << module_largest
+                               << ")";
+    worst[p.what] = std::max(worst[p.what], error / bound(p));
+  }
+  // GRADCHECK_REPORT=1 prints how close each tensor came, for choosing a tolerance.
+  if (std::getenv("GRADCHECK_REPORT"))
+    for (const auto& [what, w] : worst)
+      std::printf("gradcheck %.3f of the bound: %s d/d%s\n", w, std::string(m.kind()).c_str(),
+                  what.c_str());
 }
 
 // Convenience: a random N(0,1) input of the given shape.

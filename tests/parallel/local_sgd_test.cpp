@@ -139,6 +139,30 @@ TEST(LocalSgd, PeriodOneWithPlainSgdIsDdp) {
     ASSERT_NEAR(got.params.back()[i], want[i], tol) << "parameter float " << i;
 }
 
+// A local step accumulates its micro-batches as DDP does (Strategy::accumulate_micro_batches,
+// each micro-batch mean scaled by 1/m): with plain SGD (nothing normalises the step's size)
+// and the small MLP (no batch norm, no dropout), 2 or 4 micro-batches give the step of the
+// whole shard, so the hand-made reference without accumulation, within its tolerance. A sum
+// of the micro-batch means (a step m times too long) moves parameters by 1e-3 or more.
+TEST(LocalSgd, AccumulatedMicroBatchesEqualTheWholeShard) {
+  StepOptions o = options("sgd");
+  o.optimizer.momentum = 0;
+  o.optimizer.weight_decay = 0;
+  const int n = 2, steps = 4, period = 2;
+  const auto want = by_hand(small_mlp(), o, n, steps, period);
+  for (int m : {2, 4}) {
+    StepOptions accumulating = o;
+    accumulating.accumulate_steps = m;
+    const Trace got = run_local_sgd(small_mlp(), accumulating, n, steps, {.period = period});
+    for (size_t t = 0; t < want.size(); ++t) {
+      const float tol = 1e-5f * largest(want[t]);
+      for (size_t i = 0; i < want[t].size(); ++i)
+        ASSERT_NEAR(got.params[t][i], want[t][i], tol)
+            << m << " micro-batches, step " << t << ", parameter float " << i;
+    }
+  }
+}
+
 // Between averages the ranks differ; synchronize() gives all of them the mean of their
 // parameters, buffers (batch norm's running statistics) and momentum, bit for bit alike.
 TEST(LocalSgd, SynchronizeLeavesOneModelAndOneOptimizerState) {

@@ -266,14 +266,15 @@ std::vector<double> simulated_bubbles(PipelineSchedule schedule, int P, int M, i
       if (at[s] == lists[s].size()) continue;
       const PipelineAction& a = lists[s][at[s]];
       const int c = s + a.chunk * P, m = a.position;
-      int ready = 0;
+      int ready = 0;  // when everything it needs is done
+      auto needs = [&](int end) {
+        ready = ready == kNotYet || end == kNotYet ? kNotYet : std::max(ready, end);
+      };
       if (a.kind == PipelineAction::forward) {
-        if (c > 0) ready = forward_end[c - 1][m];
+        if (c > 0) needs(forward_end[c - 1][m]);
       } else {
-        ready = forward_end[c][m];
-        if (c < V - 1)
-          ready =
-              backward_end[c + 1][m] == kNotYet ? kNotYet : std::max(ready, backward_end[c + 1][m]);
+        needs(forward_end[c][m]);
+        if (c < V - 1) needs(backward_end[c + 1][m]);
       }
       if (ready == kNotYet) continue;
       const int took = a.kind == PipelineAction::forward ? f : b;

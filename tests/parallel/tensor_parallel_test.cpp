@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <mutex>
 
 #include "comm/inproc_ranks.h"
@@ -210,10 +211,27 @@ TEST(TensorParallel, StateIsOneProcessLayoutAndResumesAsOneProcess) {
   const Outcome both = single(o, 4);
   const Outcome resumed = tensor(o, 2, 2, &first, 2);
   expect_close_adam(resumed.params, both.params, 2, "resumed");
+  // The gathered state holds one process's values, not just its names and shapes: Adam's
+  // moments within 1e-4 of each tensor's largest value (they agree to ~3e-6 of it, the
+  // gradients' rounding averaged and squared), the step count exactly. A shard left out of
+  // the gather (zeros), one written at another rank's offsets or a moment of another name
+  // is off by its own size.
   ASSERT_EQ(resumed.state.size(), both.state.size());
   for (size_t i = 0; i < both.state.size(); ++i) {
-    EXPECT_EQ(resumed.state[i].first, both.state[i].first);
-    EXPECT_EQ(resumed.state[i].second.shape(), both.state[i].second.shape());
+    const auto& [name, want] = both.state[i];
+    const Tensor& got = resumed.state[i].second;
+    EXPECT_EQ(resumed.state[i].first, name);
+    ASSERT_EQ(got.shape(), want.shape()) << name;
+    ASSERT_EQ(got.dtype(), want.dtype()) << name;
+    if (want.dtype() != DType::f32) {
+      EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0) << name;
+      continue;
+    }
+    const std::vector<float> w(want.f32(), want.f32() + want.numel());
+    const float tol = 1e-4f * largest(w);
+    ASSERT_GT(tol, 0) << name << " is all zeros";
+    for (int64_t j = 0; j < want.numel(); ++j)
+      ASSERT_NEAR(got.f32()[j], w[static_cast<size_t>(j)], tol) << name << " at float " << j;
   }
 }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <vector>
 
 #include "comm/group.h"
 #include "core/log.h"
@@ -108,8 +109,10 @@ RunOutcome Trainer::run_federated(int64_t stop_at_round) {
   const std::string checkpoint_dir = config_.out + "/checkpoint";
   std::string stop_rule;
   int stopped_by = 0;
-  float* delta = params().grads();  // the round's accumulator: nothing else needs it here
-  const auto delta_span = std::span<float>(delta, static_cast<size_t>(params().size()));
+  // The round's sum of n_k (w_k - w) over this worker's clients. Not the gradient buffer,
+  // which the push sends: every local step of a client computes its gradient there, so
+  // accumulating there would wipe the clients before the last and add its last gradient.
+  std::vector<float> delta(static_cast<size_t>(params().size()));
   for (; step_ < rounds && (stop_at_round <= 0 || step_ != stop_at_round);) {
     Stopwatch round_watch;
     const int64_t round = step_;
@@ -118,17 +121,19 @@ RunOutcome Trainer::run_federated(int64_t stop_at_round) {
         parallel::choose_clients(config_.seed, round, clients, f.fraction);
     const std::vector<int> mine =
         parallel::assign_clients(chosen, sizes, world_)[static_cast<size_t>(rank_)];
-    std::fill(delta_span.begin(), delta_span.end(), 0.0f);
+    std::fill(delta.begin(), delta.end(), 0.0f);
     int64_t samples = 0;
     double loss = 0;
     const float lr = learning_rate();
     for (const int k : mine) {
       const parallel::ClientUpdate u =
-          client.train(round, k, split[static_cast<size_t>(k)], lr, delta_span);
+          client.train(round, k, split[static_cast<size_t>(k)], lr, delta);
       samples += u.samples;
       loss += u.loss * static_cast<double>(u.samples);
     }
-    // A worker with no client this round still pushes (weight 0): the round waits for it.
+    // What the push sends. A worker with no client this round still pushes (weight 0): the
+    // round waits for it.
+    std::copy(delta.begin(), delta.end(), params().grads());
     ps->push(lr, round, samples);
     ++step_;
     const double seconds = round_watch.elapsed();
