@@ -55,6 +55,26 @@ MUTATIONS=(
   # 8. The tensor-parallel checkpoint gathers only tensor rank 0's shard of the optimizer
   #    state (the others' parts stay zero); the parameters are untouched.
   "tp-state-gather-one-shard|src/braid/parallel/mesh_strategy.cpp|s/^\( *\)comm::allreduce(\*tensor, full.f32(),/\1if (false) comm::allreduce(*tensor, full.f32(),/|parallel_tensor_parallel_test|TensorParallel.StateIsOneProcessLayoutAndResumesAsOneProcess"
+  # Sections 1-3 (the job surface). A ps worker destroyed by an error says done, not fail.
+  "ps-failed-worker-says-done|src/braid/parallel/ps_worker.cpp|s/const bool failing = std::uncaught_exceptions() > 0;/const bool failing = false;/|parallel_ps_test|Ps.AWorkerThatFailsIsNeverCountedAsFinished"
+  # Sync servers never drop a silent worker (the job waits out the deadline, blaming the server).
+  "ps-sync-never-silent|src/braid/train/ps_serve.cpp|s/: std::max(std::chrono::milliseconds(1), deadline \/ 2);/: std::chrono::milliseconds(0);/|test_cli|JobOutcome.StalledSyncWorkerFailsTheJobNamingIt"
+  # The launcher never stops ps workers left running after the servers finished.
+  "launcher-waits-on-stranded|src/braid/launch/launcher.cpp|s/if (options_.servers == 0 .. kill_at_) return;/if (true) return;/|test_cli|JobOutcome.StalledAsyncWorkerDoesNotHangTheJob"
+  # The launcher's headline blames the rank that gave up waiting.
+  "launcher-blames-the-waiter|src/braid/launch/launcher.cpp|s/    if (f.signal != 0) return std::nullopt;/    return std::nullopt;/|test_cli|JobOutcome.StalledSyncWorkerFailsTheJobNamingIt"
+  # Ranks are not compared on their configs.
+  "no-config-agreement|src/braid/cli/train_command.cpp|/train::check_same_config(\*job->world, config);/d|test_cli|JobOutcome.RanksWithDifferentConfigsAreRefusedNamingEachKey"
+  # Collectives do not publish their call in the shared window.
+  "no-call-publication|src/braid/comm/collectives.cpp|/w->publish_call(g.rank(), seq, sig);/d|comm_shared_buffer_test|SharedBuffer.AnotherCallMeetingAnAllreduceFailsAtOnce"
+  # A resume writes into the --out recorded in the checkpoint.
+  "resume-into-recorded-out|src/braid/cli/train_command.cpp|/j\["out"\] = run_dir_of(resume_dir);/d|test_cli|JobOutcome.ResumeWritesIntoTheRunItWasGiven"
+  # A resume under another world size takes the saved per-rank batch.
+  "resume-keeps-rank-batch|src/braid/cli/train_command.cpp|/config = keep_global_batch(config, saved_state, place, resume_dir);/d|test_cli|JobOutcome.ResumeUnderAnotherWorldSizeKeepsTheGlobalBatch"
+  # The checkpoint's step offset is ignored when checking the position.
+  "resume-ignores-step-offset|src/braid/train/trainer_checkpoint.cpp|s/step == loader_epoch \* per_epoch + position + offset,/step == loader_epoch * per_epoch + position,/|test_cli|JobOutcome.ResumeAtAnotherBatchWritesResumableCheckpoints"
+  # braid eval keeps the run's distribution keys.
+  "eval-keeps-distribution|src/braid/cli/train_command.cpp|/^  drop_distribution(j);$/d|test_cli|JobOutcome.ShardedAndPipelineRunsEvaluateAndResumeAsOneProcess"
 )
 
 list=0 baseline=0 keep_going=0

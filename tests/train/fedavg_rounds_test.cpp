@@ -87,6 +87,7 @@ TrainConfig config(const TempDir& tmp) {
       {"type": "linear", "out_features": 4}]})");
   c.dataset = "npy";
   c.npy = {tmp.file("x.npy"), tmp.file("y.npy"), tmp.file("tx.npy"), tmp.file("ty.npy")};
+  c.npy_layout = "nhwc";  // the arrays are written [N, H, W, C]
   c.strategy = "fedavg";
   c.batch = 4;
   c.optimizer.name = "sgd";

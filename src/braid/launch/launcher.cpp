@@ -296,6 +296,10 @@ class Supervisor {
         const int check = std::min(ms_until(*servers_done_at_ + kStrandedGrace), 500);
         wait_ms = wait_ms < 0 ? check : std::min(wait_ms, check);
       }
+      if (stranded_kill_at_) {
+        const int check = ms_until(*stranded_kill_at_);
+        wait_ms = wait_ms < 0 ? check : std::min(wait_ms, check);
+      }
       const int ready = ::poll(fds.data(), fds.size(), wait_ms);
       if (ready < 0 && errno != EINTR)
         BRAID_THROW(IoError, "launch: poll failed: ", std::strerror(errno));
@@ -306,6 +310,11 @@ class Supervisor {
       }
       if (kill_at_ && !killed_ && Clock::now() >= *kill_at_) kill_now(0);
       stop_stranded_workers();
+      if (stranded_kill_at_ && Clock::now() >= *stranded_kill_at_) {
+        for (Rank& r : ranks_)
+          if (r.stranded && !r.exited) ::kill(-r.proc.pid, SIGKILL);
+        stranded_kill_at_.reset();
+      }
     }
     for (Rank& r : ranks_) {
       close_output(r, true);
@@ -447,7 +456,9 @@ class Supervisor {
         ::kill(-pid, SIGKILL);
         r.exited = true;
         r.exited_at = Clock::now();
-        if (r.failed() && !kill_at_ && is_worker_of_ps_job(i)) {
+        if (r.stranded) {
+          // Stopped by the launcher after the servers finished: already reported.
+        } else if (r.failed() && !kill_at_ && is_worker_of_ps_job(i)) {
           lost_workers_.push_back(label(static_cast<int>(i)) + " " + r.how());
           const std::string line = "braid launch: " + lost_workers_.back() +
                                    "; the servers decide whether the job goes on without it "
@@ -480,7 +491,8 @@ class Supervisor {
     std::vector<int> running;
     for (size_t i = 0; i < ranks_.size(); ++i) {
       if (static_cast<int>(i) >= workers && !ranks_[i].exited) return;  // a server still runs
-      if (static_cast<int>(i) < workers && !ranks_[i].exited) running.push_back(int(i));
+      if (static_cast<int>(i) < workers && !ranks_[i].exited && !ranks_[i].stranded)
+        running.push_back(int(i));
     }
     if (running.empty()) return;
     if (!servers_done_at_) servers_done_at_ = Clock::now();
@@ -501,7 +513,12 @@ class Supervisor {
       lost_workers_.push_back(label(w) + " could make no progress after every server finished" +
                               state_note(r) + "; the launcher stopped it");
     }
-    begin_stopping(SIGTERM);
+    // Only these: a worker that said done may still be exiting, and must exit by itself.
+    for (const int w : stranded) {
+      ::kill(-ranks_[static_cast<size_t>(w)].proc.pid, SIGTERM);
+      ::kill(-ranks_[static_cast<size_t>(w)].proc.pid, SIGCONT);
+    }
+    stranded_kill_at_ = Clock::now() + options_.grace;
     say("braid launch: every server has finished, and " + names +
         " cannot make progress without them: stopping " +
         (stranded.size() == 1 ? "it" : "them"));
@@ -677,6 +694,7 @@ class Supervisor {
   std::optional<Clock::time_point> stop_began_;
   std::optional<Clock::time_point> kill_at_;  // set once stopping began
   std::optional<Clock::time_point> servers_done_at_;  // ps jobs: when every server had exited
+  std::optional<Clock::time_point> stranded_kill_at_;  // SIGKILL for stranded workers still up
   bool killed_ = false;
   int kill_signal_ = 0;  // 0: the grace period ran out
   Clock::duration killed_after_{0};

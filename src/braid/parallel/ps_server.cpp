@@ -302,6 +302,7 @@ void PsServer::handle(const PsRequest& r, int source) {
 bool PsServer::receive_from_worker(int worker, uint32_t tag, void* data, size_t bytes) {
   const comm::RequestId id = world_->irecv(worker, tag, data, bytes);
   const std::chrono::milliseconds limit = silence_limit();
+  const BlockedOn blocked(*this, worker);
   try {
     if (limit.count() > 0)
       world_->wait(std::span<const comm::RequestId>(&id, 1), comm::Deadline::after(limit));
@@ -322,6 +323,17 @@ bool PsServer::receive_from_worker(int worker, uint32_t tag, void* data, size_t 
 // A message under way takes milliseconds; one stuck for half the job's deadline (or the
 // silence timeout, if longer) means the worker stopped. Never shorter than that, so a
 // silence timeout set too short does not cut transfers.
+PsServer::BlockedOn::BlockedOn(PsServer& server, int worker)
+    : server_(server), worker_(worker), since_(Clock::now()) {}
+
+// The others could not be heard while the server waited on one worker: that time is not
+// their silence.
+PsServer::BlockedOn::~BlockedOn() {
+  const Clock::duration blocked = Clock::now() - since_;
+  for (size_t w = 0; w < server_.last_heard_.size(); ++w)
+    if (static_cast<int>(w) != worker_) server_.last_heard_[w] += blocked;
+}
+
 std::chrono::milliseconds PsServer::silence_limit() const {
   return std::max(options_.worker_timeout, options_.worker_deadline / 2);
 }
@@ -366,6 +378,7 @@ void PsServer::answer(int worker) {
   // A worker that stopped mid-answer (its ring full) must not stall the server past its
   // silence timeout: it is given up on, and the others are served.
   const std::chrono::milliseconds limit = silence_limit();
+  const BlockedOn blocked(*this, worker);
   try {
     if (limit.count() > 0 && options_.layout.is_worker(worker))
       world_->wait(ids, comm::Deadline::after(limit));

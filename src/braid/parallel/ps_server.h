@@ -107,6 +107,20 @@ class PsServer {
   bool receive_from_worker(int worker, uint32_t tag, void* data, size_t bytes);
   // How long the server waits on one worker's message or answer before giving up on it.
   std::chrono::milliseconds silence_limit() const;
+  // While alive, the server is blocked on one worker's transfer; its duration is then
+  // added to every other worker's last_heard_.
+  class BlockedOn {
+   public:
+    BlockedOn(PsServer& server, int worker);
+    ~BlockedOn();
+    BlockedOn(const BlockedOn&) = delete;
+    BlockedOn& operator=(const BlockedOn&) = delete;
+
+   private:
+    PsServer& server_;
+    int worker_;
+    Clock::time_point since_;
+  };
   // A lost worker may still speak again before its deadline.
   bool may_come_back() const;
   // After run()'s loop: throws when no worker finished, or the chief did not.
