@@ -2,6 +2,8 @@
 // in-process (when built), shared memory (default rings, and 64 KiB rings so messages
 // wrap and outgrow the ring), and TCP. Ranks are threads; the per-transport test files
 // add real processes and real faults.
+#include "comm/collectives.h"
+#include "comm/group.h"
 #include "transport_contract.h"
 
 namespace braid::comm {
@@ -356,6 +358,33 @@ TEST_P(TransportContract, SignatureMismatchNamesBothCalls) {
     EXPECT_TRUE(contains(error, describe_call(allreduce_sig(100), 7))) << error;
     EXPECT_TRUE(contains(error, describe_call(bcast, 7))) << error;
   }
+}
+
+// Ranks in different collectives (an alltoall meeting an allreduce, as ranks that disagree
+// on `deterministic` once did) fail at once naming both calls, not at the deadline.
+TEST_P(TransportContract, AnAlltoallMeetingAnAllreduceFailsAtOnceNamingBoth) {
+  World w = make_world(GetParam(), 2);
+  GroupOptions options;
+  options.timeout = 60s;
+  std::vector<std::string> errors(2);
+  const auto started = std::chrono::steady_clock::now();
+  run_threads(2, [&](int me) {
+    auto g = Group::world(w[static_cast<size_t>(me)], options);
+    std::vector<float> in(64, 1.0f), out(64);
+    try {
+      if (me == 0)
+        allreduce(*g, in.data(), in.size(), DType::f32, ReduceOp::sum);
+      else
+        alltoall(*g, in.data(), out.data(), 32, DType::f32);
+    } catch (const Error& e) {
+      errors[static_cast<size_t>(me)] = e.what();
+    }
+    if (errors[static_cast<size_t>(me)].empty()) errors[static_cast<size_t>(me)] = "(no error)";
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 20s);
+  const bool named = (contains(errors[0], "allreduce #") && contains(errors[0], "alltoall #")) ||
+                     (contains(errors[1], "allreduce #") && contains(errors[1], "alltoall #"));
+  EXPECT_TRUE(named) << "rank 0: " << errors[0] << "\nrank 1: " << errors[1];
 }
 
 TEST_P(TransportContract, AMissingMessageTimesOutNamingPeerCallAndTime) {
