@@ -75,6 +75,8 @@ MUTATIONS=(
   "resume-ignores-step-offset|src/braid/train/trainer_checkpoint.cpp|s/step == loader_epoch \* per_epoch + position + offset,/step == loader_epoch * per_epoch + position,/|test_cli|JobOutcome.ResumeAtAnotherBatchWritesResumableCheckpoints"
   # braid eval keeps the run's distribution keys.
   "eval-keeps-distribution|src/braid/cli/train_command.cpp|/^  drop_distribution(j);$/d|test_cli|JobOutcome.ShardedAndPipelineRunsEvaluateAndResumeAsOneProcess"
+  # A sync job that lost a worker reports itself converged.
+  "ps-unfinished-as-converged|src/braid/parallel/ps_worker.cpp|s/  if (stop_reason_ != PsStopReason::worker_left) return \"\";/  return \"\";/|test_cli|JobOutcome.SyncJobThatLosesAWorkerEndsUnfinished"
 )
 
 list=0 baseline=0 keep_going=0

@@ -121,6 +121,30 @@ TEST(JobOutcome, StalledAsyncWorkerDoesNotHangTheJob) {
       << job->output();
 }
 
+// A sync worker stopped alone by SIGTERM leaves the job at a step boundary; the others
+// cannot step without it and stop there too, as an unfinished run (non-zero, checkpoint
+// kept), never as a converged one.
+TEST(JobOutcome, SyncJobThatLosesAWorkerEndsUnfinished) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  auto job = launch_ps(2, mlp_ps_args(tmp, "sync", 100000), "60");
+  HangGuard guard(job->pid(), kHangLimit);
+  const pid_t victim = pid_of(*job, "worker 1");
+  ASSERT_GT(victim, 0) << job->output();
+  ASSERT_TRUE(job->wait_for("[worker 0] epoch 1/")) << job->output();
+  ASSERT_EQ(::kill(victim, SIGTERM), 0);
+  const int code = job->finish();
+  ASSERT_FALSE(guard.fired()) << job->output();
+  EXPECT_NE(code, 0) << job->output();
+  const std::string& out = job->output();
+  EXPECT_FALSE(has_text(out, "judged converged")) << out;
+  EXPECT_TRUE(has_text(out, "[worker 0] unfinished at step")) << out;
+  EXPECT_TRUE(has_text(out, "worker 1 left the job after step")) << out;
+  EXPECT_TRUE(has_text(last_line(out), "the job failed: its chief, worker 0, exited with code 1"))
+      << out;
+  EXPECT_TRUE(fs::exists(tmp.file("out/checkpoint/model.safetensors")));
+}
+
 // Every worker failing (each at start, here: more clients than samples) is a failed job.
 TEST(JobOutcome, FedAvgJobWhoseWorkersAllFailExitsNonZero) {
   REQUIRE_FASHION_MNIST();
