@@ -47,7 +47,7 @@ constexpr std::chrono::milliseconds kDrainLimit{2000};
 
 // Parameter-server jobs: how long a worker may run on after every server exited (it sent
 // `done` just before they finished) before the launcher stops it as unable to progress.
-constexpr std::chrono::milliseconds kStrandedGrace{10000};
+constexpr std::chrono::milliseconds kStrandedGrace{30000};
 
 std::atomic<int> g_signal_pipe{-1};
 
@@ -501,8 +501,8 @@ class Supervisor {
     for (const int w : running) {
       Rank& r = ranks_[static_cast<size_t>(w)];
       r.state_at_failure = process_state(r.proc.pid);
-      if (grace_over || r.state_at_failure == 'T' || r.state_at_failure == 't')
-        stranded.push_back(w);
+      // 'T' only: a tracing stop ('t') is a debugger, or LeakSanitizer checking at exit.
+      if (grace_over || r.state_at_failure == 'T') stranded.push_back(w);
     }
     if (stranded.empty()) return;
     std::string names;
@@ -520,16 +520,13 @@ class Supervisor {
     }
     stranded_kill_at_ = Clock::now() + options_.grace;
     say("braid launch: every server has finished, and " + names +
-        " cannot make progress without them: stopping " +
-        (stranded.size() == 1 ? "it" : "them"));
+        " cannot make progress without them: stopping " + (stranded.size() == 1 ? "it" : "them"));
   }
 
   // " (its process was stopped)" for a rank that was stopped (SIGSTOP, SIGTSTP) when looked
   // at; empty otherwise.
   static std::string state_note(const Rank& r) {
-    return r.state_at_failure == 'T' || r.state_at_failure == 't'
-               ? " (its process was stopped: SIGSTOP or SIGTSTP)"
-               : "";
+    return r.state_at_failure == 'T' ? " (its process was stopped: SIGSTOP or SIGTSTP)" : "";
   }
 
   void read_output(Rank& r, bool is_out) {
@@ -633,10 +630,10 @@ class Supervisor {
       res.exit_code = r.stranded ? 128 + SIGTERM : r.signal != 0 ? 128 + r.signal : r.code;
       if (res.exit_code == 0) res.exit_code = 1;
       res.message = "braid launch: the job failed: " +
-                    std::string(*w == 0 ? "its chief, worker 0, " : "every worker failed; the last, " +
-                                                                       label(static_cast<int>(*w)) + ", ") +
-                    (r.stranded ? "could make no progress after every server finished"
-                                : r.how());
+                    std::string(*w == 0 ? "its chief, worker 0, "
+                                        : "every worker failed; the last, " +
+                                              label(static_cast<int>(*w)) + ", ") +
+                    (r.stranded ? "could make no progress after every server finished" : r.how());
       if (!r.stranded && r.signal == 0 && !r.err->last_line().empty())
         res.message += ". Last line " + label(static_cast<int>(*w)) +
                        " wrote to stderr: " + r.err->last_line();
@@ -692,8 +689,8 @@ class Supervisor {
   int stopped_ = 0;                        // ranks running when stopping began
   int stop_signal_ = 0;                    // what they were sent then
   std::optional<Clock::time_point> stop_began_;
-  std::optional<Clock::time_point> kill_at_;  // set once stopping began
-  std::optional<Clock::time_point> servers_done_at_;  // ps jobs: when every server had exited
+  std::optional<Clock::time_point> kill_at_;           // set once stopping began
+  std::optional<Clock::time_point> servers_done_at_;   // ps jobs: when every server had exited
   std::optional<Clock::time_point> stranded_kill_at_;  // SIGKILL for stranded workers still up
   bool killed_ = false;
   int kill_signal_ = 0;  // 0: the grace period ran out

@@ -25,7 +25,7 @@
 // reported on the launcher's stderr but stops nothing, since whether the job can go on
 // without it is the servers' call (they know the consistency mode). Once every server has
 // exited, a worker still running cannot progress: a stopped one is stopped for good at once,
-// any other after a 10 s grace, each named. Such a job failed when its chief (worker 0) or
+// any other after a 30 s grace, each named. Such a job failed when its chief (worker 0) or
 // every worker failed.
 //
 // Not thread-safe: one launch() per process at a time (it installs signal handlers for
