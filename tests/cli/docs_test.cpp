@@ -86,13 +86,13 @@ TEST(Docs, EveryTrainingRunInAnExampleHasItsOwnOut) {
         ADD_FAILURE() << doc << ": an elided training command without --out: " << command;
       const auto out = std::find(train, w.end(), "--out");
       if (out == w.end() || out + 1 == w.end()) {
-        ADD_FAILURE() << doc << ": no --out (so runs/latest, which the next run refuses): "
-                      << command;
+        ADD_FAILURE() << doc
+                      << ": no --out (so runs/latest, which the next run refuses): " << command;
         continue;
       }
       const auto [at, fresh] = outs.emplace(out[1], command);
-      EXPECT_TRUE(fresh) << doc << ": two examples write --out " << out[1] << ":\n  "
-                         << at->second << "\n  " << command;
+      EXPECT_TRUE(fresh) << doc << ": two examples write --out " << out[1] << ":\n  " << at->second
+                         << "\n  " << command;
     }
     if (std::string(doc) == "README.md") {
       EXPECT_GE(outs.size(), 7u);
@@ -111,7 +111,7 @@ TEST(Docs, ScriptsTheExamplesRunDirectlyCanBeRun) {
           const std::string path = kRoot + "/" + w;
           ASSERT_TRUE(fs::is_regular_file(path)) << doc << ": " << w << " does not exist";
           EXPECT_EQ(::access(path.c_str(), X_OK), 0) << doc << ": " << w << " is run "
-                                                    << "directly but is not executable";
+                                                     << "directly but is not executable";
           EXPECT_EQ(read(w).rfind("#!", 0), 0u) << doc << ": " << w << " has no #! line";
           ++checked;
         }
@@ -133,7 +133,8 @@ TEST(Docs, CheckpointFilesAreNamedWhereBraidWritesThem) {
 }
 
 TEST(Docs, FilesTheDocsNameExist) {
-  static const std::regex path(R"((?:^|[\s`(\[])((?:bench|scripts|configs|docs|src|tests)/[\w./-]*\w))");
+  static const std::regex path(
+      R"((?:^|[\s`(\[])((?:bench|scripts|configs|docs|src|tests)/[\w./-]*\w))");
   int checked = 0;
   for (const char* doc : kDocs) {
     const std::string text = read(doc);

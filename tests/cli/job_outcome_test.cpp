@@ -116,8 +116,9 @@ TEST(JobOutcome, StalledAsyncWorkerDoesNotHangTheJob) {
   ASSERT_FALSE(guard.fired()) << "the job hung on the stopped worker:\n" << job->output();
   EXPECT_EQ(code, 0) << job->output();
   EXPECT_TRUE(has_text(job->output(), "[worker 0] done: 300 steps")) << job->output();
-  EXPECT_TRUE(has_text(job->output(), "every server has finished, and worker 1 (its process "
-                                      "was stopped: SIGSTOP or SIGTSTP) cannot make progress"))
+  EXPECT_TRUE(has_text(job->output(),
+                       "every server has finished, and worker 1 (its process "
+                       "was stopped: SIGSTOP or SIGTSTP) cannot make progress"))
       << job->output();
 }
 
@@ -224,7 +225,8 @@ TEST(JobOutcome, RanksWithDifferentConfigsAreRefusedNamingEachKey) {
 
 std::string mlp_run(const std::string& out, int steps) {
   return "--model mlp --batch 64 --max-steps " + std::to_string(steps) +
-         " --schedule constant --eval-batches 2 --log-every 5 --threads 1 --deterministic --out " + out;
+         " --schedule constant --eval-batches 2 --log-every 5 --threads 1 --deterministic --out " +
+         out;
 }
 
 std::unique_ptr<Process> train(const std::string& args, int ranks = 1) {
@@ -280,8 +282,8 @@ TEST(JobOutcome, ResumeUnderAnotherWorldSizeKeepsTheGlobalBatch) {
   EXPECT_TRUE(has_text(alone->output(), "keeps its global batch of 128")) << alone->output();
   auto again = train("--resume " + tmp.file("part") + " --max-steps 12", 2);
   ASSERT_EQ(again->finish(), 0) << again->output();
-  EXPECT_TRUE(braid::testing::same_checkpoint(tmp.file("whole/checkpoint"),
-                                              tmp.file("part/checkpoint")))
+  EXPECT_TRUE(
+      braid::testing::same_checkpoint(tmp.file("whole/checkpoint"), tmp.file("part/checkpoint")))
       << again->output();
   auto finished = train("--resume " + tmp.file("part"));
   ASSERT_EQ(finished->finish(), 0) << finished->output();
@@ -313,8 +315,8 @@ TEST(JobOutcome, ShardedAndPipelineRunsEvaluateAndResumeAsOneProcess) {
   for (const std::string strategy : {"--zero-stage 1", "--strategy pipeline --pipeline.stages 2"}) {
     const TempDir tmp;
     auto run = train("--model mlp --batch 64 --max-steps 4 --eval-batches 2 --threads 1 " +
-                            strategy + " --out " + tmp.file("run"),
-                        2);
+                         strategy + " --out " + tmp.file("run"),
+                     2);
     ASSERT_EQ(run->finish(), 0) << strategy << ": " << run->output();
     Process eval({BRAID_BINARY, "eval", "--checkpoint", tmp.file("run")});
     ASSERT_EQ(eval.finish(), 0) << strategy << ": " << eval.output();

@@ -65,9 +65,9 @@ TEST(LogOutputCli, UnderALauncherOnlyRankZeroSaysInfoAndPipesGetPlainLines) {
   EXPECT_TRUE(has(r.output, "[rank 0] epoch 1/1  step 6/6")) << r.output;
 
   // BRAID_LOG names a level for every rank alike: rank 1's info lines are back.
-  const BraidResult all = run_braid(
-      "launch -n 2 -- " + std::string(BRAID_BINARY) + " " + train_args(tmp, "all"),
-      "BRAID_TIMEOUT_S=60 BRAID_LOG=info");
+  const BraidResult all =
+      run_braid("launch -n 2 -- " + std::string(BRAID_BINARY) + " " + train_args(tmp, "all"),
+                "BRAID_TIMEOUT_S=60 BRAID_LOG=info");
   ASSERT_EQ(all.code, 0) << all.output;
   EXPECT_TRUE(has(all.output, "[rank 1] [braid I] ")) << all.output;
 }

@@ -89,8 +89,8 @@ TEST(PipelineCli, MicroBatchesThatDoNotDivideTheBatchNameBoth) {
     const BraidResult r = launch2(flags(tmp) + "--pipeline.stages 2 --pipeline.micro-batches " +
                                   micro + " --steps 2 --out " + tmp.file(micro));
     EXPECT_NE(r.code, 0) << r.output;
-    EXPECT_TRUE(has_text(r.output, std::string("pipeline.micro_batches is ") + micro +
-                                       " but batch is 16"))
+    EXPECT_TRUE(
+        has_text(r.output, std::string("pipeline.micro_batches is ") + micro + " but batch is 16"))
         << r.output;
     EXPECT_TRUE(has_text(r.output, "or pipeline.micro_batches to ")) << r.output;
     EXPECT_FALSE(has_text(r.output, "accumulate_steps")) << r.output;

@@ -2,9 +2,10 @@
 // in-process (when built), shared memory (default rings, and 64 KiB rings so messages
 // wrap and outgrow the ring), and TCP. Ranks are threads; the per-transport test files
 // add real processes and real faults.
+#include "transport_contract.h"
+
 #include "comm/collectives.h"
 #include "comm/group.h"
-#include "transport_contract.h"
 
 namespace braid::comm {
 namespace {

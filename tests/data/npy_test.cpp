@@ -161,15 +161,17 @@ TEST(Npy, LabelsInEveryIntegerAndBoolDtype) {
   EXPECT_EQ(d.labels.data<int32_t>()[0], 1);
   EXPECT_EQ(d.num_classes, 2);
   // A u8 label beyond int64 is named, not wrapped to a negative number.
-  write_file(dir.file("yu.npy"), npy_bytes(">u8", "(3,)", std::string(8, '\0') +
-                                                           std::string(8, '\xFF') +
-                                                           std::string(8, '\0')));
+  write_file(dir.file("yu.npy"),
+             npy_bytes(">u8", "(3,)",
+                       std::string(8, '\0') + std::string(8, '\xFF') + std::string(8, '\0')));
   expect_io_error([&] { load_npy_dataset(x, dir.file("yu.npy"), ImageLayout::nchw); },
                   dir.file("yu.npy") + ": element 1 is 18446744073709551615");
   // Float labels are refused, whatever their width or order.
   for (const char* descr : {"<f2", ">f4", "<f8"}) {
-    write_file(dir.file("yf.npy"), npy_bytes(descr, "(3,)", std::string(3 * (descr[2] - '0'), '\0')));
-    expect_io_error([&] { load_npy_dataset(x, dir.file("yf.npy"), ImageLayout::nchw); }, "labels must be integers");
+    write_file(dir.file("yf.npy"),
+               npy_bytes(descr, "(3,)", std::string(3 * (descr[2] - '0'), '\0')));
+    expect_io_error([&] { load_npy_dataset(x, dir.file("yf.npy"), ImageLayout::nchw); },
+                    "labels must be integers");
   }
 }
 
@@ -203,9 +205,9 @@ TEST(Npy, NchwImagesAreTransposedToNhwc) {
                     v[static_cast<size_t>(((s * c + ch) * h + y) * w + x)]);
   // Features of other ranks are left as stored, whatever the layout says.
   write_file(dir.file("x3.npy"), npy_bytes("<f4", "(2, 3, 2)", raw(std::vector<float>(12, 1))));
-  EXPECT_EQ(load_npy_dataset(dir.file("x3.npy"), dir.file("y.npy"), ImageLayout::nchw)
-                .features.shape(),
-            Shape({2, 3, 2}));
+  EXPECT_EQ(
+      load_npy_dataset(dir.file("x3.npy"), dir.file("y.npy"), ImageLayout::nchw).features.shape(),
+      Shape({2, 3, 2}));
 }
 
 TEST(Npy, TruncatedFile) {
@@ -261,8 +263,8 @@ TEST(Npy, UnsupportedDtypesNameTheFileAndTheDtype) {
       {"|O", "Python objects"},          {"|S5", "byte strings"},
       {"<U3", "unicode strings"},        {"|V8", "raw or structured records"},
       {"<M8[ns]", "datetimes"},          {"<m8[s]", "timedeltas"},
-      {"<f16", "long double floats"},           {"<i3", "an unknown width"},
-      {"<f1", "an unknown width"},            {"<b2", "an unknown width"},
+      {"<f16", "long double floats"},    {"<i3", "an unknown width"},
+      {"<f1", "an unknown width"},       {"<b2", "an unknown width"},
       {"f4", "not a numpy type string"}, {"", "not a numpy type string"},
   };
   for (const auto& [descr, what] : refused) {
@@ -274,12 +276,13 @@ TEST(Npy, UnsupportedDtypesNameTheFileAndTheDtype) {
     expect_io_error([&] { read_npy(path); }, "braid reads floats (f2, f4, f8)");
   }
   const std::string path = dir.file("rec.npy");
-  std::string dict = "{'descr': [('a', '<f4'), ('b', '<i4')], 'fortran_order': False, "
-                     "'shape': (1,), }";
+  std::string dict =
+      "{'descr': [('a', '<f4'), ('b', '<i4')], 'fortran_order': False, "
+      "'shape': (1,), }";
   while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
   dict += '\n';
-  write_file(path, std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(dict.size()) +
-                       '\0' + dict + std::string(8, '\0'));
+  write_file(path, std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(dict.size()) + '\0' +
+                       dict + std::string(8, '\0'));
   expect_io_error([&] { read_npy(path); }, path + ": a structured dtype");
 }
 
@@ -287,9 +290,13 @@ TEST(Npy, BadLabels) {
   TempDir dir;
   write_file(dir.file("x.npy"), npy_bytes("<f4", "(2, 1)", raw(std::vector<float>(2))));
   write_file(dir.file("yn.npy"), npy_bytes("<i4", "(2,)", raw(std::vector<int32_t>{0, -1})));
-  expect_io_error([&] { load_npy_dataset(dir.file("x.npy"), dir.file("yn.npy"), ImageLayout::nchw); }, "label -1");
+  expect_io_error(
+      [&] { load_npy_dataset(dir.file("x.npy"), dir.file("yn.npy"), ImageLayout::nchw); },
+      "label -1");
   write_file(dir.file("y3.npy"), npy_bytes("<i4", "(3,)", raw(std::vector<int32_t>{0, 0, 0})));
-  expect_io_error([&] { load_npy_dataset(dir.file("x.npy"), dir.file("y3.npy"), ImageLayout::nchw); }, "3 labels");
+  expect_io_error(
+      [&] { load_npy_dataset(dir.file("x.npy"), dir.file("y3.npy"), ImageLayout::nchw); },
+      "3 labels");
 }
 
 TEST(NpyHeader, ParsesNumpyVariants) {
@@ -343,7 +350,8 @@ TEST(Npy, NonFiniteFeaturesNameTheFileAndSample) {
   write_file(
       x, npy_bytes("<f4", "(3, 2)",
                    raw(std::vector<float>{0, 1, std::numeric_limits<float>::infinity(), 3, 4, 5})));
-  expect_io_error([&] { load_npy_dataset(x, lab, ImageLayout::nchw); }, "sample 1 holds inf (element 0");
+  expect_io_error([&] { load_npy_dataset(x, lab, ImageLayout::nchw); },
+                  "sample 1 holds inf (element 0");
   write_file(x, npy_bytes("<f8", "(3, 2)", raw(std::vector<double>{0, 1, 2, 3, 1e300, 5})));
   expect_io_error([&] { load_npy_dataset(x, lab, ImageLayout::nchw); }, "sample 2 holds inf");
 }

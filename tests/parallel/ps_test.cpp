@@ -146,8 +146,8 @@ TEST(Ps, AWorkerThatFailsIsNeverCountedAsFinished) {
         server.run();
         lost = server.stats().lost;
       });
-      const std::string what = std::string(ps_mode_name(mode)) + ", worker " +
-                               std::to_string(failing) + " failing";
+      const std::string what =
+          std::string(ps_mode_name(mode)) + ", worker " + std::to_string(failing) + " failing";
       if (mode == PsMode::async && failing == 1) {
         ASSERT_FALSE(results[2]) << what << ": " << comm::testing::message(results[2]);
         ASSERT_EQ(lost.size(), 1u) << what;

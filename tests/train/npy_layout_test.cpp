@@ -105,7 +105,7 @@ TEST(NpyLayout, TheWrongLayoutIsAnErrorNamingBothShapes) {
   write_images(tmp.path());
   TrainConfig c = npy_config(tmp.path(), "nchw");
   EXPECT_EQ(TrainConfig().npy_layout, "nchw");  // PyTorch's order is the default
-  c.npy_layout = "nhwc";                         // nchw files read as channels-last
+  c.npy_layout = "nhwc";                        // nchw files read as channels-last
   try {
     Trainer t(c);
     FAIL() << "NCHW files read as nhwc trained";

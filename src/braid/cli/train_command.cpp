@@ -88,8 +88,7 @@ train::TrainConfig keep_global_batch(train::TrainConfig config, const json& stat
   const json& l = state["loader"];
   const int64_t saved_world = l.value("world_size", int64_t{0});
   const int64_t saved_batch = l.value("batch", int64_t{0});
-  const int64_t saved_accumulate =
-      state["config"].value("accumulate_steps", int64_t{1});
+  const int64_t saved_accumulate = state["config"].value("accumulate_steps", int64_t{1});
   const int64_t world = data_world(config, place);
   if (saved_world <= 0 || saved_batch <= 0 || saved_world == world) return config;
   const int64_t global = saved_world * saved_batch;
@@ -128,7 +127,8 @@ void drop_distribution(json& j) {
 // where it now lies), unless the config file or flags name an --out. Resumed as one
 // process, the run's distribution keys are dropped. Under another world size the global
 // batch is kept unless `batch` is set (keep_global_batch).
-train::TrainConfig resolve(const TrainFlags& f, const std::string& resume_dir, const RunPlace& place) {
+train::TrainConfig resolve(const TrainFlags& f, const std::string& resume_dir,
+                           const RunPlace& place) {
   json j = json::object();
   json saved_state;
   std::string source;
@@ -210,8 +210,7 @@ void run_train(const TrainFlags& f) {
   if (!existing.empty() && !continues && !f.overwrite)
     BRAID_THROW(Error, "--out '", config.out, "' already holds a run (", existing,
                 resume_dir.empty() ? "); pass --resume " + config.out + " to continue it, "
-                                   : "), not the one being resumed ('" + resume_dir +
-                                         "'); pass ",
+                                   : "), not the one being resumed ('" + resume_dir + "'); pass ",
                 "--overwrite to replace it, or another --out");
   set_blas_threads(config.threads);
   log_info(blas_config());

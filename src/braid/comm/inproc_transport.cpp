@@ -20,8 +20,8 @@
 #include <mutex>
 
 #include "comm/algorithm.h"
-#include "comm/wait_loop.h"
 #include "comm/blame.h"
+#include "comm/wait_loop.h"
 #include "core/error.h"
 
 namespace braid::comm {
@@ -143,8 +143,9 @@ class InprocHub {
     if (r.tag == m.tag && r.bytes != m.bytes)
       return detail::concat(
           "ranks disagree about the call they are in: ", call_text(r.dst, r.sig, r.tag),
-          " and expects ", r.bytes, " bytes (", describe_step(r.sig, r.tag), ") from ", from_text(r.src),
-          ", but ", call_text(m.src, m.sig, m.tag), " and sent ", m.bytes, " bytes", advice());
+          " and expects ", r.bytes, " bytes (", describe_step(r.sig, r.tag), ") from ",
+          from_text(r.src), ", but ", call_text(m.src, m.sig, m.tag), " and sent ", m.bytes,
+          " bytes", advice());
     return detail::concat(
         "ranks disagree about the call they are in: ", call_text(r.dst, r.sig, r.tag), ", ",
         call_text(m.src, m.sig, m.tag), advice());
@@ -462,10 +463,12 @@ int peer_of(const InprocTransport::Request& q) { return q.send ? q.send->dst : q
 
 std::string describe_request(const InprocTransport::Request& q) {
   if (q.send)
-    return detail::concat("sending ", q.send->bytes, " bytes (", describe_step(q.send->sig, q.send->tag),
-                          ") to rank ", q.send->dst, " in ", describe(q.send->sig, q.send->tag));
-  return detail::concat("receiving ", q.recv->bytes, " bytes (", describe_step(q.recv->sig, q.recv->tag), ") from ",
-                        from_text(q.recv->src), " in ", describe(q.recv->sig, q.recv->tag));
+    return detail::concat("sending ", q.send->bytes, " bytes (",
+                          describe_step(q.send->sig, q.send->tag), ") to rank ", q.send->dst,
+                          " in ", describe(q.send->sig, q.send->tag));
+  return detail::concat("receiving ", q.recv->bytes, " bytes (",
+                        describe_step(q.recv->sig, q.recv->tag), ") from ", from_text(q.recv->src),
+                        " in ", describe(q.recv->sig, q.recv->tag));
 }
 
 // An unmatched any-rank receive: one no single peer is to blame for.
@@ -511,9 +514,10 @@ class InprocTransport::Steps final : public WaitSteps {
     const Request& q = first_pending();
     if (waits_for_any(q))
       BRAID_THROW(TimeoutError, "rank ", t_.rank_, ": timed out: no message with tag (channel ",
-                  q.recv->tag.channel, ", seq ", q.recv->tag.seq, ", ", describe_step(q.recv->sig, q.recv->tag),
-                  ") from any rank within ", deadline_.waited_seconds(), " s while ",
-                  describe_request(q), "; check that a live rank sends it, or raise the timeout");
+                  q.recv->tag.channel, ", seq ", q.recv->tag.seq, ", ",
+                  describe_step(q.recv->sig, q.recv->tag), ") from any rank within ",
+                  deadline_.waited_seconds(), " s while ", describe_request(q),
+                  "; check that a live rank sends it, or raise the timeout");
     BRAID_THROW(TimeoutError, "rank ", t_.rank_, ": timed out after ", deadline_.waited_seconds(),
                 " s ", describe_request(q), "; rank ", peer_of(q),
                 " is stuck, slower, or not making this call (raise the timeout if it is "

@@ -242,7 +242,8 @@ void ReceiveMatcher::throw_timeout(std::span<const RequestId> ids, const Deadlin
                 " s waiting for ", describe(r), " (", r.done, " of ", r.bytes, " bytes done)",
                 hint.empty() ? "" : "; ", hint,
                 "; check that every rank makes the same calls, or raise the timeout "
-                "(BRAID_TIMEOUT_S) (", no_progress_from(r.peer), ")");
+                "(BRAID_TIMEOUT_S) (",
+                no_progress_from(r.peer), ")");
   }
   BRAID_THROW(TimeoutError, "rank ", rank_, " timed out after ", deadline.waited_seconds(), " s");
 }
@@ -461,8 +462,8 @@ std::exception_ptr ReceiveMatcher::mismatch(const Request& r, int from, const Ta
   const std::string message = detail::concat(
       "ranks ", rank_, " and ", from, " disagree about the call they are in: rank ", rank_,
       " posted a ", r.bytes, "-byte receive ", r.peer == kAnyRank ? "from any rank " : "", "for ",
-      describe_call(r.sig, r.tag.seq), " ", describe_step(r.sig, r.tag), " but rank ", from, " ", what, " ",
-      bytes, " bytes for ", describe_call(sig, tag.seq), " ", describe_step(sig, tag),
+      describe_call(r.sig, r.tag.seq), " ", describe_step(r.sig, r.tag), " but rank ", from, " ",
+      what, " ", bytes, " bytes for ", describe_call(sig, tag.seq), " ", describe_step(sig, tag),
       "; every rank must make the same collective calls in the same order with the same "
       "arguments");
   return std::make_exception_ptr(CollectiveMismatch(message));

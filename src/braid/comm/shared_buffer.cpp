@@ -54,8 +54,7 @@ SharedWindow::SharedWindow(shm::Mapping own_control, std::vector<shm::Mapping> p
 
 void SharedWindow::publish_call(int rank, uint32_t seq, const CallSignature& sig) {
   ControlBlock& c = control(rank);
-  const uint64_t packed = static_cast<uint64_t>(sig.call) |
-                          static_cast<uint64_t>(sig.dtype) << 8 |
+  const uint64_t packed = static_cast<uint64_t>(sig.call) | static_cast<uint64_t>(sig.dtype) << 8 |
                           static_cast<uint64_t>(sig.op) << 16 |
                           static_cast<uint64_t>(sig.algorithm) << 24 |
                           static_cast<uint64_t>(static_cast<uint32_t>(sig.root)) << 32;

@@ -68,7 +68,8 @@ struct ControlBlock {
   // waiting here for a peer sees at once that the peer is in another call (an alltoall
   // meeting an allreduce) instead of waiting out the deadline.
   alignas(64) std::atomic<uint64_t> version{0};
-  std::atomic<uint64_t> signature{0};  // call | dtype << 8 | op << 16 | algorithm << 24 | root << 32
+  std::atomic<uint64_t> signature{
+      0};  // call | dtype << 8 | op << 16 | algorithm << 24 | root << 32
   std::atomic<uint64_t> count{0};
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);

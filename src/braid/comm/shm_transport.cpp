@@ -515,8 +515,8 @@ std::string ShmTransport::timeout_hint(std::span<const RequestId> ids) {
     return detail::concat(
         "rank ", r.peer, " (process ", q.pid, ") is alive but did not send the message",
         q.parked ? detail::concat("; its next message is for ",
-                                  describe_call(q.parked_header.sig, q.parked_header.tag.seq),
-                                  " ", describe_step(q.parked_header.sig, q.parked_header.tag))
+                                  describe_call(q.parked_header.sig, q.parked_header.tag.seq), " ",
+                                  describe_step(q.parked_header.sig, q.parked_header.tag))
                  : std::string());
   }
   return {};

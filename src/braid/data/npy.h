@@ -37,7 +37,7 @@ std::string npy_type_descr(NpyType t);
 inline constexpr size_t kNpyMaxHeaderBytes = 65536;
 
 struct NpyHeader {
-  NpyType type;  // f4, little-endian, until parsed
+  NpyType type;                // f4, little-endian, until parsed
   std::vector<int64_t> shape;  // empty for a 0-d array
   bool fortran_order = false;
   int64_t numel() const;

@@ -156,8 +156,8 @@ Job join_job(const JoinOptions& options) {
   // not on every interface. An address given by hand (BRAID_IFACE_ADDR: maybe a name, or a
   // NAT's address) keeps the listener on every interface.
   comm::TransportOptions& t = job.transport_options;
-  const bool every_interface = t.listen_host.empty() || t.listen_host == "0.0.0.0" ||
-                               t.listen_host == "::";
+  const bool every_interface =
+      t.listen_host.empty() || t.listen_host == "0.0.0.0" || t.listen_host == "::";
   if (env.world_size > 1 && every_interface && t.advertise_host.empty())
     t.listen_host = comm::tcp_advertise_host(t);
   auto transport_store = comm::prefixed(job.store, "transport/0");

@@ -67,9 +67,9 @@ enum class PsStopReason : int32_t {
 
 // The header of a pull's answer.
 struct PsPullReply {
-  int64_t version = 0;       // updates applied to the range
-  int64_t stop_at = -1;      // >= 0: the run stops before this step
-  int64_t live_workers = 0;  // workers still training (0: the run is over)
+  int64_t version = 0;                            // updates applied to the range
+  int64_t stop_at = -1;                           // >= 0: the run stops before this step
+  int64_t live_workers = 0;                       // workers still training (0: the run is over)
   PsStopReason stop_reason = PsStopReason::none;  // why, when stop_at >= 0
   int32_t stop_worker = -1;                       // worker_left: which worker left
 };

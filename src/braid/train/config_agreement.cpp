@@ -82,7 +82,8 @@ void check_same_config(comm::Group& world, const TrainConfig& config) {
         keys += detail::concat(keys.empty() ? "" : ", ", key, " (rank 0: ", there, ", rank ", r,
                                ": ", value, ")");
     }
-    differences += detail::concat(differences.empty() ? "" : "; ", "rank ", r, " differs in ", keys);
+    differences +=
+        detail::concat(differences.empty() ? "" : "; ", "rank ", r, " differs in ", keys);
   }
   std::string per_rank;
   for (const Setting& s : settings())

@@ -34,8 +34,8 @@ std::string npy_image_note(const data::Source& source, data::ImageLayout layout)
   const Shape stored = nchw ? Shape{c, h, w} : Shape{h, w, c};
   const Shape other = nchw ? Shape{c, h, w} : Shape{w, c, h};  // what the other layout reads
   return detail::concat(" (images are [H, W, C] in braid: the .npy samples ", stored.str(),
-                        " were read as npy_layout '", data::image_layout_name(layout),
-                        "'; as '", nchw ? "nhwc" : "nchw", "' they would be ", other.str(), ")");
+                        " were read as npy_layout '", data::image_layout_name(layout), "'; as '",
+                        nchw ? "nhwc" : "nchw", "' they would be ", other.str(), ")");
 }
 
 void check_labels(const Tensor& labels, int64_t num_classes, const char* what) {
@@ -159,10 +159,9 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
                                                     corpus->train_size() / config.seq_len);
     eval = std::make_shared<data::TextValidationSource>(corpus, config.seq_len);
   }
-  const std::string note =
-      config.dataset == "npy"
-          ? npy_image_note(*train, data::parse_image_layout(config.npy_layout))
-          : std::string();
+  const std::string note = config.dataset == "npy"
+                               ? npy_image_note(*train, data::parse_image_layout(config.npy_layout))
+                               : std::string();
   check_fits(*train, model, "training", note);
   check_fits(*eval, model, "evaluation", note);
 

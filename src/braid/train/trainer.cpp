@@ -425,8 +425,8 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
   const int64_t first_step = step_;
   bool done = step_ >= total_steps;
   if (done && step_ > 0)
-    log_info("this run already reached step ", step_, " of ", total_steps,
-             " (max_steps ", config_.max_steps, ", epochs ", config_.epochs,
+    log_info("this run already reached step ", step_, " of ", total_steps, " (max_steps ",
+             config_.max_steps, ", epochs ", config_.epochs,
              "): nothing to train; to extend it, resume with a larger --max-steps or --epochs");
   while (!done && epoch_ < config_.epochs) {
     if (!resume_mid_epoch_) train_loader_->start_epoch(epoch_);
@@ -558,7 +558,8 @@ void Trainer::check_worker_timeout() const {
               " s on worker ", rank_,
               ": the servers would count workers lost while they compute; set it well above a "
               "step's time (e.g. ",
-              std::max(1.0, std::ceil(10 * computing)), "), or leave it 0 (half the job's deadline)");
+              std::max(1.0, std::ceil(10 * computing)),
+              "), or leave it 0 (half the job's deadline)");
 }
 
 }  // namespace braid::train

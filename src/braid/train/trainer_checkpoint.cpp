@@ -108,8 +108,9 @@ void Trainer::check_position(const json& ts, const std::string& dir) const {
   const int64_t per_epoch = batches_per_epoch();
   if (!train_loader_) return;
   const json& offset_json = ts.value("step_offset", json(0));
-  BRAID_CHECK(offset_json.is_number_integer(), "checkpoint '", file, "': train_state.step_offset is ",
-              offset_json.dump(), "; it must be an integer (the file was edited or is corrupt)");
+  BRAID_CHECK(offset_json.is_number_integer(), "checkpoint '", file,
+              "': train_state.step_offset is ", offset_json.dump(),
+              "; it must be an integer (the file was edited or is corrupt)");
   const int64_t offset = offset_json.get<int64_t>();
   if (const auto resumed = position_here(ts, file); resumed.moved) {
     // Another world size or batch: the step counts on, the data from the same sample.

@@ -5,9 +5,9 @@
 #include <string>
 #include <thread>
 
+#include "comm/blame.h"
 #include "comm/mpi/mpi_error.h"
 #include "comm/wait_loop.h"
-#include "comm/blame.h"
 #include "core/error.h"
 
 namespace braid::comm {
@@ -23,8 +23,8 @@ constexpr size_t kMaxPooledStaging = 8;
 size_t piece_count(size_t bytes) { return (bytes + kPieceBytes - 1) / kPieceBytes; }
 
 std::string describe(const Tag& tag, const CallSignature& sig) {
-  return detail::concat(describe_call(sig, tag.seq), " [channel ", tag.channel, ", ", describe_step(sig, tag),
-                        "]");
+  return detail::concat(describe_call(sig, tag.seq), " [channel ", tag.channel, ", ",
+                        describe_step(sig, tag), "]");
 }
 
 std::string rank_text(int peer) {
@@ -389,8 +389,9 @@ class MpiTransport::Steps final : public WaitSteps {
   [[noreturn]] void timeout() override {
     if (pending_->peer == kAnyRank)
       BRAID_THROW(TimeoutError, "rank ", t_.rank_, " timed out: no message with tag (channel ",
-                  pending_->tag.channel, ", seq ", pending_->tag.seq, ", ", describe_step(pending_->sig, pending_->tag),
-                  ") from any rank within ", deadline_.waited_seconds(), " s, for a receive of ",
+                  pending_->tag.channel, ", seq ", pending_->tag.seq, ", ",
+                  describe_step(pending_->sig, pending_->tag), ") from any rank within ",
+                  deadline_.waited_seconds(), " s, for a receive of ",
                   describe(pending_->tag, pending_->sig),
                   " over MPI; check that some rank sends it (raise the group's timeout or "
                   "BRAID_TIMEOUT_S if it is only slow)");
