@@ -15,6 +15,8 @@
 #include <string>
 #include <thread>
 
+#include "launch/braid_process.h"
+
 namespace braid::testing {
 
 // Kills `pid` with SIGKILL unless stop() comes within `limit`; fired() says whether it did.
@@ -74,6 +76,17 @@ inline void let_it_compute(pid_t pid, long ticks) {
   const long start = cpu_ticks(pid);
   for (long now = start; now >= 0 && now < start + ticks; now = cpu_ticks(pid))
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// The pid a rank printed as "[who] pid N" ("worker 1", "ps 0"; ranks run through
+// `sh -c 'echo pid $$; exec ...'`), after waiting for its line; 0 if the output ended first.
+inline pid_t pid_of(Process& p, const std::string& who) {
+  const std::string tag = "[" + who + "] pid ";
+  if (!p.wait_for(tag)) return 0;
+  int pid = 0;
+  const std::string& out = p.output();
+  if (std::sscanf(out.c_str() + out.find(tag) + tag.size(), "%d", &pid) != 1) return 0;
+  return pid;
 }
 
 inline std::string last_line(const std::string& output) {

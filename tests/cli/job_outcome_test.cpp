@@ -31,6 +31,7 @@ using braid::testing::HangGuard;
 using braid::testing::has_text;
 using braid::testing::last_line;
 using braid::testing::let_it_compute;
+using braid::testing::pid_of;
 using braid::testing::Process;
 using braid::testing::TempDir;
 
@@ -44,15 +45,6 @@ std::unique_ptr<Process> launch_ps(int workers, const std::string& train_args,
       std::vector<std::string>{BRAID_BINARY, "launch", "--servers", "1", "--workers",
                                std::to_string(workers), "--", "sh", "-c", script},
       std::map<std::string, std::string>{{"BRAID_TIMEOUT_S", timeout_s}});
-}
-
-pid_t pid_of(Process& p, const std::string& who) {
-  const std::string tag = "[" + who + "] pid ";
-  if (!p.wait_for(tag)) return 0;
-  int pid = 0;
-  const std::string& out = p.output();
-  if (std::sscanf(out.c_str() + out.find(tag) + tag.size(), "%d", &pid) != 1) return 0;
-  return pid;
 }
 
 // The MLP on Fashion-MNIST: milliseconds a step, so a job is quick and a stop lands mid-run.

@@ -28,6 +28,7 @@ namespace {
 using braid::testing::HangGuard;
 using braid::testing::has_text;
 using braid::testing::let_it_compute;
+using braid::testing::pid_of;
 using braid::testing::Process;
 using braid::testing::TempDir;
 
@@ -41,16 +42,6 @@ std::unique_ptr<Process> launch_ps(int servers, int workers, const std::string& 
       std::vector<std::string>{BRAID_BINARY, "launch", "--servers", std::to_string(servers),
                                "--workers", std::to_string(workers), "--", "sh", "-c", script},
       std::map<std::string, std::string>{{"BRAID_TIMEOUT_S", timeout_s}});
-}
-
-// The pid that "[who] pid N" printed ("worker 1", "ps 0"); 0 if the output ended first.
-pid_t pid_of(Process& p, const std::string& who) {
-  const std::string tag = "[" + who + "] pid ";
-  if (!p.wait_for(tag)) return 0;
-  int pid = 0;
-  const std::string& out = p.output();
-  if (std::sscanf(out.c_str() + out.find(tag) + tag.size(), "%d", &pid) != 1) return 0;
-  return pid;
 }
 
 // The CNN at batch 64: tens of milliseconds a step, hundreds of steps, so a kill after a
