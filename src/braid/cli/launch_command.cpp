@@ -2,6 +2,9 @@
 // runs N ranks of a job on this machine (launch/launcher.h) and exits with the job's status.
 // `braid launch --servers S --workers W -- CMD ARGS...` runs a parameter-server job of W
 // workers and S servers (W + S ranks, each told its role).
+// `braid launch -n N --min-ranks M [--max-ranks X] [--max-restarts K] -- CMD ARGS...` runs an
+// elastic job: a rank killed by a signal is restarted (K times over the job) while the others
+// go on without it, and the job fails only when fewer than M ranks are left.
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -22,6 +25,10 @@ struct LaunchFlags {
   double timeout_s = 0;
   double grace_s = 0;
   std::string transport;
+  int min_ranks = 0;
+  int max_ranks = 0;
+  int max_restarts = 0;
+  double rendezvous_timeout_s = 10;
   std::vector<std::string> command;
 };
 
@@ -50,6 +57,23 @@ void run_launch(const CLI::App& cmd, const LaunchFlags& f) {
     if (cmd.count("--nproc") == 0)
       throw CLI::RequiredError("-n (or --servers S --workers W for a parameter-server job)");
     options.ranks = f.ranks;
+    if (cmd.count("--min-ranks") + cmd.count("--max-ranks") + cmd.count("--max-restarts") > 0) {
+      launch::ElasticOptions e;
+      e.min_ranks = cmd.count("--min-ranks") > 0 ? f.min_ranks : 1;
+      e.max_ranks = f.max_ranks;
+      e.max_restarts = f.max_restarts;
+      e.rendezvous_timeout =
+          std::chrono::milliseconds(static_cast<int64_t>(f.rendezvous_timeout_s * 1000 + 0.5));
+      if (e.min_ranks > f.ranks)
+        throw CLI::ValidationError("--min-ranks", "--min-ranks " + std::to_string(e.min_ranks) +
+                                                      " is more than -n " +
+                                                      std::to_string(f.ranks));
+      if (e.max_ranks > 0 && e.max_ranks < f.ranks)
+        throw CLI::ValidationError("--max-ranks", "--max-ranks " + std::to_string(e.max_ranks) +
+                                                      " is less than -n " +
+                                                      std::to_string(f.ranks));
+      options.elastic = e;
+    }
   }
   options.command = f.command;
   if (cmd.count("--timeout") > 0)
@@ -96,6 +120,21 @@ void add_launch_command(CLI::App& app) {
                   "Seconds ranks get to stop after SIGTERM (e.g. to save a checkpoint) before "
                   "SIGKILL (default 25)")
       ->check(CLI::Range(0.0, 86400.0));
+  cmd->add_option("--min-ranks", flags->min_ranks,
+                  "An elastic job: go on while at least this many ranks are left (a rank killed "
+                  "by a signal no longer stops the job)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--max-ranks", flags->max_ranks,
+                  "An elastic job: the most ranks at once, newcomers included (default -n)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--max-restarts", flags->max_restarts,
+                  "An elastic job: restart failed ranks this many times over the job (each "
+                  "restart joins the running job and takes its state from a live rank)")
+      ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--rendezvous-timeout", flags->rendezvous_timeout_s,
+                  "An elastic job: seconds a new round waits for a silent member (stopped, hung) "
+                  "before it goes on without it and the launcher kills it (default 10)")
+      ->check(CLI::Range(0.1, 86400.0));
   cmd->add_option("command", flags->command,
                   "The program every rank runs and its arguments, after --")
       ->required();

@@ -17,6 +17,7 @@
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/config_agreement.h"
+#include "train/elastic_run.h"
 #include "train/ps_serve.h"
 #include "train/stop_signal.h"
 #include "train/strategy_setup.h"
@@ -185,6 +186,56 @@ void run_server(const train::TrainConfig& config, const launch::ClusterSpec& spe
       spec.index, resume_dir);
 }
 
+// On the rank that writes outputs, with everything loaded (--overwrite may name the run
+// being resumed): clears what --overwrite replaces and records the config.
+void prepare_outputs(const TrainFlags& f, const train::Trainer& trainer,
+                     const train::TrainConfig& config) {
+  if (!trainer.writes_outputs()) return;
+  if (f.overwrite)
+    for (const char* name : kRunOutputs) fs::remove_all(fs::path(config.out) / name);
+  fs::create_directories(config.out);
+  train::write_file_atomic(config.out + "/config.json", train::to_json(config).dump(2) + "\n");
+}
+
+// The exit a run's outcome makes.
+void report(const train::RunOutcome& outcome, bool writes_outputs,
+            const train::TrainConfig& config) {
+  // Stopped by a signal, with a checkpoint: the run is not finished, so the exit status is
+  // the shell's "killed by signal N" (128 + N). A scheduler then treats the job as
+  // interrupted, not completed: Kubernetes restarts it, Slurm requeues it, and with
+  // --resume it continues. (CLI11 exits quietly with a RuntimeError's code.)
+  if (outcome.stop_signal != 0) throw CLI::RuntimeError(128 + outcome.stop_signal);
+  if (!outcome.unfinished.empty())
+    BRAID_THROW(Error, "the run ended unfinished at step ", outcome.step, ": ", outcome.unfinished,
+                writes_outputs
+                    ? "; its checkpoint is in " + config.out + "/checkpoint (--resume it)"
+                    : std::string());
+}
+
+// A rank of an elastic job (train/elastic_run.h): no fixed world; the membership rounds
+// give it one, again after every change.
+void run_elastic_train(const TrainFlags& f, const train::TrainConfig& config,
+                       const launch::RankEnv& env, const launch::GetEnv& getenv,
+                       const std::string& resume_dir) {
+  BRAID_CHECK(f.init_from.empty(), "--init-from is not supported in an elastic job yet");
+  launch::JoinOptions join;
+  join.getenv = getenv;
+  launch::ElasticJob job = launch::join_elastic_job(join);
+  train::ElasticSetup setup;
+  setup.store = job.job.store.get();
+  setup.member = job.member;
+  setup.timeout = job.group_options.timeout;
+  setup.connect = [&](const comm::Round& round) {
+    return launch::connect_round(job, round, comm::Deadline::after(job.group_options.timeout));
+  };
+  setup.launch_world = env.world_size;
+  setup.resume_dir = resume_dir;
+  setup.on_first_trainer = [&](train::Trainer& t) { prepare_outputs(f, t, config); };
+  const train::StopOnSignal stop_on_signal;
+  const train::RunOutcome outcome = train::run_elastic(config, setup);
+  report(outcome, false, config);
+}
+
 void run_train(const TrainFlags& f) {
   // A parameter-server job names each process's role (braid launch --servers/--workers,
   // TF_CONFIG, --cluster or DMLC_*).
@@ -206,8 +257,13 @@ void run_train(const TrainFlags& f) {
   // must not replace or append to what that directory holds.
   const bool continues = !resume_dir.empty() && fs::exists(config.out) &&
                          fs::equivalent(config.out, run_dir_of(resume_dir));
+  // A rank of an elastic job restarted or added while it runs joins the job's own run.
+  const bool elastic = !cluster && launch::elastic_requested(job_getenv);
+  const char* restarts = job_getenv("BRAID_RESTART_COUNT");
+  const bool joins_running_job = elastic && (job_getenv("BRAID_ELASTIC_MEMBER") == nullptr ||
+                                             (restarts != nullptr && std::string(restarts) != "0"));
   const std::string existing = existing_outputs(config.out);
-  if (!existing.empty() && !continues && !f.overwrite)
+  if (!existing.empty() && !continues && !f.overwrite && !joins_running_job)
     BRAID_THROW(Error, "--out '", config.out, "' already holds a run (", existing,
                 resume_dir.empty() ? "); pass --resume " + config.out + " to continue it, "
                                    : "), not the one being resumed ('" + resume_dir + "'); pass ",
@@ -217,6 +273,7 @@ void run_train(const TrainFlags& f) {
   // In a job (braid launch, torchrun, mpirun, srun): meet the other ranks first; the
   // strategy (config.strategy, ddp by default) runs over the world group. Every rank
   // checked the outputs above before any could write: building the trainer is collective.
+  if (elastic) return run_elastic_train(f, config, env, job_getenv, resume_dir);
   std::optional<launch::Job> job;
   if (env.world_size > 1 || cluster) {
     launch::JoinOptions join;
@@ -241,25 +298,9 @@ void run_train(const TrainFlags& f) {
     trainer.load_weights(f.init_from);
     log_info("initialised the weights from ", f.init_from);
   }
-  if (trainer.writes_outputs()) {
-    // Only now, with everything loaded: --overwrite may name the run being resumed.
-    if (f.overwrite)
-      for (const char* name : kRunOutputs) fs::remove_all(fs::path(config.out) / name);
-    fs::create_directories(config.out);
-    train::write_file_atomic(config.out + "/config.json", train::to_json(config).dump(2) + "\n");
-  }
+  prepare_outputs(f, trainer, config);
   const train::StopOnSignal stop_on_signal;
-  const train::RunOutcome outcome = trainer.run();
-  // Stopped by a signal, with a checkpoint: the run is not finished, so the exit status is
-  // the shell's "killed by signal N" (128 + N). A scheduler then treats the job as
-  // interrupted, not completed: Kubernetes restarts it, Slurm requeues it, and with
-  // --resume it continues. (CLI11 exits quietly with a RuntimeError's code.)
-  if (outcome.stop_signal != 0) throw CLI::RuntimeError(128 + outcome.stop_signal);
-  if (!outcome.unfinished.empty())
-    BRAID_THROW(Error, "the run ended unfinished at step ", outcome.step, ": ", outcome.unfinished,
-                trainer.writes_outputs()
-                    ? "; its checkpoint is in " + config.out + "/checkpoint (--resume it)"
-                    : std::string());
+  report(trainer.run(), trainer.writes_outputs(), config);
 }
 
 struct EvalFlags {

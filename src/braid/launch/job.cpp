@@ -3,6 +3,8 @@
 // here, through options.getenv, and passed to comm/ as options.
 #include "launch/job.h"
 
+#include <unistd.h>
+
 #include <string>
 
 #include "comm/memory_store.h"
@@ -78,9 +80,12 @@ std::optional<std::string> mpi_backend(const GetEnv& getenv) {
   return v;
 }
 
-Job join_job(const JoinOptions& options) {
+namespace {
+
+// join_job up to the store: `elastic` leaves out what fixes the world (the rank's check-in,
+// the transport), which an elastic job makes anew for every membership round.
+Job join(const JoinOptions& options, bool elastic, comm::GroupOptions& group_options) {
   Job job;
-  comm::GroupOptions group_options;
   group_options.timeout = options.timeout ? *options.timeout : read_timeout(options.getenv);
   group_options.algorithm_table =
       options.algorithm_table ? options.algorithm_table : read_algorithm_table(options.getenv);
@@ -147,7 +152,7 @@ Job join_job(const JoinOptions& options) {
   }
 
   job.store = comm::prefixed(std::move(job.store), job_key_prefix(env));
-  if (env.world_size > 1) claim_rank(*job.store, env);
+  if (env.world_size > 1 && !elastic) claim_rank(*job.store, env);
   job.transport_options = read_transport_options(options.getenv, options.transport_options);
   if (job.transport_options.route_probe_host.empty())
     job.transport_options.route_probe_host = env.store_host;
@@ -160,12 +165,52 @@ Job join_job(const JoinOptions& options) {
       t.listen_host.empty() || t.listen_host == "0.0.0.0" || t.listen_host == "::";
   if (env.world_size > 1 && every_interface && t.advertise_host.empty())
     t.listen_host = comm::tcp_advertise_host(t);
+  return job;
+}
+
+}  // namespace
+
+Job join_job(const JoinOptions& options) {
+  comm::GroupOptions group_options;
+  Job job = join(options, false, group_options);
+  if (job.world) return job;  // MPI placed the ranks
+  const RankEnv& env = job.env;
+  const comm::Deadline deadline = comm::Deadline::after(group_options.timeout);
   auto transport_store = comm::prefixed(job.store, "transport/0");
   auto transport =
       comm::connect_transport(job.transport_kind, *transport_store, env.rank, env.world_size,
                               job.secret, deadline, job.transport_options);
   job.world = comm::Group::world(std::move(transport), std::move(group_options));
   return job;
+}
+
+bool elastic_requested(const GetEnv& getenv) {
+  const char* e = getenv("BRAID_ELASTIC");
+  return e != nullptr && std::string(e) == "1";
+}
+
+ElasticJob join_elastic_job(const JoinOptions& options) {
+  ElasticJob e;
+  e.job = join(options, true, e.group_options);
+  BRAID_CHECK(!e.job.world, "an elastic job runs on braid's transports, not under BRAID_BACKEND");
+  const char* member = options.getenv("BRAID_ELASTIC_MEMBER");
+  // A process the launcher did not start (a user adding a worker) names itself.
+  e.member = member != nullptr && *member != '\0' ? std::string(member)
+                                                  : "guest-" + std::to_string(::getpid()) + "-" +
+                                                        comm::Secret::generate().hex().substr(0, 8);
+  if (const char* r = options.getenv("BRAID_RESTART_COUNT"); r != nullptr && *r != '\0')
+    e.restart_count = std::stoi(r);
+  return e;
+}
+
+std::shared_ptr<comm::Group> connect_round(ElasticJob& e, const comm::Round& round,
+                                           comm::Deadline deadline) {
+  // Every round's connections under keys of their own: no round reads another's addresses.
+  auto transport_store = comm::prefixed(e.job.store, "transport/r" + std::to_string(round.number));
+  auto transport =
+      comm::connect_transport(e.job.transport_kind, *transport_store, round.rank, round.world(),
+                              e.job.secret, deadline, e.job.transport_options);
+  return comm::Group::world(std::move(transport), e.group_options);
 }
 
 }  // namespace braid::launch

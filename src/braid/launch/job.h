@@ -17,6 +17,7 @@
 
 #include "comm/algorithm.h"
 #include "comm/group.h"
+#include "comm/membership.h"
 #include "comm/secret.h"
 #include "comm/store.h"
 #include "comm/store_server.h"
@@ -62,5 +63,19 @@ std::optional<std::string> mpi_backend(const GetEnv& getenv = ::getenv);
 // IoError when the store or a peer cannot be reached, TimeoutError naming what was awaited
 // when the deadline passes.
 Job join_job(const JoinOptions& options = {});
+
+// An elastic job's rank (BRAID_ELASTIC=1: `braid launch --min-ranks ...`): it reaches the
+// store but has no fixed world; every membership round (comm/membership.h) gets a world of
+// its own from connect_round.
+struct ElasticJob {
+  Job job;  // its world stays null
+  comm::GroupOptions group_options;
+  std::string member;     // BRAID_ELASTIC_MEMBER, or a guest's own id
+  int restart_count = 0;  // BRAID_RESTART_COUNT: restarts of this rank before this process
+};
+bool elastic_requested(const GetEnv& getenv = ::getenv);
+ElasticJob join_elastic_job(const JoinOptions& options = {});
+std::shared_ptr<comm::Group> connect_round(ElasticJob& job, const comm::Round& round,
+                                           comm::Deadline deadline);
 
 }  // namespace braid::launch

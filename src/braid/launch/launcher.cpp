@@ -24,11 +24,14 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 
 #include "comm/blame.h"
+#include "comm/membership.h"
 #include "comm/secret.h"
 #include "comm/store_server.h"
+#include "comm/tcp_store.h"
 #include "core/error.h"
 #include "launch/child_process.h"
 #include "launch/oom_watch.h"
@@ -115,6 +118,10 @@ class SignalGuard {
 
 struct Rank {
   ChildProcess proc;
+  int slot = 0;           // the rank it was started as (a restart keeps its slot)
+  int incarnation = 0;    // restarts of this slot before this process
+  std::string member;     // elastic jobs: its id in the membership rounds
+  bool absorbed = false;  // elastic jobs: its failure did not stop the job
   bool exited = false;
   int code = 0;    // exit code, when signal == 0
   int signal = 0;  // the signal that killed it
@@ -189,6 +196,7 @@ class Supervisor {
 
   void start(const std::string& path, const comm::StoreServer& store, const comm::Secret& secret,
              const std::string& job_id) {
+    path_ = path;
     // braid's own variables come first for braid's ranks (launch/env.h); torchrun's are
     // set too, with the same values, for programs that only know those.
     std::vector<std::string> ours = {"BRAID_RANK",
@@ -220,9 +228,32 @@ class Supervisor {
     if (options_.transport)
       base.push_back("BRAID_TRANSPORT=" +
                      std::string(comm::transport_kind_name(*options_.transport)));
+    if (options_.elastic) {
+      base.push_back("BRAID_ELASTIC=1");
+      std::vector<std::string> initial;
+      for (int r = 0; r < options_.ranks; ++r) initial.push_back(member_id(r, 0));
+      comm::RoundRules rules;
+      rules.min_members = options_.elastic->min_ranks;
+      rules.max_members =
+          options_.elastic->max_ranks > 0 ? options_.elastic->max_ranks : options_.ranks;
+      rules.rendezvous_timeout = options_.elastic->rendezvous_timeout;
+      auto client = comm::connect_store("127.0.0.1", store.port(), secret,
+                                        comm::Deadline::after(std::chrono::seconds(10)));
+      coordinator_ = std::make_unique<comm::RoundCoordinator>(
+          comm::prefixed(std::move(client), "job/" + job_id), rules, std::move(initial));
+    }
+    base_env_ = std::move(base);
+    for (int r = 0; r < options_.ranks; ++r) spawn(r, 0);
+  }
 
+  static std::string member_id(int slot, int incarnation) {
+    return std::to_string(slot) + "." + std::to_string(incarnation);
+  }
+
+  // Starts rank `slot` (again, when `incarnation` > 0: an elastic job's restart).
+  void spawn(int slot, int incarnation) {
     ChildSpec spec;
-    spec.path = path;
+    spec.path = path_;
     spec.argv = options_.command;
     spec.reset_signals = {SIGINT, SIGTERM, SIGCHLD, SIGPIPE};
     // Signals stay blocked across fork so no handler of ours runs in a child before exec;
@@ -230,8 +261,9 @@ class Supervisor {
     sigset_t block;
     sigemptyset(&block);
     for (int s : SignalGuard::kCaught) sigaddset(&block, s);
-    for (int r = 0; r < options_.ranks; ++r) {
-      spec.env = base;
+    {
+      const int r = slot;
+      spec.env = base_env_;
       const std::string rank = std::to_string(r);
       for (const char* name : {"BRAID_RANK=", "BRAID_LOCAL_RANK=", "RANK=", "LOCAL_RANK="})
         spec.env.push_back(name + rank);
@@ -249,6 +281,10 @@ class Supervisor {
         spec.env.push_back("BRAID_NUM_SERVERS=" + std::to_string(options_.servers));
         spec.env.push_back(std::string("BRAID_NUM_EVALUATORS=") + (options_.evaluator ? "1" : "0"));
       }
+      if (options_.elastic) {
+        spec.env.push_back("BRAID_ELASTIC_MEMBER=" + member_id(r, incarnation));
+        spec.env.push_back("BRAID_RESTART_COUNT=" + std::to_string(incarnation));
+      }
       ::pthread_sigmask(SIG_BLOCK, &block, &spec.mask);
       ChildProcess proc;
       try {
@@ -260,6 +296,9 @@ class Supervisor {
       ::pthread_sigmask(SIG_SETMASK, &spec.mask, nullptr);
       auto& entry = ranks_.emplace_back();
       entry.proc = proc;
+      entry.slot = r;
+      entry.incarnation = incarnation;
+      if (options_.elastic) entry.member = member_id(r, incarnation);
       // Appended piecewise: "[" + label(r) trips GCC 12's -Wrestrict false positive.
       std::string prefix(1, '[');
       prefix.append(label(r)).append("] ");
@@ -290,6 +329,9 @@ class Supervisor {
       if (kill_at_ && !killed_) wait_ms = ms_until(*kill_at_);
       if (drain_until)
         wait_ms = wait_ms < 0 ? ms_until(*drain_until) : std::min(wait_ms, ms_until(*drain_until));
+      // An elastic job's coordinator looks at the open round every few milliseconds: a
+      // recovery waits on it.
+      if (coordinator_ && !kill_at_) wait_ms = wait_ms < 0 ? 5 : std::min(wait_ms, 5);
       if (servers_done_at_ && !kill_at_) {
         // Look at the workers left running again when their grace ends (and now and then
         // for one that gets stopped meanwhile).
@@ -309,6 +351,7 @@ class Supervisor {
         if (fds[0].revents != 0) handle_signals();
       }
       if (kill_at_ && !killed_ && Clock::now() >= *kill_at_) kill_now(0);
+      coordinate();
       stop_stranded_workers();
       if (stranded_kill_at_ && Clock::now() >= *stranded_kill_at_) {
         for (Rank& r : ranks_)
@@ -349,6 +392,12 @@ class Supervisor {
   }
   bool is_worker_of_ps_job(size_t i) const {
     return options_.servers > 0 && static_cast<int>(i) < workers_of_ps_job();
+  }
+  // ranks_[i]'s label: its slot's, and which restart it is.
+  std::string name_of(size_t i) const {
+    const Rank& r = ranks_[i];
+    return label(r.slot) +
+           (r.incarnation > 0 ? " (restart " + std::to_string(r.incarnation) + ")" : "");
   }
   // "rank 3", or in a parameter-server job "worker 1" / "ps 0" / "evaluator".
   std::string label(int r) const {
@@ -442,7 +491,7 @@ class Supervisor {
   void reap() {
     while (true) {
       siginfo_t info{};
-      if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+      if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) break;
       const pid_t pid = info.si_pid;
       size_t i = 0;
       while (i < ranks_.size() && (ranks_[i].exited || ranks_[i].proc.pid != pid)) ++i;
@@ -464,6 +513,8 @@ class Supervisor {
                                    "; the servers decide whether the job goes on without it "
                                    "(ps.mode async and ssp do, sync fails naming it)\n";
           [[maybe_unused]] ssize_t n = ::write(options_.err_fd, line.data(), line.size());
+        } else if (options_.elastic && r.signal != 0 && !kill_at_) {
+          absorb(i);
         } else if (r.failed() && !kill_at_) {
           failed_ = static_cast<int>(i);
           // Read the kernel's records now, while they are fresh, and which ranks are
@@ -478,6 +529,65 @@ class Supervisor {
       }
       stop_stranded_workers();
     }
+    for (const int slot : respawn_) spawn(slot, ++incarnations_[slot]);
+    respawn_.clear();
+  }
+
+  // An elastic job's rank died of a signal: the others go on without it (they meet in a
+  // new round), and it is restarted while restarts are left. A job left with no rank
+  // running and none restarting has failed.
+  void absorb(size_t i) {
+    Rank& r = ranks_[i];
+    r.absorbed = true;
+    std::string line = "braid launch: " + name_of(i) + " " + r.how();
+    if (restarts_used_ < options_.elastic->max_restarts) {
+      ++restarts_used_;
+      respawn_.push_back(r.slot);
+      line += "; restarting it (restart " + std::to_string(restarts_used_) + " of " +
+              std::to_string(options_.elastic->max_restarts) + "); the others go on";
+    } else {
+      line += "; no restarts left (--max-restarts " +
+              std::to_string(options_.elastic->max_restarts) + "): the others go on without it";
+    }
+    say(line);
+    if (running() == 0 && respawn_.empty()) {
+      failed_ = static_cast<int>(i);
+      line_for_failure_ = "every rank of the elastic job is gone";
+    }
+  }
+
+  // An elastic job's rounds: the coordinator closes each once its members asked, and the
+  // members that stayed silent past the rendezvous timeout are killed (and restarted).
+  void coordinate() {
+    if (!coordinator_ || kill_at_) return;
+    std::optional<comm::ClosedRound> closed;
+    try {
+      closed = coordinator_->poll([&](const std::string& member) {
+        for (const Rank& r : ranks_)
+          if (r.member == member) return r.exited ? comm::Liveness::gone : comm::Liveness::alive;
+        return comm::Liveness::unknown;
+      });
+    } catch (const std::exception& e) {
+      say(std::string("braid launch: the elastic coordinator failed: ") + e.what());
+      coordinator_.reset();
+      return;
+    }
+    if (!closed) return;
+    for (const std::string& m : closed->left_out)
+      for (const Rank& r : ranks_)
+        if (r.member == m && !r.exited) ::kill(-r.proc.pid, SIGKILL);
+    std::string line = "braid launch: elastic round " + std::to_string(closed->number) + ": ";
+    if (closed->finished) {
+      line += "the job had finished; the late ranks exit";
+    } else if (!closed->failed.empty()) {
+      line += "cannot continue: " + closed->failed;
+    } else {
+      line += ranks_word(static_cast<int>(closed->members.size()));
+      if (!closed->left_out.empty())
+        line += " (" + std::to_string(closed->left_out.size()) +
+                " silent past the rendezvous timeout: killed)";
+    }
+    if (closed->number > 1 || !closed->failed.empty()) say(line);
   }
 
   // A parameter-server job whose servers (and evaluator) have all exited: a worker still
@@ -617,10 +727,11 @@ class Supervisor {
         // up waiting for it.
         const Rank& culprit = ranks_[static_cast<size_t>(*b)];
         res.message = "braid launch: " + label(*b) + " stopped making progress" +
-                      state_note(culprit) + ": " + label(*failed_) + " " + r.how() +
-                      " after waiting for it";
+                      state_note(culprit) + ": " + name_of(static_cast<size_t>(*failed_)) + " " +
+                      r.how() + " after waiting for it";
       } else {
-        res.message = "braid launch: " + label(*failed_) + " " + r.how();
+        res.message = "braid launch: " + name_of(static_cast<size_t>(*failed_)) + " " + r.how();
+        if (!line_for_failure_.empty()) res.message += ": " + line_for_failure_;
       }
       if (stopped_ > 0)
         res.message += stopped_ == 1 ? "; stopped the other rank"
@@ -671,13 +782,20 @@ class Supervisor {
           (first == nullptr || r.exited_at < first->exited_at))
         first = &r;
     if (first == nullptr) return "";
-    std::string who = label(static_cast<int>(first - ranks_.data()));
+    std::string who = name_of(static_cast<size_t>(first - ranks_.data()));
     who[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(who[0])));
     return ". " + who + " then " + first->how() +
            "; the last line it wrote to stderr: " + first->err->error_line();
   }
 
   const LaunchOptions& options_;
+  std::string path_;
+  std::vector<std::string> base_env_;  // every rank's environment but its own place
+  std::unique_ptr<comm::RoundCoordinator> coordinator_;  // elastic jobs
+  int restarts_used_ = 0;
+  std::map<int, int> incarnations_;  // slot -> restarts so far
+  std::vector<int> respawn_;         // slots to restart once the reaping loop is done
+  std::string line_for_failure_;     // elastic jobs: why the job failed, when no rank said
   int signal_fd_;
   OomWatch& oom_;
   std::vector<Rank> ranks_;

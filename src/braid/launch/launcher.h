@@ -41,8 +41,24 @@
 
 namespace braid::launch {
 
+// Elastic jobs (`braid launch --min-ranks M --max-restarts K`): a rank killed by a signal
+// does not stop the job. The launcher restarts it (a new process, up to max_restarts times
+// over the job) and the survivors go on without it meanwhile: they meet in a new
+// membership round (comm/membership.h), which the launcher's coordinator closes beside the
+// store it hosts, so any rank, rank 0 included, may die. A rank that exits with an error
+// code still fails the job: that is a bug or bad input, which a restart would repeat.
+struct ElasticOptions {
+  int min_ranks = 1;     // fewer members left than this: the job fails
+  int max_ranks = 0;     // 0: the launch's rank count; newcomers past it wait for a place
+  int max_restarts = 0;  // restarts of failed ranks, over the whole job
+  // How long a round waits for a member that is alive but silent (stopped, hung) before it
+  // closes without it; the launcher then kills that member (and restarts it if it may).
+  std::chrono::milliseconds rendezvous_timeout{10000};
+};
+
 struct LaunchOptions {
   int ranks = 1;
+  std::optional<ElasticOptions> elastic;
   // > 0: a parameter-server job of `ranks` - `servers` workers (ranks 0..W-1) and `servers`
   // servers (the last ranks), each started with BRAID_ROLE, BRAID_ROLE_INDEX,
   // BRAID_NUM_WORKERS and BRAID_NUM_SERVERS (launch/cluster_spec.h) and its output prefixed

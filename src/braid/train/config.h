@@ -91,6 +91,10 @@ struct TrainConfig {
     // job's communication timeout)
     double worker_timeout_s = 0;
   } ps;
+  // Elastic jobs (braid launch --min-ranks ...; train/elastic_run.h).
+  struct Elastic {
+    int64_t commit_every = 1;  // steps between in-memory commits: a failure loses fewer
+  } elastic;
   struct FedAvg {
     int64_t clients = 100;          // K: the clients the training set is split over
     double fraction = 0.1;          // C: the share of clients that train in a round

@@ -238,6 +238,11 @@ std::vector<Setting> make_settings() {
       "(0: the job's communication timeout)",
       [](auto& c) -> auto& { return c.ps.worker_timeout_s; }));
   t.push_back(integer(
+      "elastic.commit_every", kParallel, 1, 1 << 30,
+      "elastic jobs: steps between in-memory commits of the training state; a lost rank "
+      "rolls the job back at most this many steps",
+      [](auto& c) -> auto& { return c.elastic.commit_every; }));
+  t.push_back(integer(
       "fedavg.clients", kParallel, 1, 1 << 24, "fedavg: clients the training set is split over (K)",
       [](auto& c) -> auto& { return c.fedavg.clients; }));
   t.push_back(number(

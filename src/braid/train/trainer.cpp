@@ -288,7 +288,11 @@ void Trainer::write_timeline() {
 // lands one step later on every rank alike, and no step boundary becomes a barrier.
 int Trainer::agreed_stop() {
   const int requested = stop_requested();
-  if (world_ == 1 || !strategy_->ranks_step_together()) return requested;
+  const bool wants_regroup = step_boundary_ && step_boundary_(step_);
+  if (world_ == 1 || !strategy_->ranks_step_together()) {
+    if (requested == 0 && wants_regroup) regroup_ = true;
+    return requested != 0 ? requested : wants_regroup ? kRegroup : 0;
+  }
   int agreed = 0;
   if (vote_pending_) {
     strategy_->finish_sum_over_ranks();
@@ -296,12 +300,18 @@ int Trainer::agreed_stop() {
     // Sum of the requests' signal numbers and of the count of requesting ranks: any
     // rank's request stops all; the signal reported is one that was received.
     if (votes_[1] != 0) agreed = my_vote_ != 0 ? my_vote_ : static_cast<int>(votes_[0] / votes_[1]);
+    // A stop wins over a regroup: the run ends either way, and a stop saves it.
+    if (agreed == 0 && votes_[2] != 0) {
+      regroup_ = true;
+      return kRegroup;
+    }
   }
   if (agreed != 0) return agreed;
   my_vote_ = requested;
   votes_[0] = static_cast<double>(requested);
   votes_[1] = requested != 0 ? 1.0 : 0.0;
-  strategy_->start_sum_over_ranks(votes_, 2, "stop vote after the step");
+  votes_[2] = wants_regroup ? 1.0 : 0.0;
+  strategy_->start_sum_over_ranks(votes_, 3, "stop vote after the step");
   vote_pending_ = true;
   return 0;
 }
@@ -525,6 +535,15 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
     if (config_.checkpoint_every == 0) checkpoint();
   }
   drain_vote();
+  if (regroup_) {
+    // Not an end: the elastic driver commits this step and carries on in the next round.
+    regroup_ = false;
+    if (timeline_.enabled()) write_timeline();
+    RunOutcome out;
+    out.step = step_;
+    out.regroup = true;
+    return out;
+  }
   // Whatever checkpoint_every says, the run's last step is saved.
   if (checkpointed_step != step_ && step_ != first_step) checkpoint();
   if (timeline_.enabled()) write_timeline();

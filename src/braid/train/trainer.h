@@ -7,6 +7,7 @@
 // optimizer state): the steady state allocates nothing.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include "train/config.h"
 #include "train/model_spec.h"
 #include "train/stop_rules.h"
+#include "train/train_commit.h"
 #include "train/weight_average.h"
 
 namespace braid::comm {
@@ -59,6 +61,9 @@ struct RunOutcome {
   // Nonempty: the run ended before its end without converging, for this reason (another
   // worker of a sync parameter-server job left it); its checkpoint is saved. A failure.
   std::string unfinished;
+  // The ranks agreed to end the run at this step boundary to change the job's membership
+  // (set_step_boundary): no checkpoint was written, and the run is not over.
+  bool regroup = false;
 };
 
 class Trainer {
@@ -110,6 +115,17 @@ class Trainer {
   // Loads weights only (a PyTorch state_dict in safetensors, or a checkpoint dir).
   void load_weights(const std::string& path);
 
+  // The training state in memory (train_commit.h), taken on every rank at a step boundary
+  // (a collective where the strategy must gather: local SGD, ZeRO), and put back on every
+  // rank of a job, this trainer's world size and strategy whatever the commit's were.
+  void commit(TrainCommit& into);
+  void restore(const TrainCommit& from);
+  // `fn(step)` runs on every rank at every step boundary of run(), after the step. A true
+  // return asks for the run to end there to change the job's membership: once every rank
+  // agreed (through the stop vote, so one step later, alike everywhere), run() returns with
+  // RunOutcome::regroup and writes no checkpoint. Elastic training commits here.
+  void set_step_boundary(std::function<bool(int64_t step)> fn) { step_boundary_ = std::move(fn); }
+
   const TrainConfig& config() const { return config_; }
   int rank() const { return rank_; }
   int world_size() const { return world_; }
@@ -148,7 +164,9 @@ class Trainer {
   RunOutcome run_federated(int64_t stop_at_round);
   // run() on a parameter-server job's evaluator (trainer_evaluator.cpp).
   RunOutcome run_evaluator();
-  int agreed_stop();  // the stop request every rank agrees on (0: none)
+  // agreed_stop's answer when the ranks agreed to regroup (set_step_boundary).
+  static constexpr int kRegroup = -1;
+  int agreed_stop();  // the stop request every rank agrees on (0: none; kRegroup)
   void check_worker_timeout() const;
   void drain_vote();
   void write_timeline();
@@ -178,7 +196,10 @@ class Trainer {
   bool kernels_described_ = false;  // the kernel choices were logged
   bool loader_started_ = false;     // the loader was restored to a position inside epoch_
   StepTimes times_;
-  double votes_[2] = {0, 0};  // agreed_stop's vote in flight
+  // agreed_stop's vote in flight: signal, requesting ranks, ranks asking to regroup.
+  double votes_[3] = {0, 0, 0};
+  bool regroup_ = false;  // the ranks agreed to regroup (agreed_stop returned kRegroup)
+  std::function<bool(int64_t)> step_boundary_;
   int my_vote_ = 0;
   bool vote_pending_ = false;
   Timeline timeline_;

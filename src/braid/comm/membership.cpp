@@ -1,0 +1,183 @@
+#include "comm/membership.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace braid::comm {
+namespace {
+
+// A value no key of this protocol ever holds: compare_set with it reads without writing.
+constexpr std::string_view kNeverStored = "\x01never";
+
+std::span<const uint8_t> bytes_of(std::string_view s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+std::string text_of(const Bytes& b) { return {b.begin(), b.end()}; }
+
+std::string round_key(int64_t round, const char* what) {
+  return "elastic/round/" + std::to_string(round) + "/" + what;
+}
+
+// The key's value now, "" when absent; never waits.
+std::string read_now(Store& store, const std::string& key) {
+  return text_of(store.compare_set(key, bytes_of(kNeverStored), bytes_of(kNeverStored)));
+}
+
+// Appends " item" atomically: two processes appending at once both land.
+void append(Store& store, const std::string& key, const std::string& item) {
+  std::string seen;
+  while (true) {
+    const std::string want = seen.empty() ? item : seen + " " + item;
+    const std::string now = text_of(store.compare_set(key, bytes_of(seen), bytes_of(want)));
+    if (now == want) return;
+    seen = now;
+  }
+}
+
+struct Ask {
+  std::string member;
+  int64_t step = kNoCommit;
+};
+
+std::vector<Ask> parse_asks(const std::string& text) {
+  std::vector<Ask> asks;
+  std::istringstream in(text);
+  std::string item;
+  while (in >> item) {
+    const size_t colon = item.rfind(':');
+    if (colon == std::string::npos) continue;
+    Ask a{item.substr(0, colon), std::stoll(item.substr(colon + 1))};
+    // A member asks once per round; a repeat (it asked again after a lost reply) counts once.
+    if (std::none_of(asks.begin(), asks.end(), [&](const Ask& b) { return b.member == a.member; }))
+      asks.push_back(std::move(a));
+  }
+  return asks;
+}
+
+// "members\nsource source_step" or "failed\nreason".
+std::string format_round(const std::vector<std::string>& members, int source, int64_t step) {
+  std::string s;
+  for (const auto& m : members) s += (s.empty() ? "" : " ") + m;
+  return s + "\n" + std::to_string(source) + " " + std::to_string(step);
+}
+
+int64_t read_int(Store& store, const std::string& key) { return store.add(key, 0); }
+
+}  // namespace
+
+Round join_round(Store& store, const std::string& member, int64_t number, int64_t commit_step,
+                 Deadline deadline) {
+  BRAID_CHECK(!member.empty() && member.find_first_of(" :\n") == std::string::npos,
+              "elastic member id '", member, "' must be nonempty without spaces or colons");
+  if (number <= 0) number = read_int(store, "elastic/round") + 1;
+  while (true) {
+    append(store, round_key(number, "asks"), member + ":" + std::to_string(commit_step));
+    const std::string text = store.get_string(round_key(number, "members"), deadline);
+    const size_t nl = text.find('\n');
+    const std::string head = text.substr(0, nl);
+    const std::string tail = nl == std::string::npos ? "" : text.substr(nl + 1);
+    if (head == "failed") BRAID_THROW(Error, "elastic round ", number, " could not form: ", tail);
+    Round r;
+    r.number = number;
+    if (head == "finished") {
+      r.finished = true;
+      return r;
+    }
+    std::istringstream names(head);
+    for (std::string m; names >> m;) r.members.push_back(m);
+    std::istringstream src(tail);
+    src >> r.source >> r.source_step;
+    const auto it = std::find(r.members.begin(), r.members.end(), member);
+    if (it != r.members.end()) {
+      r.rank = static_cast<int>(it - r.members.begin());
+      return r;
+    }
+    log_debug("elastic: round ", number, " closed without ", member, "; asking for the next");
+    ++number;
+  }
+}
+
+int64_t pending_round(Store& store) { return read_int(store, "elastic/pending"); }
+
+void mark_finished(Store& store, int64_t step) {
+  store.set("elastic/finished", std::to_string(step));
+}
+
+RoundCoordinator::RoundCoordinator(std::shared_ptr<Store> store, RoundRules rules,
+                                   std::vector<std::string> initial)
+    : store_(std::move(store)), rules_(rules), members_(std::move(initial)) {}
+
+std::optional<ClosedRound> RoundCoordinator::poll(
+    const std::function<Liveness(const std::string&)>& liveness) {
+  using Clock = std::chrono::steady_clock;
+  const int64_t next = round_ + 1;
+  const std::vector<Ask> asks = parse_asks(read_now(*store_, round_key(next, "asks")));
+  if (asks.empty()) {
+    opened_.reset();
+    return std::nullopt;
+  }
+  if (!opened_) opened_ = Clock::now();
+  if (!read_now(*store_, "elastic/finished").empty()) {
+    // Whoever asks now came too late: the members trained to the end and left.
+    store_->set(round_key(next, "members"), "finished\n");
+    ClosedRound closed;
+    closed.number = next;
+    closed.finished = true;
+    round_ = next;
+    members_.clear();
+    opened_.reset();
+    return closed;
+  }
+  auto asked = [&](const std::string& m) {
+    return std::any_of(asks.begin(), asks.end(), [&](const Ask& a) { return a.member == m; });
+  };
+  // Who must be heard from: the last round's members not known to be gone.
+  std::vector<std::string> waiting_for;
+  for (const auto& m : members_)
+    if (!asked(m) && liveness(m) != Liveness::gone) waiting_for.push_back(m);
+  const bool timed_out = Clock::now() - *opened_ >= rules_.rendezvous_timeout;
+  if (!waiting_for.empty() && !timed_out) {
+    // A newcomer asked while the members train: ask them to regroup at their next commit.
+    if (round_ > 0 && pending_set_ < next) {
+      store_->add("elastic/pending", next - read_int(*store_, "elastic/pending"));
+      pending_set_ = next;
+    }
+    return std::nullopt;
+  }
+
+  ClosedRound closed;
+  closed.number = next;
+  closed.left_out = waiting_for;
+  // The last round's members keep their order, newcomers follow in the order they asked.
+  for (const auto& m : members_)
+    if (asked(m)) closed.members.push_back(m);
+  for (const Ask& a : asks)
+    if (std::find(members_.begin(), members_.end(), a.member) == members_.end() &&
+        static_cast<int>(closed.members.size()) < rules_.max_members)
+      closed.members.push_back(a.member);
+  if (static_cast<int>(closed.members.size()) < rules_.min_members) {
+    closed.failed = detail::concat(closed.members.size(), " member(s) left, fewer than the ",
+                                   rules_.min_members, " the job needs (--min-ranks)");
+    store_->set(round_key(next, "members"), "failed\n" + closed.failed);
+  } else {
+    int source = 0;
+    int64_t newest = kNoCommit;
+    for (size_t i = 0; i < closed.members.size(); ++i)
+      for (const Ask& a : asks)
+        if (a.member == closed.members[i] && a.step > newest) {
+          newest = a.step;
+          source = static_cast<int>(i);
+        }
+    store_->set(round_key(next, "members"), format_round(closed.members, source, newest));
+  }
+  store_->add("elastic/round", next - read_int(*store_, "elastic/round"));
+  round_ = next;
+  members_ = closed.members;
+  opened_.reset();
+  return closed;
+}
+
+}  // namespace braid::comm

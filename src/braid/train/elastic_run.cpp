@@ -1,0 +1,131 @@
+#include "train/elastic_run.h"
+
+#include <cstring>
+
+#include "comm/collectives.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "train/config_agreement.h"
+
+namespace braid::train {
+namespace {
+
+// Rounds in a row that may fail before a single step completes: past it the failure is
+// not a lost member but something every round meets (a disk that is full, a bug).
+constexpr int kMaxFruitlessRounds = 5;
+// How often rank 0 looks in the store for a newcomer asking for a place.
+constexpr double kPendingPollSeconds = 0.05;
+
+// The source's commit on every member of the round: its size, then its bytes.
+TrainCommit share_commit(comm::Group& group, const comm::Round& round, const TrainCommit& mine) {
+  std::vector<uint8_t> bytes;
+  if (round.rank == round.source) bytes = mine.bytes();
+  int64_t size = static_cast<int64_t>(bytes.size());
+  comm::broadcast(group, &size, 1, DType::i64, round.source);
+  // Sent as 8-byte words: a broadcast moves elements of a dtype, and bytes are any.
+  const size_t words = (static_cast<size_t>(size) + 7) / 8;
+  bytes.resize(words * 8);
+  comm::broadcast(group, bytes.data(), words, DType::i64, round.source);
+  bytes.resize(static_cast<size_t>(size));
+  return TrainCommit::from_bytes(bytes);
+}
+
+std::string members_text(const comm::Round& r) {
+  std::string s;
+  for (const auto& m : r.members) s += (s.empty() ? "" : " ") + m;
+  return s;
+}
+
+}  // namespace
+
+TrainConfig round_config(const TrainConfig& config, int launch_world, int world) {
+  TrainConfig c = config;
+  const int64_t global = config.batch * launch_world;
+  BRAID_CHECK(global % world == 0, "elastic: the job's global batch ", global, " (batch ",
+              config.batch, " x ", launch_world, " ranks) cannot be shared evenly by ", world,
+              " ranks; launch with a batch x ranks that every rank count between --min-ranks "
+              "and --max-ranks divides");
+  c.batch = global / world;
+  return c;
+}
+
+RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
+  BRAID_CHECK(setup.store && setup.connect, "run_elastic: no store or connect");
+  BRAID_CHECK(config.strategy == "auto" || config.strategy == "ddp" || config.strategy == "single",
+              "elastic jobs train with strategy ddp for now (this config has ", config.strategy,
+              "): ZeRO, local SGD, pipelines and parameter servers keep a fixed world");
+  TrainConfig base = config;
+  base.strategy = "ddp";
+  TrainCommit commit;  // this process's newest
+  int64_t ask = 0;     // the round to ask for (0: the next to close)
+  int fruitless = 0;
+  bool first_trainer = true;
+  while (true) {
+    const comm::Round round = comm::join_round(*setup.store, setup.member, ask,
+                                               commit.empty() ? comm::kNoCommit : commit.step,
+                                               comm::Deadline::after(setup.timeout));
+    if (round.finished) {
+      log_info("elastic: the job finished before ", setup.member, " got a place; nothing to do");
+      RunOutcome out;
+      out.step = commit.step;
+      return out;
+    }
+    set_log_rank(round.rank);
+    Stopwatch since_round;
+    const int64_t step_before = commit.step;
+    try {
+      std::shared_ptr<comm::Group> group = setup.connect(round);
+      const TrainConfig cfg = round_config(base, setup.launch_world, round.world());
+      check_same_config(*group, cfg);
+      const bool has_state = round.source_step != comm::kNoCommit;
+      TrainCommit shared = has_state ? share_commit(*group, round, commit) : TrainCommit{};
+      Trainer trainer(cfg, group);
+      if (has_state) {
+        trainer.restore(shared);
+      } else if (!setup.resume_dir.empty()) {
+        trainer.load_checkpoint(setup.resume_dir);
+      }
+      if (round.number > 1)
+        log_info("elastic: round ", round.number, ": ", round.world(), " ranks (",
+                 members_text(round), ") at step ", trainer.global_step(), ", batch ", cfg.batch,
+                 " each; ready in ", since_round.elapsed(), " s");
+      if (round.number == 1 && first_trainer && setup.on_first_trainer)
+        setup.on_first_trainer(trainer);
+      first_trainer = false;
+      Stopwatch last_poll;
+      const int64_t every = std::max<int64_t>(1, config.elastic.commit_every);
+      trainer.set_step_boundary([&](int64_t step) {
+        if (step % every == 0) trainer.commit(commit);
+        // Only rank 0 looks (the vote carries it to all), and not at every step.
+        if (trainer.rank() != 0 || last_poll.elapsed() < kPendingPollSeconds) return false;
+        last_poll.lap();
+        return comm::pending_round(*setup.store) > round.number;
+      });
+      RunOutcome out = trainer.run();
+      if (out.regroup) {
+        trainer.commit(commit);
+        ask = round.number + 1;
+        fruitless = 0;
+        continue;
+      }
+      if (trainer.rank() == 0) comm::mark_finished(*setup.store, out.step);
+      return out;
+    } catch (const IoError& e) {
+      log_warn("elastic: round ", round.number, " lost a member: ", e.what(),
+               commit.empty() ? std::string("; starting over")
+                              : detail::concat("; rolling back to step ", commit.step));
+    } catch (const TimeoutError& e) {
+      log_warn("elastic: round ", round.number, " stopped making progress: ", e.what(),
+               commit.empty() ? std::string("; starting over")
+                              : detail::concat("; rolling back to step ", commit.step));
+    }
+    fruitless = commit.step == step_before ? fruitless + 1 : 0;
+    BRAID_CHECK(fruitless < kMaxFruitlessRounds, "elastic: ", fruitless,
+                " rounds in a row failed before a step completed (last at step ", commit.step,
+                "); giving up: the failure is not a lost member");
+    ask = round.number + 1;
+  }
+}
+
+}  // namespace braid::train

@@ -1,0 +1,33 @@
+// A commit: a trainer's whole state in memory, taken at a step boundary (Trainer::commit)
+// and put back (Trainer::restore), on this rank or, through bytes(), on another. Elastic
+// training keeps one per rank, taken every elastic.commit_every steps, and rolls back to it
+// when a rank is lost; a newcomer receives the newest one from a live rank.
+//
+// It holds what a checkpoint holds (checkpoint.h), less what every rank of a job already
+// agrees on (the config, the kernel choices): the model's state_dict tensors, the
+// optimizer's state in the full logical layout, the weight average, and the position
+// (step, epoch, loader, stop rules, loss scaler) as JSON. Tensors are stored as raw bytes
+// in state_dict order; the receiving trainer supplies names, shapes and dtypes, which the
+// commit checks by total size.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace braid::train {
+
+struct TrainCommit {
+  int64_t step = -1;               // -1: empty
+  std::string position;            // JSON: step, epoch, loader, stop rules, ...
+  std::vector<uint8_t> model;      // state_dict tensors, back to back
+  std::vector<uint8_t> optimizer;  // optimizer state tensors, back to back
+  std::vector<uint8_t> average;    // the weight average's tensors (empty without one)
+
+  bool empty() const { return step < 0; }
+  // One buffer holding everything (to send to another rank), and back.
+  std::vector<uint8_t> bytes() const;
+  static TrainCommit from_bytes(const std::vector<uint8_t>& bytes);
+};
+
+}  // namespace braid::train

@@ -1,0 +1,163 @@
+// Trainer::commit and restore: the training state in memory (train_commit.h), for elastic
+// training's rollbacks and for newcomers, which take it from a live rank.
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "data/loader.h"
+#include "optim/optimizer.h"
+#include "parallel/strategy.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace braid::train {
+namespace {
+
+using nlohmann::json;
+
+size_t total_bytes(const std::vector<NamedTensor>& tensors) {
+  size_t n = 0;
+  for (const auto& t : tensors) n += t.tensor.nbytes();
+  return n;
+}
+
+// Copies the tensors back to back into `into`, which keeps its capacity between commits.
+void pack(const std::vector<NamedTensor>& tensors, std::vector<uint8_t>& into) {
+  into.resize(total_bytes(tensors));
+  size_t at = 0;
+  for (const auto& t : tensors) {
+    if (t.tensor.nbytes() > 0) std::memcpy(into.data() + at, t.tensor.raw(), t.tensor.nbytes());
+    at += t.tensor.nbytes();
+  }
+}
+
+void unpack(const std::vector<uint8_t>& from, const std::vector<NamedTensor>& tensors,
+            const char* what) {
+  BRAID_CHECK(from.size() == total_bytes(tensors), "elastic commit: its ", what, " holds ",
+              from.size(), " bytes but this trainer's holds ", total_bytes(tensors),
+              " (a different model or optimizer on another rank?)");
+  size_t at = 0;
+  for (const auto& t : tensors) {
+    if (t.tensor.nbytes() > 0) std::memcpy(t.tensor.raw(), from.data() + at, t.tensor.nbytes());
+    at += t.tensor.nbytes();
+  }
+}
+
+std::vector<NamedTensor> as_named(const optim::NamedTensors& state) {
+  std::vector<NamedTensor> out;
+  for (const auto& [name, tensor] : state) out.push_back({name, tensor});
+  return out;
+}
+
+void put_u64(std::vector<uint8_t>& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+uint64_t get_u64(const std::vector<uint8_t>& in, size_t& at) {
+  BRAID_CHECK(at + 8 <= in.size(), "elastic commit: truncated at byte ", at, " of ", in.size());
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= uint64_t{in[at + static_cast<size_t>(i)]} << (8 * i);
+  at += 8;
+  return v;
+}
+void put_block(std::vector<uint8_t>& out, const uint8_t* data, size_t n) {
+  put_u64(out, n);
+  out.insert(out.end(), data, data + n);
+}
+std::vector<uint8_t> get_block(const std::vector<uint8_t>& in, size_t& at) {
+  const uint64_t n = get_u64(in, at);
+  BRAID_CHECK(n <= in.size() - at, "elastic commit: a block of ", n, " bytes at byte ", at,
+              " runs past its ", in.size());
+  std::vector<uint8_t> out(in.begin() + static_cast<std::ptrdiff_t>(at),
+                           in.begin() + static_cast<std::ptrdiff_t>(at + n));
+  at += n;
+  return out;
+}
+
+}  // namespace
+
+std::vector<uint8_t> TrainCommit::bytes() const {
+  std::vector<uint8_t> out;
+  out.reserve(40 + position.size() + model.size() + optimizer.size() + average.size());
+  put_u64(out, static_cast<uint64_t>(step));
+  put_block(out, reinterpret_cast<const uint8_t*>(position.data()), position.size());
+  put_block(out, model.data(), model.size());
+  put_block(out, optimizer.data(), optimizer.size());
+  put_block(out, average.data(), average.size());
+  return out;
+}
+
+TrainCommit TrainCommit::from_bytes(const std::vector<uint8_t>& bytes) {
+  TrainCommit c;
+  size_t at = 0;
+  c.step = static_cast<int64_t>(get_u64(bytes, at));
+  const std::vector<uint8_t> pos = get_block(bytes, at);
+  c.position.assign(pos.begin(), pos.end());
+  c.model = get_block(bytes, at);
+  c.optimizer = get_block(bytes, at);
+  c.average = get_block(bytes, at);
+  return c;
+}
+
+void Trainer::commit(TrainCommit& into) {
+  strategy_->synchronize();
+  strategy_->gather_for_checkpoint();
+  json pos = {{"step", step_}, {"epoch", epoch_}, {"step_offset", step_offset_}};
+  if (train_loader_) {
+    const data::LoaderState ls = train_loader_->state();
+    pos["loader"] = {{"epoch", ls.epoch}, {"position", ls.position}};
+  }
+  pos["stop_rules"] = stop_rules_.state();
+  if (const optim::LossScaler* s = strategy_->loss_scaler()) pos["loss_scaler"] = s->state();
+  if (average_) pos["ema_updates"] = average_->updates();
+  into.step = step_;
+  into.position = pos.dump();
+  pack(state_dict(params()), into.model);
+  pack(as_named(strategy_->optimizer_state()), into.optimizer);
+  if (average_)
+    pack(average_->state_dict(), into.average);
+  else
+    into.average.clear();
+}
+
+void Trainer::restore(const TrainCommit& from) {
+  BRAID_CHECK(!from.empty(), "restore: the commit is empty");
+  const json pos = json::parse(from.position);
+  strategy_->prepare_to_load();
+  unpack(from.model, state_dict(params()), "model");
+  // Fresh tensors of the optimizer state's names and shapes, filled from the commit.
+  optim::NamedTensors opt;
+  for (const auto& [name, t] : strategy_->optimizer_state())
+    opt.emplace_back(name, Tensor::empty(t.shape(), t.dtype(), MemCategory::optimizer));
+  std::vector<NamedTensor> views;
+  for (const auto& [name, t] : opt) views.push_back({name, t});
+  unpack(from.optimizer, views, "optimizer state");
+  strategy_->load_optimizer_state(opt);
+  strategy_->sync_parameters();
+  step_ = pos.at("step").get<int64_t>();
+  epoch_ = pos.at("epoch").get<int64_t>();
+  step_offset_ = pos.value("step_offset", int64_t{0});
+  resume_mid_epoch_ = false;
+  if (train_loader_ && pos.contains("loader")) {
+    const data::LoaderState ls{pos["loader"].at("epoch").get<int64_t>(),
+                               pos["loader"].at("position").get<int64_t>()};
+    // Positions count steps of the global batch, which every membership keeps: the loader
+    // of this world continues at the same samples.
+    if (ls.epoch == epoch_ && ls.position > 0) {
+      train_loader_->restore(ls);
+      resume_mid_epoch_ = true;
+    }
+  }
+  stop_rules_.load(pos.value("stop_rules", json()), "elastic commit");
+  if (optim::LossScaler* s = strategy_->loss_scaler(); s && pos.contains("loss_scaler"))
+    s->load(pos["loss_scaler"], "elastic commit");
+  if (average_) {
+    std::vector<NamedTensor> copies;
+    for (const auto& t : average_->state_dict())
+      copies.push_back(
+          {t.name, Tensor::empty(t.tensor.shape(), t.tensor.dtype(), MemCategory::other)});
+    unpack(from.average, copies, "weight average");
+    average_->load(copies, pos.value("ema_updates", int64_t{0}), "elastic commit");
+  }
+}
+
+}  // namespace braid::train
