@@ -118,7 +118,10 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
               "rank ", placement.rank, " is not in a world of ", placement.world);
   const bool split = placement.validation.kind != data::SplitKind::none;
   std::shared_ptr<const data::Source> train, eval;
-  if (config.dataset == "fashion-mnist" || config.dataset == "npy") {
+  if (placement.cache && placement.cache->train) {
+    train = placement.cache->train;
+    eval = placement.cache->eval;
+  } else if (config.dataset == "fashion-mnist" || config.dataset == "npy") {
     BRAID_CHECK(model.task == Task::classification, "dataset '", config.dataset,
                 "' is for classification but the model's output is per position (",
                 "a language model); use dataset 'text'");
@@ -159,6 +162,7 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
                                                     corpus->train_size() / config.seq_len);
     eval = std::make_shared<data::TextValidationSource>(corpus, config.seq_len);
   }
+  if (placement.cache) *placement.cache = DataCache{train, eval};
   const std::string note = config.dataset == "npy"
                                ? npy_image_note(*train, data::parse_image_layout(config.npy_layout))
                                : std::string();

@@ -21,6 +21,12 @@ struct DataLoaders {
   std::unique_ptr<data::Loader> eval;
 };
 
+// The data a process read, kept for the next loaders it builds: an elastic job builds them
+// again for every membership round, and reading Fashion-MNIST again costs most of a second.
+struct DataCache {
+  std::shared_ptr<const data::Source> train, eval;
+};
+
 struct DataPlacement {
   int rank = 0;
   int world = 1;
@@ -33,6 +39,8 @@ struct DataPlacement {
   // the same batches, and each evaluates its share of the split); eval_world 0: as training.
   int eval_rank = 0;
   int eval_world = 0;
+  // Where set, the sources are taken from it when it holds them, and kept in it otherwise.
+  DataCache* cache = nullptr;
 };
 
 DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,

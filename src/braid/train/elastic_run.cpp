@@ -7,6 +7,8 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "train/config_agreement.h"
+#include "train/data_setup.h"
+#include "train/model_spec.h"
 
 namespace braid::train {
 namespace {
@@ -60,6 +62,13 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
   TrainCommit commit;  // this process's newest
   int64_t ask = 0;     // the round to ask for (0: the next to close)
   int fruitless = 0;
+  // The data is read once, before the first round: a newcomer that read it after getting a
+  // place would hold up the round's every member while it reads.
+  DataCache data;
+  {
+    const BuiltModel model = build_model(base.model, base.seq_len);
+    make_loaders(base, model, DataPlacement{.cache = &data});
+  }
   bool first_trainer = true;
   while (true) {
     const comm::Round round = comm::join_round(*setup.store, setup.member, ask,
@@ -76,11 +85,14 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
     const int64_t step_before = commit.step;
     try {
       std::shared_ptr<comm::Group> group = setup.connect(round);
+      const double connected = since_round.elapsed();
       const TrainConfig cfg = round_config(base, setup.launch_world, round.world());
       check_same_config(*group, cfg);
       const bool has_state = round.source_step != comm::kNoCommit;
       TrainCommit shared = has_state ? share_commit(*group, round, commit) : TrainCommit{};
-      Trainer trainer(cfg, group);
+      const double shared_at = since_round.elapsed();
+      Trainer trainer(cfg, group, true, &data);
+      const double built = since_round.elapsed();
       if (has_state) {
         trainer.restore(shared);
       } else if (!setup.resume_dir.empty()) {
@@ -89,7 +101,8 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
       if (round.number > 1)
         log_info("elastic: round ", round.number, ": ", round.world(), " ranks (",
                  members_text(round), ") at step ", trainer.global_step(), ", batch ", cfg.batch,
-                 " each; ready in ", since_round.elapsed(), " s");
+                 " each; ready in ", since_round.elapsed(), " s (connect ", connected,
+                 ", state ", shared_at - connected, ", build ", built - shared_at, ")");
       if (round.number == 1 && first_trainer && setup.on_first_trainer)
         setup.on_first_trainer(trainer);
       first_trainer = false;

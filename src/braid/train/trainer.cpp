@@ -43,14 +43,15 @@ Trainer::Trainer(const TrainConfig& config, bool load_data, int rank)
   init(load_data);
 }
 
-Trainer::Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> group, bool load_data)
+Trainer::Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> group, bool load_data,
+                 DataCache* data)
     : config_(config),
       group_(std::move(group)),
       rank_(group_ ? group_->rank() : 0),
       world_(group_ ? group_->size() : 1),
       batchnorm_reducer_(batchnorm_reducer(config, group_)),
       model_(build_model(config.model, config.seq_len, ModelBuildOptions{batchnorm_reducer_})) {
-  init(load_data);
+  init(load_data, data);
 }
 
 Trainer::Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> world,
@@ -67,7 +68,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> world,
   init(load_data);
 }
 
-void Trainer::init(bool load_data) {
+void Trainer::init(bool load_data, DataCache* data) {
   validate(config_);
   // Model parallelism: the ranks of one model-parallel group work on the same batch, the
   // data axis's replicas on their shares.
@@ -89,7 +90,8 @@ void Trainer::init(bool load_data) {
                                   .evaluate_whole_split = ps_.has_value() && rank_ == 0,
                                   // Every rank holds the whole model when it evaluates.
                                   .eval_rank = group_ ? rank_ : 0,
-                                  .eval_world = world_});
+                                  .eval_world = world_,
+                                  .cache = data});
     train_loader_ = std::move(loaders.train);
     eval_loader_ = std::move(loaders.eval);
   }

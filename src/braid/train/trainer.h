@@ -17,6 +17,7 @@
 #include "nn/params.h"
 #include "parallel/ps_protocol.h"
 #include "train/config.h"
+#include "train/data_setup.h"
 #include "train/model_spec.h"
 #include "train/stop_rules.h"
 #include "train/train_commit.h"
@@ -74,7 +75,9 @@ class Trainer {
   explicit Trainer(const TrainConfig& config, bool load_data = true, int rank = 0);
   // A rank of a job over `group` (its world): the strategy (config.strategy) runs over it,
   // each rank reads its shard of the data, and evaluation is summed over the ranks.
-  Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> group, bool load_data = true);
+  // `data`, where given, keeps the datasets read for the next trainer of this process.
+  Trainer(const TrainConfig& config, std::shared_ptr<comm::Group> group, bool load_data = true,
+          DataCache* data = nullptr);
   // A worker of a parameter-server job over the world group `world` (workers first, then
   // servers: `ps`): it trains on its shard of the data as a rank of ps.workers, and only
   // the chief (worker 0) evaluates, over the whole evaluation split, and writes outputs.
@@ -156,7 +159,7 @@ class Trainer {
   int64_t global_batch() const;  // samples of one step over every rank
   void warn_if_horizon_changed(const nlohmann::json& train_state, const std::string& dir) const;
 
-  void init(bool load_data);
+  void init(bool load_data, DataCache* data = nullptr);
   // Saves <out>/checkpoint through .partial (every rank calls it; rank 0 writes).
   void checkpoint_now();
   // run() for strategy fedavg: rounds of federated averaging instead of steps
