@@ -29,6 +29,7 @@ struct LaunchFlags {
   int max_ranks = 0;
   int max_restarts = 0;
   double rendezvous_timeout_s = 10;
+  std::string join_file;
   std::vector<std::string> command;
 };
 
@@ -57,13 +58,16 @@ void run_launch(const CLI::App& cmd, const LaunchFlags& f) {
     if (cmd.count("--nproc") == 0)
       throw CLI::RequiredError("-n (or --servers S --workers W for a parameter-server job)");
     options.ranks = f.ranks;
-    if (cmd.count("--min-ranks") + cmd.count("--max-ranks") + cmd.count("--max-restarts") > 0) {
+    if (cmd.count("--min-ranks") + cmd.count("--max-ranks") + cmd.count("--max-restarts") +
+            cmd.count("--join-file") >
+        0) {
       launch::ElasticOptions e;
       e.min_ranks = cmd.count("--min-ranks") > 0 ? f.min_ranks : 1;
       e.max_ranks = f.max_ranks;
       e.max_restarts = f.max_restarts;
       e.rendezvous_timeout =
           std::chrono::milliseconds(static_cast<int64_t>(f.rendezvous_timeout_s * 1000 + 0.5));
+      e.join_file = f.join_file;
       if (e.min_ranks > f.ranks)
         throw CLI::ValidationError("--min-ranks", "--min-ranks " + std::to_string(e.min_ranks) +
                                                       " is more than -n " +
@@ -135,6 +139,9 @@ void add_launch_command(CLI::App& app) {
                   "An elastic job: seconds a new round waits for a silent member (stopped, hung) "
                   "before it goes on without it and the launcher kills it (default 10)")
       ->check(CLI::Range(0.1, 86400.0));
+  cmd->add_option("--join-file", flags->join_file,
+                  "An elastic job: write the variables a process started by hand needs to join "
+                  "it into this file (readable by you alone): env $(cat FILE) braid train ...");
   cmd->add_option("command", flags->command,
                   "The program every rank runs and its arguments, after --")
       ->required();

@@ -102,6 +102,10 @@ Round join_round(Store& store, const std::string& member, int64_t number, int64_
 
 int64_t pending_round(Store& store) { return read_int(store, "elastic/pending"); }
 
+void leave_round(Store& store, const std::string& member, int64_t number) {
+  append(store, round_key(number, "leaves"), member);
+}
+
 void mark_finished(Store& store, int64_t step) {
   store.set("elastic/finished", std::to_string(step));
 }
@@ -134,10 +138,16 @@ std::optional<ClosedRound> RoundCoordinator::poll(
   auto asked = [&](const std::string& m) {
     return std::any_of(asks.begin(), asks.end(), [&](const Ask& a) { return a.member == m; });
   };
-  // Who must be heard from: the last round's members not known to be gone.
+  // Who must be heard from: the last round's members not known to be gone or leaving.
+  std::istringstream leaves_text(read_now(*store_, round_key(next, "leaves")));
+  std::vector<std::string> leaving;
+  for (std::string m; leaves_text >> m;) leaving.push_back(m);
+  auto left = [&](const std::string& m) {
+    return std::find(leaving.begin(), leaving.end(), m) != leaving.end();
+  };
   std::vector<std::string> waiting_for;
   for (const auto& m : members_)
-    if (!asked(m) && liveness(m) != Liveness::gone) waiting_for.push_back(m);
+    if (!asked(m) && !left(m) && liveness(m) != Liveness::gone) waiting_for.push_back(m);
   const bool timed_out = Clock::now() - *opened_ >= rules_.rendezvous_timeout;
   if (!waiting_for.empty() && !timed_out) {
     // A newcomer asked while the members train: ask them to regroup at their next commit.

@@ -58,6 +58,10 @@ Round join_round(Store& store, const std::string& member, int64_t number, int64_
 // it regroup into it at their next commit. One store operation.
 int64_t pending_round(Store& store);
 
+// Said by a member that leaves the job before round `number` (it exits): the coordinator
+// counts it gone rather than waiting for it.
+void leave_round(Store& store, const std::string& member, int64_t number);
+
 // Said by a member once the job trained to its end: a process asking later is told so.
 void mark_finished(Store& store, int64_t step);
 

@@ -242,8 +242,26 @@ class Supervisor {
       coordinator_ = std::make_unique<comm::RoundCoordinator>(
           comm::prefixed(std::move(client), "job/" + job_id), rules, std::move(initial));
     }
+    if (options_.elastic && !options_.elastic->join_file.empty()) write_join_file(base);
     base_env_ = std::move(base);
     for (int r = 0; r < options_.ranks; ++r) spawn(r, 0);
+  }
+
+  // The ranks' shared variables that let a process started by hand join (see ElasticOptions).
+  void write_join_file(const std::vector<std::string>& base) const {
+    const std::string& path = options_.elastic->join_file;
+    std::string text;
+    for (const std::string& v : base)
+      for (const char* name : {"BRAID_STORE_ADDR=", "BRAID_STORE_HOSTED=", "BRAID_SECRET=",
+                               "BRAID_JOB_ID=", "BRAID_ELASTIC=", "BRAID_WORLD_SIZE=",
+                               "BRAID_TIMEOUT_S=", "BRAID_TRANSPORT="})
+        if (v.rfind(name, 0) == 0) text += v + "\n";
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) BRAID_THROW(IoError, "braid launch: cannot write --join-file '", path, "': ", std::strerror(errno));
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    ::close(fd);
+    if (n != static_cast<ssize_t>(text.size()))
+      BRAID_THROW(IoError, "braid launch: cannot write --join-file '", path, "'");
   }
 
   static std::string member_id(int slot, int incarnation) {

@@ -54,6 +54,10 @@ struct ElasticOptions {
   // How long a round waits for a member that is alive but silent (stopped, hung) before it
   // closes without it; the launcher then kills that member (and restarts it if it may).
   std::chrono::milliseconds rendezvous_timeout{10000};
+  // Nonempty: the variables a process started by hand needs to join the job (the store's
+  // address, the secret, the job id, its elastic mode and launch size), written here as
+  // NAME=value lines readable by the user alone: `env $(cat FILE) braid train ...`.
+  std::string join_file;
 };
 
 struct LaunchOptions {

@@ -116,6 +116,13 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
         return comm::pending_round(*setup.store) > round.number;
       });
       RunOutcome out = trainer.run();
+      if (out.regroup && out.leaving) {
+        comm::leave_round(*setup.store, setup.member, round.number + 1);
+        log_warn("elastic: ", setup.member, " leaves the job at step ", out.step,
+                 ": it was asked to stop, the others were not and go on without it");
+        out.regroup = false;
+        return out;
+      }
       if (out.regroup) {
         trainer.commit(commit);
         ask = round.number + 1;

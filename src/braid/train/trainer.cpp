@@ -301,6 +301,13 @@ int Trainer::agreed_stop() {
     vote_pending_ = false;
     // Sum of the requests' signal numbers and of the count of requesting ranks: any
     // rank's request stops all; the signal reported is one that was received.
+    // In an elastic job (a step boundary hook is set) a stop asked of some ranks, not all,
+    // is theirs alone: they leave, and the others regroup without them.
+    if (step_boundary_ && votes_[1] != 0 && votes_[1] < world_) {
+      regroup_ = true;
+      leaving_ = my_vote_ != 0;
+      return kRegroup;
+    }
     if (votes_[1] != 0) agreed = my_vote_ != 0 ? my_vote_ : static_cast<int>(votes_[0] / votes_[1]);
     // A stop wins over a regroup: the run ends either way, and a stop saves it.
     if (agreed == 0 && votes_[2] != 0) {
@@ -544,6 +551,8 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
     RunOutcome out;
     out.step = step_;
     out.regroup = true;
+    out.leaving = leaving_;
+    leaving_ = false;
     return out;
   }
   // Whatever checkpoint_every says, the run's last step is saved.

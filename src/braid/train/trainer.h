@@ -65,6 +65,8 @@ struct RunOutcome {
   // The ranks agreed to end the run at this step boundary to change the job's membership
   // (set_step_boundary): no checkpoint was written, and the run is not over.
   bool regroup = false;
+  // With regroup: this rank leaves the job (it alone, not every rank, asked to stop).
+  bool leaving = false;
 };
 
 class Trainer {
@@ -202,6 +204,7 @@ class Trainer {
   // agreed_stop's vote in flight: signal, requesting ranks, ranks asking to regroup.
   double votes_[3] = {0, 0, 0};
   bool regroup_ = false;  // the ranks agreed to regroup (agreed_stop returned kRegroup)
+  bool leaving_ = false;  // with regroup_: this rank asked to stop while others did not
   std::function<bool(int64_t)> step_boundary_;
   int my_vote_ = 0;
   bool vote_pending_ = false;
