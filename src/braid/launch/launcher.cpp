@@ -256,6 +256,9 @@ class Supervisor {
                                "BRAID_JOB_ID=", "BRAID_ELASTIC=", "BRAID_WORLD_SIZE=",
                                "BRAID_TIMEOUT_S=", "BRAID_TRANSPORT="})
         if (v.rfind(name, 0) == 0) text += v + "\n";
+    // braid's convention names a rank beside the world size; an elastic job's rounds give
+    // the joining process its real one.
+    text += "BRAID_RANK=0\n";
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) BRAID_THROW(IoError, "braid launch: cannot write --join-file '", path, "': ", std::strerror(errno));
     const ssize_t n = ::write(fd, text.data(), text.size());
