@@ -26,8 +26,7 @@ class CoordinatorThread {
  public:
   CoordinatorThread(std::shared_ptr<Store> store, RoundRules rules,
                     std::vector<std::string> initial)
-      : coordinator_(std::move(store), rules, std::move(initial)),
-        thread_([this] { loop(); }) {}
+      : coordinator_(std::move(store), rules, std::move(initial)), thread_([this] { loop(); }) {}
   ~CoordinatorThread() {
     stop_ = true;
     thread_.join();

@@ -226,7 +226,12 @@ void run_elastic_train(const TrainFlags& f, const train::TrainConfig& config,
   setup.member = job.member;
   setup.timeout = job.group_options.timeout;
   setup.connect = [&](const comm::Round& round) {
-    return launch::connect_round(job, round, comm::Deadline::after(job.group_options.timeout));
+    // Every member asked for this round, so connecting is quick; one that dies meanwhile
+    // must not hold the others for the job's whole deadline.
+    return launch::connect_round(
+        job, round,
+        comm::Deadline::after(std::min(job.group_options.timeout,
+                                       std::chrono::milliseconds(std::chrono::seconds(20)))));
   };
   setup.launch_world = env.world_size;
   setup.resume_dir = resume_dir;

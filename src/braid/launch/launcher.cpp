@@ -252,15 +252,17 @@ class Supervisor {
     const std::string& path = options_.elastic->join_file;
     std::string text;
     for (const std::string& v : base)
-      for (const char* name : {"BRAID_STORE_ADDR=", "BRAID_STORE_HOSTED=", "BRAID_SECRET=",
-                               "BRAID_JOB_ID=", "BRAID_ELASTIC=", "BRAID_WORLD_SIZE=",
-                               "BRAID_TIMEOUT_S=", "BRAID_TRANSPORT="})
+      for (const char* name :
+           {"BRAID_STORE_ADDR=", "BRAID_STORE_HOSTED=", "BRAID_SECRET=", "BRAID_JOB_ID=",
+            "BRAID_ELASTIC=", "BRAID_WORLD_SIZE=", "BRAID_TIMEOUT_S=", "BRAID_TRANSPORT="})
         if (v.rfind(name, 0) == 0) text += v + "\n";
     // braid's convention names a rank beside the world size; an elastic job's rounds give
     // the joining process its real one.
     text += "BRAID_RANK=0\n";
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) BRAID_THROW(IoError, "braid launch: cannot write --join-file '", path, "': ", std::strerror(errno));
+    if (fd < 0)
+      BRAID_THROW(IoError, "braid launch: cannot write --join-file '", path,
+                  "': ", std::strerror(errno));
     const ssize_t n = ::write(fd, text.data(), text.size());
     ::close(fd);
     if (n != static_cast<ssize_t>(text.size()))

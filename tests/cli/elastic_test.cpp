@@ -1,0 +1,201 @@
+// Issue 29: elastic DDP jobs as real processes under `braid launch --min-ranks ...`: ranks
+// killed with kill -9 (rank 0 included) are restarted while the others go on, a rank asked
+// to stop alone leaves, processes started by hand join, a stopped rank is left out after the
+// rendezvous timeout, and a job with too few ranks left fails naming why.
+//
+// Each rank runs through `sh -c 'echo pid $$; exec braid train ...'`, so the test learns
+// every rank's pid (a restart prints its own line again). A hang guard kills the launcher
+// when a job outlives a generous bound.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/fault_helpers.h"
+#include "cli/tiny_mlp.h"
+#include "fashion_mnist_data.h"
+#include "launch/braid_process.h"
+#include "temp_dir.h"
+
+namespace {
+
+using braid::testing::HangGuard;
+using braid::testing::has_text;
+using braid::testing::let_it_compute;
+using braid::testing::Process;
+using braid::testing::TempDir;
+
+constexpr auto kHangLimit = std::chrono::seconds(240);
+
+std::string train_command(const std::string& train_args) {
+  return "echo pid $$; exec " + std::string(BRAID_BINARY) + " train " + train_args;
+}
+
+// `braid launch LAUNCH_ARGS -- sh -c 'echo pid $$; exec braid train TRAIN_ARGS'`.
+std::unique_ptr<Process> launch(const std::vector<std::string>& launch_args,
+                                const std::string& train_args,
+                                const std::map<std::string, std::string>& vars = {}) {
+  std::vector<std::string> argv = {BRAID_BINARY, "launch"};
+  argv.insert(argv.end(), launch_args.begin(), launch_args.end());
+  for (const char* a : {"--", "sh", "-c"}) argv.emplace_back(a);
+  argv.push_back(train_command(train_args));
+  return std::make_unique<Process>(argv, vars);
+}
+
+// The pid the `count`-th process of rank slot `rank` printed (1: the first, 2: its first
+// restart), after waiting for its line; 0 if the output ended first.
+pid_t rank_pid(Process& p, int rank, int count = 1) {
+  const std::string tag = "[rank " + std::to_string(rank) + "] pid ";
+  if (!p.wait_for(tag, count)) return 0;
+  const std::string& out = p.output();
+  size_t at = 0;
+  for (int i = 0; i < count; ++i) at = out.find(tag, i == 0 ? 0 : at + 1);
+  int pid = 0;
+  if (std::sscanf(out.c_str() + at + tag.size(), "%d", &pid) != 1) return 0;
+  return pid;
+}
+
+// A run long enough to be killed several times on a loaded machine; checkpoints at its end.
+std::string run_args(const TempDir& tmp, int64_t steps) {
+  std::string flags = braid::testing::tiny_mlp_flags(tmp);
+  // 12 x the ranks of every test here is shared evenly by every membership it goes through.
+  flags.replace(flags.find("--batch 16"), 10, "--batch 12");
+  // A millisecond's sleep a step keeps a run's length in the test's hands on any machine.
+  return flags + "--optimizer sgd --epochs 100 --slow-step-ms 1 --max-steps " +
+         std::to_string(steps) + " --out " + tmp.file("run");
+}
+
+// kill -9 of random ranks at random points of their steps, rank 0 among them: every kill
+// is reported with its restart, the survivors roll back and go on in a new round, the
+// restarted process takes the state from a live rank and joins, and the job ends as a
+// finished run with its checkpoint.
+TEST(Elastic, KilledRanksRankZeroIncludedAreRestartedAndTheJobFinishes) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  auto job = launch({"-n", "4", "--min-ranks", "2", "--max-restarts", "3"}, run_args(tmp, 6000));
+  HangGuard guard(job->pid(), kHangLimit);
+  ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
+  // Rank 0 first (it hosts nothing, writes the outputs), then two random ranks.
+  std::vector<int> victims = {0, static_cast<int>(rng() % 4), static_cast<int>(rng() % 4)};
+  std::map<int, int> incarnation;
+  for (size_t k = 0; k < victims.size(); ++k) {
+    const int slot = victims[k];
+    const pid_t pid = rank_pid(*job, slot, ++incarnation[slot]);
+    ASSERT_GT(pid, 0) << job->output();
+    let_it_compute(pid, 5 + static_cast<long>(rng() % 20));
+    ASSERT_EQ(::kill(pid, SIGKILL), 0) << "rank " << slot << " ended early:\n" << job->output();
+    // Its report, then a round of the survivors; the next kill waits for the restart to be
+    // back in (a round of 4 again).
+    ASSERT_TRUE(job->wait_for("restarting it (restart " + std::to_string(k + 1) + " of 3)"))
+        << job->output();
+    ASSERT_TRUE(job->wait_for(": 4 ranks\n", static_cast<int>(k) + 1)) << job->output();
+  }
+  const int code = job->finish();
+  ASSERT_FALSE(guard.fired()) << "the elastic job hung:\n" << job->output();
+  EXPECT_EQ(code, 0) << job->output();
+  EXPECT_TRUE(has_text(job->output(), "rolling back to step"));
+  EXPECT_TRUE(has_text(job->output(), "done: 6000 steps"));
+  EXPECT_TRUE(std::ifstream(tmp.file("run/checkpoint/state.json")).good());
+}
+
+// SIGTERM to one rank alone: it leaves at a step boundary (exit 0), the others regroup
+// without it and finish; nothing is restarted.
+TEST(Elastic, ARankAskedToStopAloneLeavesAndTheOthersFinish) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  auto job = launch({"-n", "3", "--min-ranks", "2", "--max-restarts", "3"}, run_args(tmp, 3000));
+  HangGuard guard(job->pid(), kHangLimit);
+  const pid_t leaver = rank_pid(*job, 1);
+  ASSERT_GT(leaver, 0) << job->output();
+  ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
+  ASSERT_EQ(::kill(leaver, SIGTERM), 0);
+  const int code = job->finish();
+  ASSERT_FALSE(guard.fired()) << job->output();
+  EXPECT_EQ(code, 0) << job->output();
+  EXPECT_TRUE(has_text(job->output(), "1.0 leaves the job at step"));
+  EXPECT_TRUE(has_text(job->output(), "elastic round 2: 2 ranks"));
+  EXPECT_FALSE(has_text(job->output(), "restarting"));
+  EXPECT_TRUE(has_text(job->output(), "done: 3000 steps"));
+}
+
+// Two ranks, then two processes started by hand with the job's join file: each joins the
+// running job at a step boundary, taking its state from a live rank, and all four finish.
+TEST(Elastic, ProcessesStartedByHandJoinTheRunningJob) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string join_file = tmp.file("join.env");
+  auto job = launch({"-n", "2", "--max-ranks", "4", "--join-file", join_file}, run_args(tmp, 4000));
+  HangGuard guard(job->pid(), kHangLimit);
+  ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
+  std::map<std::string, std::string> vars;
+  std::ifstream in(join_file);
+  for (std::string line; std::getline(in, line);)
+    vars[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+  ASSERT_TRUE(vars.count("BRAID_SECRET") && vars.count("BRAID_STORE_ADDR")) << join_file;
+  std::vector<std::unique_ptr<Process>> guests;
+  for (int g = 0; g < 2; ++g) {
+    guests.push_back(std::make_unique<Process>(
+        std::vector<std::string>{"/bin/sh", "-c", train_command(run_args(tmp, 4000))}, vars));
+    ASSERT_TRUE(job->wait_for(": " + std::to_string(3 + g) + " ranks\n")) << job->output();
+  }
+  for (auto& g : guests) EXPECT_EQ(g->finish(), 0) << g->output();
+  EXPECT_EQ(job->finish(), 0) << job->output();
+  ASSERT_FALSE(guard.fired()) << job->output();
+  EXPECT_TRUE(has_text(job->output(), "elastic round 3: 4 ranks"));
+  EXPECT_TRUE(has_text(job->output(), "done: 4000 steps"));
+}
+
+// A rank stopped with SIGSTOP: the others time out waiting for it (BRAID_TIMEOUT_S 3), ask
+// for a new round, and the round closes without it after the rendezvous timeout; the
+// launcher kills it and restarts it.
+TEST(Elastic, AStoppedRankIsLeftOutAfterTheRendezvousTimeoutAndRestarted) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  auto job =
+      launch({"-n", "3", "--min-ranks", "2", "--max-restarts", "1", "--rendezvous-timeout", "1"},
+             run_args(tmp, 4000), {{"BRAID_TIMEOUT_S", "3"}});
+  HangGuard guard(job->pid(), kHangLimit);
+  const pid_t staller = rank_pid(*job, 2);
+  ASSERT_GT(staller, 0) << job->output();
+  ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
+  let_it_compute(staller, 5);
+  ASSERT_EQ(::kill(staller, SIGSTOP), 0);
+  const int code = job->finish();
+  ASSERT_FALSE(guard.fired()) << job->output();
+  EXPECT_EQ(code, 0) << job->output();
+  EXPECT_TRUE(has_text(job->output(), "stopped making progress"));
+  EXPECT_TRUE(has_text(job->output(), "silent past the rendezvous timeout: killed"));
+  EXPECT_TRUE(has_text(job->output(), "rank 2 was killed by signal 9 (SIGKILL); restarting it"));
+  EXPECT_TRUE(has_text(job->output(), "done: 4000 steps"));
+}
+
+// With no restarts left and fewer ranks than --min-ranks, the job fails, saying why.
+TEST(Elastic, TooFewRanksLeftFailTheJobNamingWhy) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  auto job = launch({"-n", "2", "--min-ranks", "2", "--max-restarts", "0"}, run_args(tmp, 20000));
+  HangGuard guard(job->pid(), kHangLimit);
+  const pid_t victim = rank_pid(*job, 1);
+  ASSERT_GT(victim, 0) << job->output();
+  ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  const int code = job->finish();
+  ASSERT_FALSE(guard.fired()) << job->output();
+  EXPECT_NE(code, 0) << job->output();
+  EXPECT_TRUE(has_text(job->output(), "no restarts left")) << job->output();
+  EXPECT_TRUE(has_text(job->output(), "fewer than the 2 the job needs (--min-ranks)"))
+      << job->output();
+}
+
+}  // namespace
