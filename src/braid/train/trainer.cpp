@@ -22,7 +22,6 @@
 #include "train/job_kernels.h"
 #include "train/kernel_cache.h"
 #include "train/kernel_record.h"
-#include "train/metrics.h"
 #include "train/stop_signal.h"
 #include "train/strategy_setup.h"
 
