@@ -70,6 +70,8 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
     make_loaders(base, model, DataPlacement{.cache = &data});
   }
   bool first_trainer = true;
+  int previous_world = 0;
+  std::string reason = "started";  // why the next round forms
   while (true) {
     const comm::Round round = comm::join_round(*setup.store, setup.member, ask,
                                                commit.empty() ? comm::kNoCommit : commit.step,
@@ -98,6 +100,16 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
       } else if (!setup.resume_dir.empty()) {
         trainer.load_checkpoint(setup.resume_dir);
       }
+      if (round.number > 1) {
+        MembershipChanged change;
+        change.generation = round.number;
+        change.previous_world = previous_world;
+        change.world = round.world();
+        change.reason = reason;
+        change.resumed_from_step = trainer.global_step();
+        change.ready_seconds = since_round.elapsed();
+        trainer.note_membership(change);
+      }
       if (round.number > 1)
         log_info("elastic: round ", round.number, ": ", round.world(), " ranks (",
                  members_text(round), ") at step ", trainer.global_step(), ", batch ", cfg.batch,
@@ -115,6 +127,7 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
         last_poll.lap();
         return comm::pending_round(*setup.store) > round.number;
       });
+      previous_world = round.world();
       RunOutcome out = trainer.run();
       if (out.regroup && out.leaving) {
         comm::leave_round(*setup.store, setup.member, round.number + 1);
@@ -124,6 +137,7 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
         return out;
       }
       if (out.regroup) {
+        reason = "a member left or a newcomer asked for a place";
         trainer.commit(commit);
         ask = round.number + 1;
         fruitless = 0;
@@ -132,10 +146,12 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
       if (trainer.rank() == 0) comm::mark_finished(*setup.store, out.step);
       return out;
     } catch (const IoError& e) {
+      reason = std::string("a member was lost: ") + e.what();
       log_warn("elastic: round ", round.number, " lost a member: ", e.what(),
                commit.empty() ? std::string("; starting over")
                               : detail::concat("; rolling back to step ", commit.step));
     } catch (const TimeoutError& e) {
+      reason = std::string("a member stopped making progress: ") + e.what();
       log_warn("elastic: round ", round.number, " stopped making progress: ", e.what(),
                commit.empty() ? std::string("; starting over")
                               : detail::concat("; rolling back to step ", commit.step));

@@ -19,6 +19,7 @@
 #include "train/config.h"
 #include "train/data_setup.h"
 #include "train/model_spec.h"
+#include "train/run_events.h"
 #include "train/stop_rules.h"
 #include "train/train_commit.h"
 #include "train/weight_average.h"
@@ -40,6 +41,8 @@ class Schedule;
 }  // namespace braid::optim
 
 namespace braid::train {
+
+class ProgressUnit;
 
 struct StepTimes {
   double data_wait = 0, forward = 0, backward = 0, optimizer = 0, total = 0;
@@ -97,7 +100,15 @@ class Trainer {
   // boundary, and the outcome names the signal. A convergence rule (config.stop) that
   // fires on an evaluation ends the run there as a finished one. The run always ends with
   // a checkpoint of its last step.
+  //
+  // One loop (trainer_run.cpp) over the strategy's unit of progress (progress_unit.h): an
+  // optimizer step, a federated round (strategy fedavg: rounds stand in for steps), or a
+  // parameter-server evaluator's poll. What happens is published as events (run_events.h)
+  // to the observers: on the rank that writes outputs, metrics.jsonl and the progress line.
   RunOutcome run(int64_t stop_at_step = 0);
+  // Subscribes `observer` to the events of the runs that start after this, on this rank,
+  // after the built-in ones (metrics.jsonl, then the progress line).
+  void add_observer(std::shared_ptr<RunObserver> observer);
   // One optimisation step on `batch` (this rank's share); returns its loss.
   double train_step(const data::Batch& batch);
   // Steps skipped so far by fp16's loss scaler (an inf or NaN gradient); 0 without one.
@@ -130,6 +141,8 @@ class Trainer {
   // agreed (through the stop vote, so one step later, alike everywhere), run() returns with
   // RunOutcome::regroup and writes no checkpoint. Elastic training commits here.
   void set_step_boundary(std::function<bool(int64_t step)> fn) { step_boundary_ = std::move(fn); }
+  // Published by the next run() right after it starts (the elastic driver's new round).
+  void note_membership(const MembershipChanged& change) { membership_ = change; }
 
   const TrainConfig& config() const { return config_; }
   int rank() const { return rank_; }
@@ -164,11 +177,13 @@ class Trainer {
   void init(bool load_data, DataCache* data = nullptr);
   // Saves <out>/checkpoint through .partial (every rank calls it; rank 0 writes).
   void checkpoint_now();
-  // run() for strategy fedavg: rounds of federated averaging instead of steps
-  // (trainer_fedavg.cpp); step_ counts rounds.
-  RunOutcome run_federated(int64_t stop_at_round);
-  // run() on a parameter-server job's evaluator (trainer_evaluator.cpp).
-  RunOutcome run_evaluator();
+  // run()'s units of progress work on the trainer's state.
+  friend class StepUnit;
+  friend class FedAvgRoundUnit;
+  friend class EvaluatorPollUnit;
+  std::unique_ptr<ProgressUnit> make_unit(int64_t stop_at_step);
+  // run()'s loop, publishing to `events`; `writer`: this rank writes outputs.
+  RunOutcome run_units(ProgressUnit& unit, const RunEvents& events, bool writer);
   // agreed_stop's answer when the ranks agreed to regroup (set_step_boundary).
   static constexpr int kRegroup = -1;
   int agreed_stop();  // the stop request every rank agrees on (0: none; kRegroup)
@@ -206,9 +221,11 @@ class Trainer {
   bool regroup_ = false;  // the ranks agreed to regroup (agreed_stop returned kRegroup)
   bool leaving_ = false;  // with regroup_: this rank asked to stop while others did not
   std::function<bool(int64_t)> step_boundary_;
+  std::optional<MembershipChanged> membership_;
   int my_vote_ = 0;
   bool vote_pending_ = false;
   Timeline timeline_;
+  RunEvents observers_;  // add_observer's
   // After model_: its task decides the watched metric. Checkpointed with the train state.
   StopRules stop_rules_{config_.stop, model_.task};
 };
