@@ -10,9 +10,11 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <random>
@@ -107,6 +109,12 @@ TEST(Elastic, KilledRanksRankZeroIncludedAreRestartedAndTheJobFinishes) {
   EXPECT_TRUE(has_text(job->output(), "rolling back to step"));
   EXPECT_TRUE(has_text(job->output(), "done: 6000 steps"));
   EXPECT_TRUE(std::ifstream(tmp.file("run/checkpoint/state.json")).good());
+  // Every new round is in the metrics.
+  std::ifstream metrics(tmp.file("run/metrics.jsonl"));
+  const std::string records((std::istreambuf_iterator<char>(metrics)),
+                            std::istreambuf_iterator<char>());
+  EXPECT_GE(std::count_if(records.begin(), records.end(), [](char c) { return c == '\n'; }), 3);
+  EXPECT_TRUE(has_text(records, R"("event":"membership")")) << records;
 }
 
 // SIGTERM to one rank alone: it leaves at a step boundary (exit 0), the others regroup
