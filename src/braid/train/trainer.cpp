@@ -119,8 +119,7 @@ std::unique_ptr<optim::Schedule> Trainer::make_schedule(int64_t total_steps) con
   double lr = config_.optimizer.lr;
   // Linear scaling by the global batch: every rank's batch makes one step.
   if (config_.optimizer.base_batch > 0)
-    lr = optim::scaled_lr(static_cast<float>(lr), config_.batch * data_world_,
-                          config_.optimizer.base_batch);
+    lr = optim::scaled_lr(static_cast<float>(lr), global_batch(), config_.optimizer.base_batch);
   optim::ScheduleConfig sc;
   sc.name = config_.schedule.name;
   sc.warmup_steps = config_.schedule.warmup_steps;
@@ -358,8 +357,8 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
   int64_t window_steps = 0;
   const bool is_lm = model_.task == Task::language_model;
   auto sample_unit = is_lm ? "tokens/s" : "samples/s";
-  const double per_step_samples = static_cast<double>(config_.batch * data_world_) *
-                                  (is_lm ? static_cast<double>(config_.seq_len) : 1.0);
+  const double per_step_samples =
+      static_cast<double>(global_batch()) * (is_lm ? static_cast<double>(config_.seq_len) : 1.0);
 
   // Null where this rank does not evaluate (a parameter-server worker other than the chief).
   auto evaluate_and_log = [&](const char* when) -> std::optional<EvalResult> {
