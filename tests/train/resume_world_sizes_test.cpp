@@ -191,5 +191,31 @@ TEST(ResumeAcrossWorldSizes, GlobalBatchKeepsItsStepsWhileRanksComeAndGo) {
   EXPECT_EQ(loader["global_batch"], 10) << loader.dump();
 }
 
+// What a global batch cannot do is refused on every rank before training, naming the key.
+TEST(ResumeAcrossWorldSizes, GlobalBatchRefusalsNameTheKey) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  auto first_error = [&](int ranks, const TrainConfig& c) {
+    const auto errors = comm::testing::run_group(
+        ranks, [&](comm::Group& world) { Trainer t(c, world.split(0, world.rank())); });
+    return comm::testing::message(errors[0]);
+  };
+  TrainConfig c = elastic_config(tmp.path() + "/refused");
+  c.strategy = "ddp";
+  c.global_batch = 2;
+  std::string e = first_error(3, c);
+  EXPECT_TRUE(testing::contains(e, "global_batch 2 cannot give each of 3 data-parallel ranks"))
+      << e;
+  c.global_batch = 10;
+  c.accumulate_steps = 2;
+  e = first_error(3, c);
+  EXPECT_TRUE(testing::contains(e, "shares of 4 and 3 samples, which accumulate_steps 2")) << e;
+  c.accumulate_steps = 1;
+  c.strategy = "fedavg";
+  c.global_batch = 12;
+  e = testing::error_of([&] { Trainer t(c); });
+  EXPECT_TRUE(testing::contains(e, "strategy fedavg trains each client at 'batch'")) << e;
+}
+
 }  // namespace
 }  // namespace braid::train
