@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iterator>
+#include <numeric>
 #include <thread>
 
 #include "core/error.h"
@@ -239,6 +241,115 @@ TEST(Loader, MisuseIsAnError) {
   Loader loader(source, {.batch = 4});
   EXPECT_THROW(loader.next(), Error);  // no epoch started
   EXPECT_THROW(loader.start_epoch(-1), Error);
+}
+
+// A sample's row is (its index, its position): what the step-block tests check.
+class IndexSource final : public Source {
+ public:
+  explicit IndexSource(int64_t n) : n_(n) {}
+  std::string_view kind() const override { return "index"; }
+  int64_t size() const override { return n_; }
+  Shape input_shape() const override { return Shape{1}; }
+  DType input_dtype() const override { return DType::f32; }
+  Shape target_shape() const override { return Shape{}; }
+  void fill(std::span<const SampleRef> samples, const FillContext&, Tensor& inputs,
+            Tensor& targets) const override {
+    for (size_t i = 0; i < samples.size(); ++i) {
+      inputs.f32()[i] = static_cast<float>(samples[i].position);
+      targets.data<int32_t>()[i] = static_cast<int32_t>(samples[i].index);
+    }
+  }
+
+ private:
+  int64_t n_;
+};
+
+TEST(LoaderSteps, WorldDividingTheGlobalBatchGivesTodaysBatches) {
+  // Training's options (pad, drop_last) at batch G / w against a global batch of G.
+  const auto data = small_images(40);
+  auto source = std::make_shared<ImageSource>(data);
+  const AugmentOptions aug{.flip = true, .crop_pad = 1, .erase = 0.5f};
+  for (const int w : {1, 2, 4}) {
+    for (int r = 0; r < w; ++r) {
+      Loader today(
+          source,
+          {.batch = 8 / w, .drop_last = true, .augment = aug, .seed = 21, .rank = r, .world = w});
+      Loader steps(source, {.batch = 1,  // replaced by the share
+                            .augment = aug,
+                            .seed = 21,
+                            .rank = r,
+                            .world = w,
+                            .global_batch = 8});
+      EXPECT_EQ(steps.options().batch, 8 / w);
+      EXPECT_EQ(steps.batches_per_epoch(), 5);
+      EXPECT_EQ(today.batches_per_epoch(), 5);
+      today.start_epoch(2);
+      steps.start_epoch(2);
+      while (const Batch* a = today.next()) {
+        const Batch* b = steps.next();
+        ASSERT_NE(b, nullptr);
+        ASSERT_EQ(a->size, b->size);
+        EXPECT_EQ(std::memcmp(a->inputs.raw(), b->inputs.raw(), a->inputs.nbytes()), 0);
+        EXPECT_EQ(std::memcmp(a->targets.raw(), b->targets.raw(), a->targets.nbytes()), 0);
+      }
+      EXPECT_EQ(steps.next(), nullptr);
+    }
+  }
+}
+
+TEST(LoaderSteps, UnevenSharesAndWorldChangesCoverEachStepOnce) {
+  const int64_t n = 150, G = 10;
+  auto source = std::make_shared<IndexSource>(n);
+  // The world of each step: loaders rebuilt at the same step position, as after a failure
+  // (4 -> 3) and a replacement (-> 4).
+  const int worlds[] = {4, 3, 3, 2, 4, 1, 3, 10, 7, 3, 4, 2, 5, 6, 9};
+  const int64_t steps = n / G;
+  ASSERT_EQ(static_cast<int64_t>(std::size(worlds)), steps);
+  Sampler whole(n, {.seed = 8});
+  whole.set_epoch(1);
+  std::vector<int64_t> seen;
+  for (int64_t t = 0; t < steps; ++t) {
+    const int w = worlds[t];
+    std::vector<int64_t> positions;
+    for (int r = 0; r < w; ++r) {
+      Loader l(source, {.seed = 8, .rank = r, .world = w, .global_batch = G});
+      EXPECT_EQ(l.batches_per_epoch(), steps);  // the same at every world
+      l.restore({.epoch = 1, .position = t});
+      const Batch* b = l.next();
+      ASSERT_NE(b, nullptr);
+      EXPECT_EQ(b->index, t);
+      EXPECT_EQ(b->size, batch_share(G, r, w));
+      for (int64_t i = 0; i < b->size; ++i) {
+        const auto p = static_cast<int64_t>(b->inputs.f32()[i]);
+        positions.push_back(p);
+        EXPECT_EQ(b->targets.data<int32_t>()[i], whole.permutation()[static_cast<size_t>(p)]);
+        seen.push_back(b->targets.data<int32_t>()[i]);
+      }
+      EXPECT_EQ(l.state().position, t + 1);
+    }
+    std::sort(positions.begin(), positions.end());
+    std::vector<int64_t> block(static_cast<size_t>(G));
+    std::iota(block.begin(), block.end(), t * G);
+    EXPECT_EQ(positions, block) << "step " << t << " over " << w << " ranks";
+  }
+  std::sort(seen.begin(), seen.end());
+  std::vector<int64_t> all(static_cast<size_t>(n));
+  std::iota(all.begin(), all.end(), 0);
+  EXPECT_EQ(seen, all);  // n is a multiple of G: every sample once
+}
+
+TEST(LoaderSteps, TheTailIsSkippedAtEveryWorld) {
+  auto source = std::make_shared<IndexSource>(37);
+  for (const int w : {1, 2, 3, 5, 10}) {
+    Loader l(source, {.shuffle = false, .rank = w - 1, .world = w, .global_batch = 10});
+    EXPECT_EQ(l.batches_per_epoch(), 3) << w;
+    l.start_epoch(0);
+    int64_t last = -1;
+    while (const Batch* b = l.next())
+      for (int64_t i = 0; i < b->size; ++i)
+        last = std::max<int64_t>(last, b->targets.data<int32_t>()[i]);
+    EXPECT_LT(last, 30);
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
 #include <numeric>
 
 #include "core/error.h"
@@ -234,6 +235,117 @@ TEST(SamplerModes, RestoreChecksTheModesLength) {
   for (int i = 0; i < 3; ++i) pad.next();
   Sampler drop(10, {.rank = 0, .world = 4, .mode = ShardMode::drop_last});
   EXPECT_THROW(drop.restore(pad.state()), Error);  // 3 > floor(10/4)
+}
+
+TEST(SamplerSteps, SharesAreCeilOfTheRest) {
+  EXPECT_EQ(batch_share(64, 0, 3), 22);
+  EXPECT_EQ(batch_share(64, 1, 3), 21);
+  EXPECT_EQ(batch_share(64, 2, 3), 21);
+  for (const int64_t G : {1, 2, 7, 10, 12, 64})
+    for (int w = 1; w <= G && w <= 16; ++w) {
+      int64_t sum = 0;
+      for (int r = 0; r < w; ++r) {
+        const int64_t n = batch_share(G, r, w);
+        EXPECT_TRUE(n == G / w || n == G / w + 1) << G << " " << r << " " << w;
+        sum += n;
+      }
+      EXPECT_EQ(sum, G) << "G=" << G << " w=" << w;
+    }
+  EXPECT_THROW(batch_share(2, 0, 3), Error);  // a rank with no sample of the step
+  EXPECT_THROW(batch_share(8, 3, 3), Error);
+}
+
+TEST(SamplerSteps, EachStepIsItsBlockOnceAtEveryWorld) {
+  for (const int64_t n : {0, 9, 10, 64, 100, 203}) {
+    for (const int64_t G : {1, 3, 10, 12, 64}) {
+      const int64_t steps = n / G;
+      for (int w = 1; w <= 7 && w <= G; ++w) {
+        std::vector<Sampler> ranks;
+        for (int r = 0; r < w; ++r) {
+          ranks.emplace_back(n,
+                             SamplerOptions{.seed = 9, .rank = r, .world = w, .global_batch = G});
+          ranks.back().set_epoch(3);
+          // The epoch is whole steps, whatever the world; the tail is skipped.
+          EXPECT_EQ(ranks.back().num_samples(), steps * batch_share(G, r, w));
+        }
+        const auto& perm = ranks[0].permutation();
+        for (int64_t t = 0; t < steps; ++t) {
+          std::vector<int64_t> positions;
+          for (int r = 0; r < w; ++r) {
+            const Sampler& s = ranks[static_cast<size_t>(r)];
+            for (int64_t k = 0; k < s.step_share(); ++k) {
+              const int64_t j = t * s.step_share() + k;
+              const int64_t p = s.global_position(j);
+              EXPECT_EQ(p, t * G + r + k * w);
+              EXPECT_EQ(s.index(j), perm[static_cast<size_t>(p)]);
+              positions.push_back(p);
+            }
+          }
+          std::sort(positions.begin(), positions.end());
+          std::vector<int64_t> block(static_cast<size_t>(G));
+          std::iota(block.begin(), block.end(), t * G);
+          ASSERT_EQ(positions, block) << "n=" << n << " G=" << G << " w=" << w << " t=" << t;
+        }
+      }
+    }
+  }
+}
+
+TEST(SamplerSteps, WorldDividingTheGlobalBatchIsThePadLayout) {
+  for (const int64_t n : {12, 50, 97, 128}) {
+    for (const int w : {1, 2, 3, 4, 6}) {
+      const int64_t G = 12;
+      for (int r = 0; r < w; ++r) {
+        Sampler pad(n, {.seed = 2, .rank = r, .world = w});
+        Sampler steps(n, {.seed = 2, .rank = r, .world = w, .global_batch = G});
+        pad.set_epoch(1);
+        steps.set_epoch(1);
+        ASSERT_EQ(steps.step_share(), G / w);
+        // pad in batches of G / w with the partial one dropped: floor(ceil(N/w) / (G/w))
+        // batches, one more than the step blocks' only where N mod G > G - w.
+        const int64_t pad_steps = pad.num_samples() / (G / w);
+        EXPECT_EQ(steps.num_samples() / (G / w) + (n % G > G - w ? 1 : 0), pad_steps);
+        for (int64_t j = 0; j < steps.num_samples(); ++j) {
+          EXPECT_EQ(steps.index(j), pad.index(j));
+          EXPECT_EQ(steps.global_position(j), pad.global_position(j));
+        }
+      }
+    }
+  }
+}
+
+TEST(SamplerSteps, WorldChangesMidEpochCoverEachStepOnce) {
+  // 4 ranks, then 3, 3, 2, 4, ...: each step's samplers built afresh for that step's world
+  // and restored to its first sample, as an elastic run rebuilds its loaders.
+  const int64_t n = 203, G = 12;
+  const int worlds[] = {4, 3, 3, 2, 4, 1, 5, 3, 12, 7};
+  std::vector<int64_t> seen;
+  const int64_t steps = n / G;
+  for (int64_t t = 0; t < steps; ++t) {
+    const int w = worlds[t % std::size(worlds)];
+    std::vector<int64_t> block;
+    for (int r = 0; r < w; ++r) {
+      Sampler s(n, {.seed = 6, .rank = r, .world = w, .global_batch = G});
+      s.restore({.epoch = 4, .cursor = t * s.step_share()});
+      for (int64_t k = 0; k < s.step_share(); ++k) {
+        const int64_t p = s.global_position(s.cursor());
+        EXPECT_GE(p, t * G);
+        EXPECT_LT(p, t * G + G);
+        block.push_back(p);
+        seen.push_back(s.next());
+      }
+    }
+    std::sort(block.begin(), block.end());
+    EXPECT_EQ(std::adjacent_find(block.begin(), block.end()), block.end()) << "step " << t;
+    EXPECT_EQ(static_cast<int64_t>(block.size()), G);
+  }
+  // Every sample of the epoch's first steps x G positions once, none twice.
+  Sampler whole(n, {.seed = 6});
+  whole.set_epoch(4);
+  std::vector<int64_t> want(whole.permutation().begin(), whole.permutation().begin() + steps * G);
+  std::sort(want.begin(), want.end());
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, want);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 // each with its own Trainer on real Fashion-MNIST.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -122,6 +124,97 @@ TEST(ResumeAcrossWorldSizes, AGlobalBatchThatDoesNotFitIsRefused) {
   EXPECT_TRUE(testing::contains(e, "stopped at sample 48 of its epoch (2 ranks x batch 8)")) << e;
   EXPECT_TRUE(testing::contains(e, "1 ranks x batch 20 = 20")) << e;
   EXPECT_EQ(t.global_step(), 0);
+}
+
+// global_batch 10 while ranks come and go: 4 ranks (shares 3, 3, 2, 2) for 4 steps, 3 ranks
+// (4, 3, 3) for 4 more, 4 again for the last 4, each resuming the one before's checkpoint at
+// the same step. Every step trains on the same 10 samples as one process at global_batch 10,
+// each counted 1/10 (parallel/share_weight.h), so the parameters agree up to the order of
+// the sums: within 1e-5 of the largest after 12 steps of SGD with momentum. A step whose
+// samples differ, or an unweighted mean over ranks, moves them by 1e-3 or more. No dropout,
+// whose draws follow the ranks.
+TrainConfig elastic_config(const std::string& out) {
+  TrainConfig c = config(out, 1);
+  c.model = json::parse(R"({"input": [28, 28, 1], "layers": [
+      {"type": "conv2d", "out_channels": 4, "kernel": 3, "stride": 2}, {"type": "relu"},
+      {"type": "flatten"}, {"type": "linear", "out_features": 10}]})");
+  c.batch = 128;  // not used: global_batch decides
+  c.global_batch = 10;
+  c.accumulate_steps = 1;
+  c.deterministic = false;
+  c.optimizer.name = "sgd";
+  c.optimizer.lr = 0.05;
+  c.optimizer.momentum = 0.9;
+  return c;
+}
+
+std::vector<float> run_elastic(int ranks, const std::string& out, const std::string& from,
+                               int64_t stop_at) {
+  std::vector<float> params;
+  std::mutex mu;
+  comm::testing::rethrow_first(comm::testing::run_group(ranks, [&](comm::Group& world) {
+    TrainConfig c = elastic_config(out);
+    c.strategy = ranks > 1 ? "ddp" : "single";
+    Trainer t(c, world.split(0, world.rank()));
+    if (!from.empty()) t.load_checkpoint(from);
+    t.run(stop_at);
+    EXPECT_EQ(t.global_step(), stop_at);
+    if (world.rank() == 0) {
+      const std::lock_guard lock(mu);
+      params = params_of(t);
+    }
+  }));
+  return params;
+}
+
+TEST(ResumeAcrossWorldSizes, GlobalBatchKeepsItsStepsWhileRanksComeAndGo) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string dir = tmp.path();
+  Trainer straight(elastic_config(dir + "/straight"));
+  straight.run(12);
+  const std::vector<float> want = params_of(straight);
+
+  run_elastic(4, dir + "/four", "", 4);
+  run_elastic(3, dir + "/three", dir + "/four", 8);
+  const std::vector<float> got = run_elastic(4, dir + "/again", dir + "/three", 12);
+  ASSERT_EQ(got.size(), want.size());
+  float scale = 0;
+  for (const float x : want) scale = std::max(scale, std::fabs(x));
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << "parameter float " << i;
+  json state;
+  std::ifstream(dir + "/again/checkpoint/state.json") >> state;
+  const json& loader = state["train_state"]["loader"];
+  EXPECT_EQ(loader["position"], 12) << loader.dump();
+  EXPECT_EQ(loader["samples"], 120) << loader.dump();
+  EXPECT_EQ(loader["global_batch"], 10) << loader.dump();
+}
+
+// What a global batch cannot do is refused on every rank before training, naming the key.
+TEST(ResumeAcrossWorldSizes, GlobalBatchRefusalsNameTheKey) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  auto first_error = [&](int ranks, const TrainConfig& c) {
+    const auto errors = comm::testing::run_group(
+        ranks, [&](comm::Group& world) { Trainer t(c, world.split(0, world.rank())); });
+    return comm::testing::message(errors[0]);
+  };
+  TrainConfig c = elastic_config(tmp.path() + "/refused");
+  c.strategy = "ddp";
+  c.global_batch = 2;
+  std::string e = first_error(3, c);
+  EXPECT_TRUE(testing::contains(e, "global_batch 2 cannot give each of 3 data-parallel ranks"))
+      << e;
+  c.global_batch = 10;
+  c.accumulate_steps = 2;
+  e = first_error(3, c);
+  EXPECT_TRUE(testing::contains(e, "shares of 4 and 3 samples, which accumulate_steps 2")) << e;
+  c.accumulate_steps = 1;
+  c.strategy = "fedavg";
+  c.global_batch = 12;
+  e = testing::error_of([&] { Trainer t(c); });
+  EXPECT_TRUE(testing::contains(e, "strategy fedavg trains each client at 'batch'")) << e;
 }
 
 }  // namespace

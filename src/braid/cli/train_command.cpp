@@ -85,6 +85,8 @@ int data_world(const train::TrainConfig& config, const RunPlace& place) {
 // divides (so a deterministic run resumed on fewer ranks keeps its bits). Said in one line.
 train::TrainConfig keep_global_batch(train::TrainConfig config, const json& state,
                                      const RunPlace& place, const std::string& dir) {
+  // global_batch keeps itself at any number of ranks.
+  if (config.global_batch > 0) return config;
   if (!state.contains("loader") || !state["loader"].contains("world_size")) return config;
   const json& l = state["loader"];
   const int64_t saved_world = l.value("world_size", int64_t{0});
@@ -95,7 +97,9 @@ train::TrainConfig keep_global_batch(train::TrainConfig config, const json& stat
   const int64_t global = saved_world * saved_batch;
   BRAID_CHECK(global % world == 0, "checkpoint '", dir, "' was trained at a global batch of ",
               global, " (", saved_world, " ranks x batch ", saved_batch, "), which ", world,
-              " ranks cannot share equally; pass --batch to choose this run's per-rank batch");
+              " ranks cannot share equally; pass --batch to choose this run's per-rank batch, or "
+              "--global_batch ",
+              global, " to share it unevenly");
   config.batch = global / world;
   const int64_t micro = saved_batch / std::max<int64_t>(1, saved_accumulate);
   if (micro > 0 && config.batch % micro == 0)

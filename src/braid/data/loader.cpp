@@ -22,8 +22,18 @@ int64_t checked_size(const std::shared_ptr<const Source>& source) {
 }
 
 SamplerOptions sampler_options(const LoaderOptions& o) {
-  return {
-      .shuffle = o.shuffle, .seed = o.seed, .rank = o.rank, .world = o.world, .mode = o.sharding};
+  return {.shuffle = o.shuffle,
+          .seed = o.seed,
+          .rank = o.rank,
+          .world = o.world,
+          .mode = o.sharding,
+          .global_batch = o.global_batch};
+}
+
+// A global batch decides this rank's batch: its share of every step.
+LoaderOptions with_share(LoaderOptions o) {
+  if (o.global_batch > 0) o.batch = batch_share(o.global_batch, o.rank, o.world);
+  return o;
 }
 
 }  // namespace
@@ -41,13 +51,14 @@ LoaderOptions sharded_eval_options(int64_t batch, int rank, int world, uint64_t 
 
 Loader::Loader(std::shared_ptr<const Source> source, LoaderOptions options)
     : source_(std::move(source)),
-      options_(options),
-      sampler_(checked_size(source_), sampler_options(options)) {
-  BRAID_CHECK(options.batch > 0, "batch size must be positive, got ", options.batch);
+      options_(with_share(options)),
+      sampler_(checked_size(source_), sampler_options(options_)) {
+  BRAID_CHECK(options_.batch > 0, "batch size must be positive, got ", options_.batch);
   BRAID_CHECK(options.augment.crop_pad >= 0, "crop padding must be >= 0, got ",
               options.augment.crop_pad);
-  const int64_t n = sampler_.num_samples(), B = options.batch;
-  batches_ = options.drop_last ? n / B : (n + B - 1) / B;
+  const int64_t n = sampler_.num_samples(), B = options_.batch;
+  // Step blocks: n is a whole number of shares, so no batch is partial.
+  batches_ = options_.drop_last ? n / B : (n + B - 1) / B;
   const Shape in_shape = batch_shape(B, source_->input_shape());
   const Shape target_shape = batch_shape(B, source_->target_shape());
   for (Slot& s : slots_) {

@@ -8,6 +8,12 @@
 // is skipped (training); without it the last batch has size < B and its tensors have that
 // many rows (evaluation).
 //
+// With a global batch (LoaderOptions::global_batch = G > 0, sampler.h's step blocks) batch
+// k is step k: this rank's n_r = batch_share(G, rank, world) samples of positions
+// [k G, k G + G), and an epoch is floor(N / G) batches at every world size. So a
+// LoaderState (counted in steps) restored into a Loader built for another world size
+// continues at the same step, every position of the epoch taken once over all ranks.
+//
 // Lifetime: a Batch returned by next() stays valid until the next call to next(),
 // start_epoch(), restore() or the destructor. An exception thrown by the Source on the
 // worker is rethrown by next() when it reaches that batch (and again on every later call
@@ -42,6 +48,9 @@ struct LoaderOptions {
   // How the epoch's order is split over ranks (sampler.h): pad for training, shard for
   // exact evaluation (ranks may then hold different numbers of batches, or none).
   ShardMode sharding = ShardMode::pad;
+  // > 0: the samples of a step over all ranks (sampler.h's step blocks). It replaces
+  // `batch` (this rank's batch is its share, batch_share), `drop_last` and `sharding`.
+  int64_t global_batch = 0;
 };
 
 // Evaluation over `world` ranks: rank `rank` reads only its shard of the split, in order,
@@ -59,7 +68,7 @@ struct Batch {
 
 struct LoaderState {
   int64_t epoch = 0;
-  int64_t position = 0;  // batches already returned by next() in this epoch
+  int64_t position = 0;  // batches (with a global batch: steps) already returned in this epoch
 };
 
 class Loader {
@@ -85,6 +94,7 @@ class Loader {
   // Seconds the worker spent filling batches (cumulative).
   double fill_seconds() const;
 
+  // As given, but with a global batch `batch` is this rank's share.
   const LoaderOptions& options() const { return options_; }
   const Source& source() const { return *source_; }
   const std::shared_ptr<const Source>& shared_source() const { return source_; }

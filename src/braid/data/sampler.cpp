@@ -46,10 +46,25 @@ int64_t shard_size(int64_t size, int rank, int world, ShardMode mode) {
   return 0;
 }
 
+int64_t batch_share(int64_t global_batch, int rank, int world) {
+  BRAID_CHECK(world >= 1 && rank >= 0 && rank < world, "rank ", rank, " is not in a world of ",
+              world);
+  BRAID_CHECK(global_batch >= world, "a global batch of ", global_batch, " cannot give each of ",
+              world, " ranks a sample of every step; use a global batch of at least ", world);
+  return (global_batch - rank + world - 1) / world;
+}
+
 Sampler::Sampler(int64_t size, SamplerOptions options)
     : size_(size),
-      per_rank_(shard_size(size, options.rank, options.world, options.mode)),
-      options_(options) {}
+      options_(options),
+      share_(options.global_batch > 0
+                 ? batch_share(options.global_batch, options.rank, options.world)
+                 : 0),
+      per_rank_(share_ > 0 ? size / options.global_batch * share_
+                           : shard_size(size, options.rank, options.world, options.mode)) {
+  BRAID_CHECK(size >= 0, "dataset size must be >= 0, got ", size);
+  BRAID_CHECK(options.global_batch >= 0, "global batch must be >= 0, got ", options.global_batch);
+}
 
 void Sampler::set_epoch(int64_t epoch) {
   BRAID_CHECK(epoch >= 0, "epoch must be >= 0, got ", epoch);
@@ -70,7 +85,8 @@ void Sampler::set_epoch(int64_t epoch) {
 int64_t Sampler::index(int64_t j) const {
   BRAID_CHECK(epoch_ >= 0, "Sampler: call set_epoch() before drawing indices");
   BRAID_CHECK(j >= 0 && j < per_rank_, "sample ", j, " of ", per_rank_, " per rank");
-  // Invariant: only pad reaches positions >= N (the repeated head).
+  // Invariant: only pad reaches positions >= N (the repeated head); step blocks stop at
+  // floor(N / G) G.
   return order_[static_cast<size_t>(global_position(j) % size_)];
 }
 

@@ -21,6 +21,23 @@
 // take different numbers of batches, and ranks r >= N take none. With w = 1 every mode is
 // the plain permutation.
 //
+// Step blocks (SamplerOptions::global_batch = G > 0), for a global batch that stays G
+// whatever the world size (elastic training: 4 ranks, then 3, then 4 again). The order is
+// read in steps of G consecutive positions, and in step t rank r of w takes positions
+//
+//   t G + r + k w,   k < n_r = ceil((G - r) / w)   (batch_share: 22, 21, 21 for G 64, w 3),
+//
+// so the ranks' shares of a step are uneven when w does not divide G, but together they
+// are the block [t G, t G + G) exactly once, and a position belongs to the same step at
+// every world size: samplers built for another world continue at the same step with no
+// sample skipped or seen twice. When w divides G this is the ShardMode::pad layout read in
+// batches of G / w (rank r's j-th sample is position j w + r), bit for bit. The epoch is
+// floor(N / G) whole steps, at every world size; the last N mod G positions of the order
+// are skipped this epoch (as training's drop_last skips a partial batch; nothing is
+// repeated, so no padding is needed). The mode is not used. Where w divides G, pad
+// counts the same steps except when N mod G > G - w: then its padding made one more step
+// whose last samples repeat the head of the order.
+//
 // The order is a pure function of (seed, epoch), and the state is (epoch, cursor), so a
 // restored sampler continues with exactly the same indices. Not thread-safe.
 #pragma once
@@ -42,6 +59,8 @@ struct SamplerOptions {
   int rank = 0;
   int world = 1;
   ShardMode mode = ShardMode::pad;
+  // > 0: step blocks of this many positions, shared by the ranks (see above); 0: the mode.
+  int64_t global_batch = 0;
 };
 
 struct SamplerState {
@@ -51,6 +70,10 @@ struct SamplerState {
 
 // Samples rank `rank` of `world` takes per epoch from a dataset of `size` in `mode`.
 int64_t shard_size(int64_t size, int rank, int world, ShardMode mode);
+// n_r: the samples rank `rank` of `world` takes in each step of `global_batch` positions,
+// ceil((global_batch - rank) / world). An error unless global_batch >= world (every rank
+// needs a sample of each step).
+int64_t batch_share(int64_t global_batch, int rank, int world);
 
 class Sampler {
  public:
@@ -64,10 +87,16 @@ class Sampler {
   const SamplerOptions& options() const { return options_; }
   // Samples this rank takes per epoch (see the table above).
   int64_t num_samples() const { return per_rank_; }
+  // Step blocks: this rank's samples of each step (n_r); 0 without.
+  int64_t step_share() const { return share_; }
   // This rank's j-th sample of the epoch, and its position in the (padded) global order
-  // (j * world + rank), which keys per-sample randomness independently of the world size.
+  // (j * world + rank; with step blocks t G + rank + k world for j = t n_r + k), which keys
+  // per-sample randomness independently of the world size.
   int64_t index(int64_t j) const;
-  int64_t global_position(int64_t j) const { return j * options_.world + options_.rank; }
+  int64_t global_position(int64_t j) const {
+    if (share_ == 0) return j * options_.world + options_.rank;
+    return j / share_ * options_.global_batch + options_.rank + j % share_ * options_.world;
+  }
 
   // Iteration: the next index, or -1 at the end of the epoch.
   int64_t next();
@@ -79,8 +108,10 @@ class Sampler {
   const std::vector<int64_t>& permutation() const { return order_; }
 
  private:
-  int64_t size_, per_rank_;
+  int64_t size_;
   SamplerOptions options_;
+  int64_t share_ = 0;  // n_r with step blocks, else 0
+  int64_t per_rank_;
   std::vector<int64_t> order_;
   int64_t epoch_ = -1, cursor_ = 0;
 };

@@ -13,6 +13,7 @@
 #include "parallel/buckets.h"
 #include "parallel/rank0_broadcast.h"
 #include "parallel/same_model.h"
+#include "parallel/share_weight.h"
 #include "parallel/tree_sum.h"
 
 namespace braid::parallel {
@@ -23,6 +24,7 @@ Ddp::Ddp(std::unique_ptr<nn::Module> module, StepOptions options,
   BRAID_CHECK(group_, "ddp needs a group");
   BRAID_CHECK(ddp_.bucket_bytes > 0 && ddp_.first_bucket_bytes > 0,
               "ddp: bucket sizes must be > 0");
+  weight_ = parallel::share_weight(ddp_.global_batch, group_->rank(), group_->size());
   declare();
   check_same_model(*group_, params_, "ddp");
   build([this](size_t bytes, MemCategory category) -> nn::FlatMemory {
@@ -188,6 +190,7 @@ void Ddp::finish_sum_over_ranks() {
 }
 
 double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
+  check_batch_share(batch, ddp_.global_batch, group_->rank(), group_->size(), name());
   Stopwatch watch;
   times_ = {};
   const int n = group_->size();
@@ -198,9 +201,11 @@ double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
   params_.zero_grads();
   double loss_sum = 0;
   // Deterministic mode sums the micro-batches' gradients in a fixed tree (tree_sum.h),
-  // each computed alone and unscaled; otherwise backward accumulates them in place.
+  // each computed alone and scaled by the share's weight only; otherwise backward
+  // accumulates them in place. A weight of 1 leaves the scale's bits as they were.
   const bool tree = micro_sum_.count() > 1;
-  const float scale = m > 1 && !options_.deterministic ? 1.0f / static_cast<float>(m) : 1.0f;
+  const float scale =
+      (m > 1 && !options_.deterministic ? 1.0f / static_cast<float>(m) : 1.0f) * weight_;
   float* grads = params_.grad_memory();
   for (int p = 0; p < m; ++p) {
     const int k = tree ? micro_sum_.order()[static_cast<size_t>(p)] : p;

@@ -24,6 +24,9 @@
 //   every addition is done in fp32 and rounded back (core/reduce.h), so with 2 ranks the
 //   sum is rounded once. The result is widened back into the fp32 gradients before the
 //   update. Not with deterministic mode (its exchange is fp32).
+// - Uneven shares of a global batch (DdpOptions::global_batch): each rank's gradient is
+//   weighted by its share (share_weight.h) in the loss gradient's scale, so the reduced
+//   gradient is the mean over the global batch; with equal shares the weight is 1.
 // - Buffers (BatchNorm's running statistics) are broadcast from rank 0 before each step,
 //   as PyTorch's broadcast_buffers.
 // Nothing is allocated per step. Errors from the progress thread (a dead or stalled peer,
@@ -58,6 +61,10 @@ struct DdpOptions {
   bool shared_parameters = false;
   // The gradients' type on the wire: f32, bf16 or f16.
   DType comm_dtype = DType::f32;
+  // > 0: the samples of a step over every rank, which the ranks share unevenly where the
+  // world does not divide it (data::batch_share): step() then takes batches of this rank's
+  // share and weights its gradient by it. 0: every rank's batch counts alike.
+  int64_t global_batch = 0;
 };
 
 class Ddp : public Strategy {
@@ -92,6 +99,8 @@ class Ddp : public Strategy {
   comm::ProgressEngine& engine() { return *engine_; }
   comm::Group& group() { return *group_; }
   MicroBatches& micro_batches() { return micro_; }
+  // This rank's gradient weight (share_weight.h): 1 unless the shares are uneven.
+  float share_weight() const { return weight_; }
 
  private:
   void make_buckets();
@@ -113,6 +122,7 @@ class Ddp : public Strategy {
   uint16_t* comm_ = nullptr;
   std::vector<Bucket> buckets_;
   MicroBatches micro_;
+  float weight_ = 1.0f;             // share_weight.h
   bool communicate_ = false;        // this backward is the step's last: buckets go out
   std::vector<float> send_, recv_;  // deterministic mode's exchange
   TreeSum micro_sum_;               // deterministic mode's sum over micro-batches

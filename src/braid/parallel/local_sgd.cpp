@@ -58,6 +58,13 @@ void LocalSgd::synchronize() { average(/*optimizer_state=*/true); }
 void LocalSgd::average(bool optimizer_state) {
   const float mean = 1.0f / static_cast<float>(world_size());
   const int64_t t0 = timeline_ ? Timeline::now() : 0;
+  // Uneven shares: the weighted mean sum_r (w n_r / G) x_r / w. Scaled before the
+  // allreduce starts, which is when peers begin to read this rank's shared parameters.
+  const float weight = share_weight();
+  auto weigh = [weight](float* v, int64_t n) {
+    if (weight != 1.0f) scale_into(v, v, n, weight);
+  };
+  weigh(params_.params(), params_.size());
   engine()
       .iallreduce(params_.params(), static_cast<size_t>(params_.size()), DType::f32, ReduceOp::sum,
                   comm::OpLabel("average of parameters"))
@@ -66,6 +73,10 @@ void LocalSgd::average(bool optimizer_state) {
   // Buffers and optimizer state are small beside the parameters: one operation for all.
   optim::NamedTensors state;
   if (optimizer_state) state = optimizer_->state();
+  for (const nn::NamedBuffer& b : params_.buffers())
+    if (b.value.dtype() == DType::f32) weigh(static_cast<float*>(b.value.raw()), b.value.numel());
+  for (const auto& [name, t] : state)
+    if (t.dtype() == DType::f32) weigh(static_cast<float*>(t.raw()), t.numel());
   engine()
       .submit("average of buffers and optimizer state",
               [this, &state](comm::Group& g) {

@@ -19,6 +19,11 @@
 //   calls it before it evaluates or saves, so what it evaluates and checkpoints is one
 //   model (the checkpoint then resumes bitwise at this world size: every rank restarts
 //   from the state all of them held). These extra averages are part of the run.
+// - Uneven shares of a global batch (DdpOptions::global_batch): a local step is the rank's
+//   own mean over its share, and the averages weight each rank by its share, w n_r / G
+//   (share_weight.h), as federated averaging weights clients by their samples; so with
+//   H = 1 and plain SGD a step is DDP's weighted one. Equal shares: the plain mean, bit for
+//   bit. The DDP steps before start_step weight gradients as DDP does.
 // Accumulation over micro-batches works as under DDP; clipping applies to each rank's own
 // gradient. Nothing is allocated per step.
 #pragma once

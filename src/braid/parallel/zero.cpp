@@ -12,6 +12,7 @@
 #include "parallel/buckets.h"
 #include "parallel/rank0_broadcast.h"
 #include "parallel/same_model.h"
+#include "parallel/share_weight.h"
 
 namespace braid::parallel {
 namespace {
@@ -280,6 +281,7 @@ float Zero::clip_factor() {
 }
 
 double Zero::step(const data::Batch& batch, float lr, int64_t step) {
+  check_batch_share(batch, zero_.global_batch, group_->rank(), group_->size(), "zero");
   Stopwatch watch;
   times_ = {};
   const int n = group_->size();
@@ -293,7 +295,9 @@ double Zero::step(const data::Batch& batch, float lr, int64_t step) {
   gather_wait_ = 0;
   double loss_sum = 0;
   const bool tree = micro_sum_.count() > 1;
-  const float scale = m > 1 && !options_.deterministic ? 1.0f / static_cast<float>(m) : 1.0f;
+  // The share's weight rides on the loss gradient's scale (share_weight.h); 1 keeps the bits.
+  const float scale = (m > 1 && !options_.deterministic ? 1.0f / static_cast<float>(m) : 1.0f) *
+                      share_weight(zero_.global_batch, group_->rank(), n);
   float* grads = params_.grad_memory();
   // Stage 2 reduces every micro-batch (its gradients have nowhere to accumulate), adding
   // the sums into the reduced chunks; stage 1 only the last, as DDP.

@@ -35,6 +35,8 @@
 // buckets all-gather in order, the one above first, one at a time. The flat buffers get N
 // floats of tail for the first bucket's pad.
 //
+// Uneven shares of a global batch (ZeroOptions::global_batch) weight each rank's gradient
+// by its share in the loss gradient's scale (share_weight.h), as DDP's.
 // LARS and LAMB scale each parameter by its whole norm, which no chunk sees: refused.
 // Nothing is allocated per step.
 #pragma once
@@ -62,6 +64,9 @@ struct ZeroOptions {
   // SyncBatchNorm: the reducer the model's BatchNorm layers were built with, over this
   // group; its reductions run on the progress thread, in order with the buckets (as DDP's).
   std::shared_ptr<GroupStatsReducer> batchnorm_reducer;
+  // > 0: the samples of a step over every rank, shared unevenly where the world does not
+  // divide it (DdpOptions::global_batch).
+  int64_t global_batch = 0;
 };
 
 class Zero : public Strategy {

@@ -36,6 +36,10 @@ struct TrainConfig {
   int64_t epochs = 1;
   int64_t max_steps = 0;  // > 0: stop after this many steps
   int64_t batch = 128;
+  // > 0: the samples of a step over all data-parallel ranks, whatever their number; each
+  // rank's batch is its share (data::batch_share), uneven where the ranks do not divide it,
+  // and `batch` is not used for training. 0: batch x data ranks.
+  int64_t global_batch = 0;
   uint64_t seed = 0;
   int threads = 1;
   std::string precision = "fp32";  // fp32, bf16, fp16: the GEMMs' arithmetic (nn::Precision)
@@ -59,7 +63,7 @@ struct TrainConfig {
   double ema_decay = 0.0;        // > 0: also evaluate an EMA of the weights (weight_average.h)
 
   // Distribution. `batch` is per rank (as PyTorch DDP's DataLoader); the global batch of a
-  // step is batch x world size.
+  // step is batch x world size, unless global_batch sets it.
   // auto, single, ddp, local_sgd, ps, fedavg, pipeline, tensor, mesh
   std::string strategy = "auto";
   int64_t tensor_parallel = 0;  // > 1: the GPT cut by width across that many ranks

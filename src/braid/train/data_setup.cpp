@@ -78,7 +78,12 @@ double sample_bytes(const data::Source& source) {
 // instead of an allocation the kernel answers with the OOM killer.
 void check_batch_fits(const TrainConfig& config, const BuiltModel& model, const data::Source& train,
                       const data::Source& eval, int64_t eval_batch, const DataPlacement& place) {
-  if (place.world == 1) {
+  const int64_t batch = train_batch(config, place.rank, place.world);
+  if (config.global_batch > 0) {
+    BRAID_CHECK(train.size() >= config.global_batch, "the training set has ", train.size(),
+                " samples, fewer than one global batch of ", config.global_batch,
+                "; lower 'global_batch' (at most ", train.size(), ")");
+  } else if (place.world == 1) {
     BRAID_CHECK(train.size() >= config.batch, "the training set has ", train.size(),
                 " samples, fewer than one batch of ", config.batch, "; lower 'batch' (at most ",
                 train.size(), ")");
@@ -89,17 +94,18 @@ void check_batch_fits(const TrainConfig& config, const BuiltModel& model, const 
                 per_rank, " per rank over ", place.world, " ranks, fewer than one batch of ",
                 config.batch, "; lower 'batch' (at most ", per_rank, ") or use fewer ranks");
   }
-  const double B = static_cast<double>(config.batch);
+  const double B = static_cast<double>(batch);
   // Two prefetch slots per loader.
   const double loader =
       2.0 * (B * sample_bytes(train) + static_cast<double>(eval_batch) * sample_bytes(eval));
   const double activations = B * activation_bytes_per_sample(model);
   const double available = static_cast<double>(mem_available_bytes().value_or(0));
   if (available <= 0) return;
-  BRAID_CHECK(loader + activations <= available, "batch ", config.batch, " needs about ",
+  BRAID_CHECK(loader + activations <= available, "batch ", batch, " needs about ",
               (loader + activations) / kGiB, " GiB (", loader / kGiB, " GiB of loader slots, ",
               activations / kGiB, " GiB of activations), more than the ", available / kGiB,
-              " GiB this machine has available (MemAvailable in /proc/meminfo); lower 'batch'");
+              " GiB this machine has available (MemAvailable in /proc/meminfo); lower '",
+              config.global_batch > 0 ? "global_batch" : "batch", "'");
 }
 
 // The training data's two sides when the placement asks for a validation split.
@@ -111,6 +117,16 @@ void split_training_data(std::shared_ptr<const data::Source>& train,
 }
 
 }  // namespace
+
+int64_t train_batch(const TrainConfig& config, int rank, int world) {
+  if (config.global_batch <= 0) return config.batch;
+  BRAID_CHECK(config.global_batch >= world, "global_batch ", config.global_batch,
+              " cannot give each of ", world,
+              " data-parallel ranks a sample of every step; set "
+              "it to at least ",
+              world);
+  return data::batch_share(config.global_batch, rank, world);
+}
 
 DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
                          const DataPlacement& placement) {
@@ -177,6 +193,8 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
   train_opts.rank = placement.rank;
   train_opts.world = placement.world;
   train_opts.sharding = data::ShardMode::pad;
+  // Step blocks: batch, drop_last and sharding give way to the rank's share of each step.
+  train_opts.global_batch = config.global_batch;
   train_opts.augment.flip = config.augment_flip;
   train_opts.augment.crop_pad = config.augment_crop_pad;
   train_opts.augment.erase = static_cast<float>(config.augment_erase);

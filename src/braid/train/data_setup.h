@@ -5,6 +5,10 @@
 // rank the same number of batches, as torch's DistributedSampler) and evaluates on its
 // ShardMode::shard share of the evaluation split (each sample on exactly one rank; sum the
 // ranks' data::EvalTally, eval_tally.h). The defaults (rank 0 of 1) are one process.
+// With global_batch set, training reads the epoch in steps of that many samples shared by
+// the ranks (data/sampler.h's step blocks): floor(N / global_batch) steps an epoch at every
+// world size, the tail skipped, so a run continues at the same step on another number of
+// ranks.
 #pragma once
 
 #include <memory>
@@ -42,6 +46,10 @@ struct DataPlacement {
   // Where set, the sources are taken from it when it holds them, and kept in it otherwise.
   DataCache* cache = nullptr;
 };
+
+// The training batch of data-parallel rank `rank` of `world`: its share of global_batch
+// when that is set (an error naming the key unless every rank gets a sample), else batch.
+int64_t train_batch(const TrainConfig& config, int rank, int world);
 
 DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
                          const DataPlacement& placement = {});

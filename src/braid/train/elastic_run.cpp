@@ -43,12 +43,11 @@ std::string members_text(const comm::Round& r) {
 
 TrainConfig round_config(const TrainConfig& config, int launch_world, int world) {
   TrainConfig c = config;
-  const int64_t global = config.batch * launch_world;
-  BRAID_CHECK(global % world == 0, "elastic: the job's global batch ", global, " (batch ",
-              config.batch, " x ", launch_world, " ranks) cannot be shared evenly by ", world,
-              " ranks; launch with a batch x ranks that every rank count between --min-ranks "
-              "and --max-ranks divides");
-  c.batch = global / world;
+  // The job's global batch: as set, else the launch's ranks x batch. Each round's ranks
+  // share it (data/sampler.h, step blocks), evenly or not.
+  if (c.global_batch == 0) c.global_batch = config.batch * launch_world;
+  BRAID_CHECK(c.global_batch >= world, "elastic: the job's global batch ", c.global_batch,
+              " cannot give each of ", world, " ranks a sample; raise global_batch or --max-ranks");
   return c;
 }
 

@@ -46,9 +46,8 @@ struct ElasticSetup {
   std::function<void(Trainer&)> on_first_trainer;
 };
 
-// The config of a round of `world` ranks: each rank's batch is its share of the launch's
-// global batch (config.batch x launch_world). Throws Error naming both when it cannot be
-// shared evenly.
+// The config of a round of `world` ranks: each rank's batch is its share of the job's
+// global batch (global_batch, else config.batch x launch_world), even or not.
 TrainConfig round_config(const TrainConfig& config, int launch_world, int world);
 
 // Runs until the job ends (see above); the outcome is the last round's. Throws what a

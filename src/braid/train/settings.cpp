@@ -126,6 +126,12 @@ std::vector<Setting> make_settings() {
   t.push_back(integer(
       "batch", kRun, 1, kMaxBatch, "samples per step", [](auto& c) -> auto& { return c.batch; }));
   t.push_back(integer(
+      "global_batch", kRun, 0, kMaxBatch,
+      "samples per step over all data-parallel ranks, kept whatever their number: each rank "
+      "takes its share (22, 21, 21 of 64 on 3 ranks) in place of 'batch', and its gradient "
+      "counts by its share (0: batch x ranks)",
+      [](auto& c) -> auto& { return c.global_batch; }));
+  t.push_back(integer(
       "seed", kRun, 0, kInt64Max, "random seed: initialisation, data order, augmentation, dropout",
       [](auto& c) -> auto& { return c.seed; }));
   t.push_back(per_rank(integer(

@@ -11,6 +11,7 @@
 #include "parallel/ps_worker.h"
 #include "parallel/single_process.h"
 #include "parallel/zero.h"
+#include "train/data_setup.h"
 
 namespace braid::train {
 
@@ -33,6 +34,33 @@ parallel::StepOptions step_options(const TrainConfig& config) {
   return o;
 }
 
+namespace {
+
+// global_batch over `data_world` data-parallel ranks: every rank needs a sample of each
+// step, uneven shares need a strategy that weighs gradients by share (ddp, its ZeRO stages,
+// local_sgd), and accumulation must cut every share evenly.
+void check_global_batch(const TrainConfig& config, const std::string& name, int data_world) {
+  const int64_t G = config.global_batch;
+  BRAID_CHECK(name != "fedavg", "global_batch: strategy fedavg trains each client at 'batch' ",
+              "and weighs clients by their samples; drop global_batch");
+  BRAID_CHECK(G >= data_world, "global_batch ", G, " cannot give each of ", data_world,
+              " data-parallel ranks a sample of every step; set it to at least ", data_world);
+  const int64_t low = G / data_world, high = low + (G % data_world != 0 ? 1 : 0);
+  BRAID_CHECK(low == high || name == "ddp" || name == "local_sgd", "global_batch ", G, " over ",
+              data_world, " data-parallel ranks gives uneven shares (", high, " and ", low,
+              " samples), which only strategies ddp (and its zero_stage) and local_sgd "
+              "weigh; use a multiple of ",
+              data_world, " or one of those strategies");
+  const int64_t m = config.accumulate_steps;
+  BRAID_CHECK(low % m == 0 && high % m == 0, "global_batch ", G, " over ", data_world,
+              " data-parallel ranks gives shares of ", high,
+              low == high ? "" : detail::concat(" and ", low), " samples, which accumulate_steps ",
+              m, " does not cut into equal micro-batches; choose a global_batch whose shares ",
+              "it divides, or another accumulate_steps");
+}
+
+}  // namespace
+
 std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer(
     const TrainConfig& config, const std::shared_ptr<comm::Group>& group) {
   if (!config.sync_batchnorm || !group || group->size() == 1) return nullptr;
@@ -52,6 +80,12 @@ std::unique_ptr<parallel::Strategy> make_strategy(
               "' runs in a job of equal ranks, but this is a parameter-server job (",
               ps ? ps->workers : 0, " workers, ", ps ? ps->servers : 0,
               " servers); use strategy ps, or launch with -n N instead of --servers/--workers");
+  const bool model_parallel = name == "pipeline" || name == "tensor" || name == "mesh";
+  if (config.global_batch > 0)
+    check_global_batch(config, name,
+                       ps               ? ps->workers
+                       : model_parallel ? mesh_shape(config, world)->data
+                                        : world);
   if (name == "ps" || name == "fedavg") {
     // Federated averaging's workers pull the global model and push their clients' changes
     // through the same parameter-server exchange (train/trainer_fedavg.cpp drives it).
@@ -72,7 +106,6 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     return std::make_unique<parallel::PsWorker>(std::move(module), step_options(config),
                                                 std::move(group), *ps);
   }
-  const bool model_parallel = name == "pipeline" || name == "tensor" || name == "mesh";
   BRAID_CHECK(model_parallel ||
                   (config.pipeline.stages <= 1 && config.tensor_parallel <= 1 &&
                    config.mesh.data == 0 && config.mesh.tensor <= 1 && config.mesh.pipeline <= 1),
@@ -98,6 +131,7 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     parallel::DdpOptions d;
     d.bucket_bytes = static_cast<size_t>(config.bucket_mb * (1 << 20));
     d.batchnorm_reducer = std::move(batchnorm_reducer);
+    d.global_batch = config.global_batch;
     d.comm_dtype = config.comm_dtype == "bf16"   ? DType::bf16
                    : config.comm_dtype == "fp16" ? DType::f16
                                                  : DType::f32;
@@ -112,7 +146,8 @@ std::unique_ptr<parallel::Strategy> make_strategy(
       const parallel::ZeroOptions z{.stage = static_cast<int>(config.zero_stage),
                                     .bucket_bytes = d.bucket_bytes,
                                     .first_bucket_bytes = d.first_bucket_bytes,
-                                    .batchnorm_reducer = d.batchnorm_reducer};
+                                    .batchnorm_reducer = d.batchnorm_reducer,
+                                    .global_batch = config.global_batch};
       return std::make_unique<parallel::Zero>(std::move(module), step_options(config),
                                               std::move(group), z);
     }
@@ -143,7 +178,8 @@ std::unique_ptr<parallel::Strategy> make_strategy(
                 name);
     if (shape.pipeline > 1) {
       // Each replica's batch is cut into M equal micro-batches (parallel/micro_batches.h).
-      const int64_t m = config.pipeline.micro_batches, b = config.batch;
+      // A global batch is shared equally on a mesh (check_global_batch).
+      const int64_t m = config.pipeline.micro_batches, b = train_batch(config, 0, shape.data);
       int64_t divisor = std::min(m, b);
       while (b % divisor != 0) --divisor;
       BRAID_CHECK(b % m == 0, "pipeline.micro_batches is ", m, " but batch is ", b,

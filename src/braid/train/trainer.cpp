@@ -120,8 +120,7 @@ std::unique_ptr<optim::Schedule> Trainer::make_schedule(int64_t total_steps) con
   double lr = config_.optimizer.lr;
   // Linear scaling by the global batch: every rank's batch makes one step.
   if (config_.optimizer.base_batch > 0)
-    lr = optim::scaled_lr(static_cast<float>(lr), config_.batch * data_world_,
-                          config_.optimizer.base_batch);
+    lr = optim::scaled_lr(static_cast<float>(lr), global_batch(), config_.optimizer.base_batch);
   optim::ScheduleConfig sc;
   sc.name = config_.schedule.name;
   sc.warmup_steps = config_.schedule.warmup_steps;

@@ -198,8 +198,8 @@ class Trainer {
   std::optional<parallel::PsLayout> ps_;  // a parameter-server job (group_ is its world)
   int rank_ = 0;
   int world_ = 1;
-  // Ranks that each take a share of the batch (the global batch is batch x data_world_):
-  // world_, except under a pipeline, whose stages all see one batch.
+  // Ranks that each take a share of the batch (the global batch is batch x data_world_, or
+  // global_batch): world_, except under a pipeline, whose stages all see one batch.
   int data_world_ = 1;
   std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer_;  // sync_batchnorm
   BuiltModel model_;  // its module belongs to the strategy

@@ -29,11 +29,15 @@ int64_t read_count(const json& object, const char* key, const std::string& field
 
 }  // namespace
 
-int64_t Trainer::global_batch() const { return config_.batch * data_world_; }
+int64_t Trainer::global_batch() const {
+  return config_.global_batch > 0 ? config_.global_batch : config_.batch * data_world_;
+}
 
 // Where this rank's loader stands after a checkpoint's samples: the same global sample,
-// counted in batches of this run (world_ ranks x config_.batch). A checkpoint from another
-// world size or batch must end on a whole global batch of this run.
+// counted in steps of this run's global batch. A checkpoint from another world size or
+// batch must end on a whole global batch of this run. Under global_batch a step is the
+// same block of the epoch's order at every world size (data/sampler.h), so a checkpoint
+// of the same global_batch stands as recorded whatever its world size.
 Trainer::ResumePosition Trainer::position_here(const json& ts, const std::string& file) const {
   ResumePosition r;
   const json& l = ts["loader"];
@@ -42,19 +46,31 @@ Trainer::ResumePosition Trainer::position_here(const json& ts, const std::string
   const int64_t world = read_count(l, "world_size", "train_state.loader.world_size", file);
   const int64_t batch = read_count(l, "batch", "train_state.loader.batch", file);
   r.samples = read_count(l, "samples", "train_state.loader.samples", file);
-  // The same world and batch: the position stands as recorded (check_position checks it).
-  if (world == data_world_ && batch == config_.batch) return r;
-  BRAID_CHECK(r.samples == r.position * world * batch, "checkpoint '", file,
-              "': train_state.loader.samples ", r.samples, " is not position ", r.position,
-              " x world_size ", world, " x batch ", batch, " (the file was edited or is corrupt)");
+  const int64_t saved_global =
+      l.contains("global_batch")
+          ? read_count(l, "global_batch", "train_state.loader.global_batch", file)
+          : 0;
+  // The same world and batch, or the same global_batch: the position stands as recorded
+  // (check_position checks it).
+  if (saved_global > 0
+          ? saved_global == config_.global_batch
+          : config_.global_batch == 0 && world == data_world_ && batch == config_.batch)
+    return r;
+  const int64_t saved_step = saved_global > 0 ? saved_global : world * batch;
+  const std::string saved_how = saved_global > 0 ? detail::concat("global_batch ", saved_global)
+                                                 : detail::concat(world, " ranks x batch ", batch);
+  BRAID_CHECK(r.samples == r.position * saved_step, "checkpoint '", file,
+              "': train_state.loader.samples ", r.samples, " is not position ", r.position, " x ",
+              saved_how, " (the file was edited or is corrupt)");
   r.moved = true;
   if (r.samples % global_batch() != 0)
     BRAID_THROW(Error, "checkpoint '", file, "' stopped at sample ", r.samples, " of its epoch (",
-                world, " ranks x batch ", batch, "), which is not a whole ",
-                "number of this run's global batches (", data_world_, " ranks x batch ",
-                config_.batch, " = ", global_batch(), "); resume with a global batch that divides ",
-                r.samples, ", e.g. the same ", world * batch,
-                " (ranks x batch, with accumulate_steps to fit)");
+                saved_how, "), which is not a whole ", "number of this run's global batches (",
+                config_.global_batch > 0 ? detail::concat("global_batch ", global_batch())
+                                         : detail::concat(data_world_, " ranks x batch ",
+                                                          config_.batch, " = ", global_batch()),
+                "); resume with a global batch that divides ", r.samples, ", e.g. the same ",
+                saved_step, " (global_batch, or ranks x batch with accumulate_steps to fit)");
   r.position = r.samples / global_batch();
   return r;
 }
@@ -79,6 +95,8 @@ void Trainer::save_checkpoint(const std::string& dir) const {
                        {"samples", ls.position * global_batch()},
                        {"world_size", data_world_},
                        {"batch", config_.batch}};
+    // Steps of a global batch are the same blocks at every world size (position_here).
+    if (config_.global_batch > 0) state["loader"]["global_batch"] = config_.global_batch;
     // Steps taken at another world size or batch before a resume moved the run: step =
     // loader.epoch x batches per epoch + loader.position + step_offset.
     if (step_offset_ != 0) state["step_offset"] = step_offset_;
@@ -121,7 +139,8 @@ void Trainer::check_position(const json& ts, const std::string& dir) const {
   }
   const json& saved_batch = ts.contains("config") ? ts["config"].value("batch", json()) : json();
   const std::string hint =
-      saved_batch.is_number_integer() && saved_batch.get<int64_t>() != config_.batch
+      config_.global_batch == 0 && saved_batch.is_number_integer() &&
+              saved_batch.get<int64_t>() != config_.batch
           ? detail::concat("; the run used batch ", saved_batch.get<int64_t>(), ", this one ",
                            config_.batch, ": resume with the run's batch")
           : std::string("; was the file edited, or is the data not the run's?");
@@ -187,9 +206,12 @@ void Trainer::load_checkpoint(const std::string& path) {
                                position_here(ck.train_state, dir + "/state.json").position};
     if (ls.position != l.at("position").get<int64_t>())
       log_info("checkpoint '", dir, "' was written by ", l.at("world_size").get<int64_t>(),
-               " ranks x batch ", l.at("batch").get<int64_t>(), "; this run (", data_world_,
-               " ranks x batch ", config_.batch, ") continues its epoch ", ls.epoch, " at batch ",
-               ls.position, " (sample ", l.at("samples").get<int64_t>(), ")");
+               " ranks x batch ", l.at("batch").get<int64_t>(), "; this run (",
+               config_.global_batch > 0
+                   ? detail::concat("global_batch ", config_.global_batch)
+                   : detail::concat(data_world_, " ranks x batch ", config_.batch),
+               ") continues its epoch ", ls.epoch, " at batch ", ls.position, " (sample ",
+               l.at("samples").get<int64_t>(), ")");
     step_offset_ = step_ - (ls.epoch * train_loader_->batches_per_epoch() + ls.position);
     if (ls.epoch == epoch_ && ls.position > 0 && ls.position < train_loader_->batches_per_epoch()) {
       train_loader_->restore(ls);

@@ -24,14 +24,19 @@ class StepUnit : public ProgressUnit {
                    ? std::min(t.config_.max_steps, t.config_.epochs * per_epoch_)
                    : t.config_.epochs * per_epoch_),
         is_lm_(t.model_.task == Task::language_model),
-        per_step_samples_(static_cast<double>(t.config_.batch * t.data_world_) *
+        per_step_samples_(static_cast<double>(t.global_batch()) *
                           (is_lm_ ? static_cast<double>(t.config_.seq_len) : 1.0)) {}
 
   RunStarted start() override {
     const TrainConfig& c = t_.config_;
     log_info("model ", t_.module().kind(), ": ", t_.params().count(), " parameters; ", total_,
-             " steps of batch ", c.batch,
-             t_.data_world_ > 1 ? detail::concat(" x ", t_.data_world_, " ranks") : "",
+             c.global_batch > 0
+                 ? detail::concat(" steps of global batch ", c.global_batch, " over ",
+                                  t_.data_world_, t_.data_world_ == 1 ? " rank" : " ranks")
+                 : detail::concat(" steps of batch ", c.batch,
+                                  t_.data_world_ > 1
+                                      ? detail::concat(" x ", t_.data_world_, " ranks")
+                                      : ""),
              t_.data_world_ < t_.world_
                  ? detail::concat(" (each shared by ", t_.world_ / t_.data_world_,
                                   " model-parallel ranks)")
