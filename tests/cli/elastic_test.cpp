@@ -158,16 +158,16 @@ TEST(Elastic, DeterministicJobThatLostARankEqualsTheSameMembershipChangeUndistur
   ASSERT_LT(step, 1400);
 
   const std::string reference = tmp.file("reference");
-  const auto first = braid::testing::run_braid(
-      "launch -n 4 -- " + std::string(BRAID_BINARY) + " train " + args + "--max-steps " +
-      std::to_string(step) + " --out " + reference);
+  const auto first =
+      braid::testing::run_braid("launch -n 4 -- " + std::string(BRAID_BINARY) + " train " + args +
+                                "--max-steps " + std::to_string(step) + " --out " + reference);
   ASSERT_EQ(first.code, 0) << first.output;
-  const auto second = braid::testing::run_braid(
-      "launch -n 3 -- " + std::string(BRAID_BINARY) + " train " + args +
-      "--max-steps 1400 --resume " + reference);
+  const auto second =
+      braid::testing::run_braid("launch -n 3 -- " + std::string(BRAID_BINARY) + " train " + args +
+                                "--max-steps 1400 --resume " + reference);
   ASSERT_EQ(second.code, 0) << second.output;
-  EXPECT_TRUE(braid::testing::same_checkpoint(tmp.file("elastic/checkpoint"),
-                                              reference + "/checkpoint"))
+  EXPECT_TRUE(
+      braid::testing::same_checkpoint(tmp.file("elastic/checkpoint"), reference + "/checkpoint"))
       << "killed rank " << victim << "; went on from step " << step << "\n"
       << job->output();
 }

@@ -45,7 +45,9 @@ constexpr size_t kMinRingBytes = size_t{64} << 10;
 // Every ring of the job together (there are size * (size - 1)); past it rings shrink, so
 // many local ranks do not fill /dev/shm.
 constexpr size_t kMaxJobRingBytes = size_t{4} << 30;
-constexpr std::chrono::nanoseconds kLivenessInterval = 100ms;
+// How often a waiting rank looks whether its peers are alive (a pidfd poll each, or their
+// closed flag): a lost rank is seen within this, and an elastic job's recovery waits on it.
+constexpr std::chrono::nanoseconds kLivenessInterval = 20ms;
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 

@@ -111,9 +111,9 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
       }
       if (round.number > 1)
         log_info("elastic: round ", round.number, ": ", round.world(), " ranks (",
-                 members_text(round), ") at step ", trainer.global_step(), ", global batch ", cfg.global_batch,
-                 "; ready in ", since_round.elapsed(), " s (connect ", connected, ", state ",
-                 shared_at - connected, ", build ", built - shared_at, ")");
+                 members_text(round), ") at step ", trainer.global_step(), ", global batch ",
+                 cfg.global_batch, "; ready in ", since_round.elapsed(), " s (connect ", connected,
+                 ", state ", shared_at - connected, ", build ", built - shared_at, ")");
       if (round.number == 1 && first_trainer && setup.on_first_trainer)
         setup.on_first_trainer(trainer);
       first_trainer = false;

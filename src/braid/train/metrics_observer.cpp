@@ -1,14 +1,27 @@
 #include "train/metrics_observer.h"
 
+#include <chrono>
+
 namespace braid::train {
 
 MetricsObserver::MetricsObserver(const std::string& path) : log_(path) {}
 
 void MetricsObserver::on_run_started(const RunStarted& e) { unit_ = e.unit; }
 
+namespace {
+
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
 void MetricsObserver::on_step_done(const StepDone& e) {
   nlohmann::json rec = {{"event", "train"}, {"step", e.step},      {"loss", e.loss},
                         {"lr", e.lr},       {e.rate_unit, e.rate}, {"seconds", e.run_seconds}};
+  // Wall-clock (Unix seconds): lines the ranks of changing rounds write can be put in order,
+  // and against events outside the job (a kill, in bench/elastic_recovery.sh).
+  rec["time"] = unix_seconds();
   if (e.round) {
     rec["round"] = e.step;
     rec["clients"] = e.round->clients;
@@ -62,7 +75,8 @@ void MetricsObserver::on_membership_changed(const MembershipChanged& e) {
               {"previous_world", e.previous_world},
               {"reason", e.reason},
               {"step", e.resumed_from_step},
-              {"ready_seconds", e.ready_seconds}});
+              {"ready_seconds", e.ready_seconds},
+              {"time", unix_seconds()}});
 }
 
 }  // namespace braid::train

@@ -33,10 +33,9 @@ class StepUnit : public ProgressUnit {
              c.global_batch > 0
                  ? detail::concat(" steps of global batch ", c.global_batch, " over ",
                                   t_.data_world_, t_.data_world_ == 1 ? " rank" : " ranks")
-                 : detail::concat(" steps of batch ", c.batch,
-                                  t_.data_world_ > 1
-                                      ? detail::concat(" x ", t_.data_world_, " ranks")
-                                      : ""),
+                 : detail::concat(
+                       " steps of batch ", c.batch,
+                       t_.data_world_ > 1 ? detail::concat(" x ", t_.data_world_, " ranks") : ""),
              t_.data_world_ < t_.world_
                  ? detail::concat(" (each shared by ", t_.world_ / t_.data_world_,
                                   " model-parallel ranks)")
