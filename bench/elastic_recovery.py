@@ -13,7 +13,7 @@ step the job went on from).
 
 braid: `braid launch -n R --min-ranks 1 --max-restarts K -- braid train --log-every 1`; steps
 and rounds are read from metrics.jsonl, whose records carry wall-clock `time`.
-torch: `torchrun --nnodes 1:1 --nproc-per-node R --max-restarts K pytorch_elastic_worker.py`,
+torch: `torchrun --nnodes 1:1 --nproc_per_node R --max_restarts K pytorch_elastic_worker.py`,
 a DDP (gloo) worker that checkpoints every step and logs each step with its time.
 """
 import argparse
@@ -133,9 +133,12 @@ def run_braid(args, out):
 
 def run_torch(args, out):
     steps_log = os.path.join(out, "steps.jsonl")
-    cmd = ["torchrun", "--nnodes", "1:1", "--nproc-per-node", str(args.ranks),
-           "--max-restarts", str(args.kills + 5), "--rdzv-backend", "c10d",
-           "--rdzv-endpoint", "127.0.0.1:0", os.path.join(HERE, "pytorch_elastic_worker.py"),
+    cmd = ["torchrun", "--nnodes", "1:1", "--nproc_per_node", str(args.ranks),
+           "--max_restarts", str(args.kills + 5), "--rdzv_backend", "c10d",
+           # Debian's torch 1.13 under Python 3.11 cannot parse the defaults 0 of these (its
+           # Std flag lookup skips the zero member): name a value it can.
+           "--redirects", "1", "--tee", "1",
+           "--rdzv_endpoint", "127.0.0.1:0", os.path.join(HERE, "pytorch_elastic_worker.py"),
            "--model", args.model, "--batch", str(args.batch), "--checkpoint", os.path.join(out, "ck.pt"),
            "--log", steps_log]
     log = open(os.path.join(out, "torch.log"), "w")

@@ -64,6 +64,7 @@ struct TrainBenchFlags {
   int micro_batches = 4, chunks = 2;
   std::string schedule = "1f1b";
   bool recompute = false;
+  bool commit_cost = false;
 };
 
 train::TrainConfig bench_config(const TrainBenchFlags& f) {
@@ -177,6 +178,38 @@ Rounds time_rounds(train::Trainer& trainer, Ranks& ranks, const TrainBenchFlags&
     out.seconds.push_back(ranks.max(round.elapsed()));
   }
   return out;
+}
+
+// Elastic training's steps (transactional, an in-memory commit after each: Trainer::commit)
+// against the usual ones: rounds alternated, each side's median step over the slowest rank,
+// both in seconds.
+struct CommitCost {
+  double with_s = 0, without_s = 0;
+  size_t bytes = 0;  // what a commit copied
+};
+CommitCost commit_cost(train::Trainer& trainer, Ranks& ranks, const TrainBenchFlags& f,
+                       const data::Batch* synthetic) {
+  train::TrainCommit commit;
+  trainer.commit(commit);  // its buffers, allocated once as an elastic job's are
+  std::vector<double> with, without;
+  for (int r = 0; r < 2 * f.repeats; ++r) {
+    const bool commits = r % 2 == 0;
+    trainer.make_transactional(commits);
+    ranks.barrier();
+    Stopwatch round;
+    for (int i = 0; i < f.steps; ++i) {
+      if (synthetic)
+        trainer.train_step(*synthetic);
+      else
+        trainer.train_one_batch();
+      if (commits) trainer.commit(commit);
+    }
+    (commits ? with : without).push_back(ranks.max(round.elapsed()) / f.steps);
+  }
+  trainer.make_transactional(false);
+  return {median(with), median(without),
+          commit.model.size() + commit.optimizer.size() + commit.average.size() +
+              commit.buffers.size() + commit.position.size()};
 }
 
 // Compute alone: a one-process trainer of the same model on every rank at once, no
@@ -322,6 +355,8 @@ void run_train_bench(const TrainBenchFlags& f) {
   const double exposed = ranks.mean(median(s.comm_exposed));
   const double waited = ranks.mean(median(s.data_wait));
   const double allocations = ranks.max(static_cast<double>(rounds.allocations));
+  std::optional<CommitCost> commits;
+  if (f.commit_cost) commits = commit_cost(trainer, ranks, f, f.synthetic ? &synthetic : nullptr);
 
   const char* unit = lm ? "tokens_per_s" : "samples_per_s";
   nlohmann::json out = {{"impl", "braid"},
@@ -398,6 +433,12 @@ void run_train_bench(const TrainBenchFlags& f) {
     out["fma_peak_gflops"] = peak.best_gflops;
     out["fraction_of_peak"] = peak.best_gflops > 0 ? gflops / peak.best_gflops : 0;
   }
+  if (commits) {
+    out["commit_step_ms"] = commits->with_s * 1e3;
+    out["no_commit_step_ms"] = commits->without_s * 1e3;
+    out["commit_cost_ratio"] = commits->with_s / commits->without_s;
+    out["commit_bytes"] = static_cast<double>(commits->bytes);
+  }
   if (!printer) return;
   if (f.json) {
     print_memory(mem, out, false);
@@ -437,6 +478,10 @@ void run_train_bench(const TrainBenchFlags& f) {
                 static_cast<double>(out["fma_peak_gflops"]));
   }
   std::printf("  %-26s %12.0f\n", "allocations in steps", allocations);
+  if (commits)
+    std::printf("  %-26s %12.2f ms with, %.2f ms without: %.3fx  (%.0f bytes a commit)\n",
+                "elastic commit every step", commits->with_s * 1e3, commits->without_s * 1e3,
+                commits->with_s / commits->without_s, static_cast<double>(commits->bytes));
   print_memory(mem, out, true);
 }
 
@@ -471,6 +516,9 @@ void add_train_bench(CLI::App& bench) {
   tr->add_option("--chunks", f->chunks, "pipeline interleaved: chunks of layers a stage");
   tr->add_flag("--recompute", f->recompute, "pipeline: forward again in backward");
   tr->add_flag("--json", f->json, "one JSON object instead of a table");
+  tr->add_flag("--commit-cost", f->commit_cost,
+               "also time elastic training's in-memory commit after every step against none "
+               "(rounds alternated)");
   tr->add_flag("--synthetic", f->synthetic, "random inputs instead of the dataset");
   tr->callback([f] { run_train_bench(*f); });
 }

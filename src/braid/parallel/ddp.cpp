@@ -222,7 +222,7 @@ double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
   watch.lap();
   // Buckets in the order they went out; without clipping each bucket's update runs while
   // later buckets are still on the wire.
-  const bool fused = !update_needs_whole_gradient();
+  const bool fused = !update_needs_whole_gradient() && !transactional_;
   // The mean over the global batch: deterministic mode scales its sum once, here.
   const int terms = options_.deterministic ? n * m : n;
   const float average = 1.0f / static_cast<float>(terms);

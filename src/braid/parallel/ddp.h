@@ -75,6 +75,12 @@ class Ddp : public Strategy {
 
   std::string_view name() const override { return "ddp"; }
   double step(const data::Batch& batch, float lr, int64_t step) override;
+  // The update waits for every bucket's allreduce (it is no longer fused into backward):
+  // a rank lost mid-step leaves the parameters and optimizer state as they were.
+  bool make_transactional(bool on = true) override {
+    transactional_ = on;
+    return true;
+  }
   void sync_parameters() override;
   void sum_over_ranks(double* values, size_t count, const char* what) override;
   void start_sum_over_ranks(double* values, size_t count, const char* what) override;
@@ -125,6 +131,7 @@ class Ddp : public Strategy {
   float weight_ = 1.0f;             // share_weight.h
   bool communicate_ = false;        // this backward is the step's last: buckets go out
   std::vector<float> send_, recv_;  // deterministic mode's exchange
+  bool transactional_ = false;      // make_transactional(): no update fused into backward
   TreeSum micro_sum_;               // deterministic mode's sum over micro-batches
   comm::Handle pending_sum_;        // start_sum_over_ranks's
   std::unique_ptr<comm::ProgressEngine> engine_;  // last: stopped before the rest goes

@@ -122,6 +122,15 @@ class Strategy {
   // optimizer state), written into checkpoint directory `dir` beside what the trainer
   // saves. Called on the rank that writes the checkpoint, before it is complete.
   virtual void save_outside(const std::string& dir) { (void)dir; }
+  // Elastic training: from now on, change no parameter and no optimizer state in a step
+  // until all of the step's communication succeeded, so that after a step failed on a lost
+  // rank the live state is still that of the step before. Returns whether this strategy
+  // can (then an in-memory commit need not copy them: Trainer::commit). `on` false goes back
+  // to the usual step (benchmarks compare the two).
+  virtual bool make_transactional(bool on = true) {
+    (void)on;
+    return false;
+  }
 
   nn::Module& module() { return *module_; }
   nn::ParamSet& params() { return params_; }

@@ -93,6 +93,8 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
       TrainCommit shared = has_state ? share_commit(*group, round, commit) : TrainCommit{};
       const double shared_at = since_round.elapsed();
       Trainer trainer(cfg, group, true, &data);
+      // DDP's steps change nothing until they succeeded: a commit then copies almost nothing.
+      trainer.make_transactional();
       const double built = since_round.elapsed();
       if (has_state) {
         trainer.restore(shared);
@@ -127,7 +129,16 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
         return comm::pending_round(*setup.store) > round.number;
       });
       previous_world = round.world();
-      RunOutcome out = trainer.run();
+      RunOutcome out;
+      try {
+        out = trainer.run();
+      } catch (const IoError&) {
+        trainer.seal_commit(commit);  // while the trainer still holds the live state
+        throw;
+      } catch (const TimeoutError&) {
+        trainer.seal_commit(commit);
+        throw;
+      }
       if (out.regroup && out.leaving) {
         comm::leave_round(*setup.store, setup.member, round.number + 1);
         log_warn("elastic: ", setup.member, " leaves the job at step ", out.step,
@@ -138,6 +149,7 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
       if (out.regroup) {
         reason = "a member left or a newcomer asked for a place";
         trainer.commit(commit);
+        trainer.seal_commit(commit);
         ask = round.number + 1;
         fruitless = 0;
         continue;

@@ -23,9 +23,15 @@ struct TrainCommit {
   std::vector<uint8_t> model;      // state_dict tensors, back to back
   std::vector<uint8_t> optimizer;  // optimizer state tensors, back to back
   std::vector<uint8_t> average;    // the weight average's tensors (empty without one)
+  // A commit of a transactional strategy (Strategy::make_transactional) copies only the
+  // model's buffers (batch norm's running statistics, which forward changes) and leaves the
+  // parameters and optimizer state in the trainer, whose steps change them only once they
+  // succeeded: `live`. Trainer::seal_commit copies them before the trainer goes.
+  bool live = false;
+  std::vector<uint8_t> buffers;
 
   bool empty() const { return step < 0; }
-  // One buffer holding everything (to send to another rank), and back.
+  // One buffer holding everything (to send to another rank), and back. Sealed only.
   std::vector<uint8_t> bytes() const;
   static TrainCommit from_bytes(const std::vector<uint8_t>& bytes);
 };

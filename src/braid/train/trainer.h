@@ -136,6 +136,13 @@ class Trainer {
   // rank of a job, this trainer's world size and strategy whatever the commit's were.
   void commit(TrainCommit& into);
   void restore(const TrainCommit& from);
+  // Elastic training: make the strategy's steps transactional where it can (see
+  // Strategy::make_transactional), so that commit() copies almost nothing.
+  void make_transactional(bool on = true);
+  // Completes `commit` from this trainer before it goes (after its run ended or failed):
+  // a live commit takes the parameters and optimizer state it left here; where steps
+  // completed after it (a failure in an evaluation or a checkpoint), those are committed.
+  void seal_commit(TrainCommit& commit);
   // `fn(step)` runs on every rank at every step boundary of run(), after the step. A true
   // return asks for the run to end there to change the job's membership: once every rank
   // agreed (through the stop vote, so one step later, alike everywhere), run() returns with
@@ -222,6 +229,7 @@ class Trainer {
   bool leaving_ = false;  // with regroup_: this rank asked to stop while others did not
   std::function<bool(int64_t)> step_boundary_;
   std::optional<MembershipChanged> membership_;
+  bool transactional_ = false;  // make_transactional() succeeded
   int my_vote_ = 0;
   bool vote_pending_ = false;
   Timeline timeline_;

@@ -76,6 +76,7 @@ std::vector<uint8_t> get_block(const std::vector<uint8_t>& in, size_t& at) {
 }  // namespace
 
 std::vector<uint8_t> TrainCommit::bytes() const {
+  BRAID_CHECK(!live, "elastic commit: bytes() of a commit not sealed (Trainer::seal_commit)");
   std::vector<uint8_t> out;
   out.reserve(40 + position.size() + model.size() + optimizer.size() + average.size());
   put_u64(out, static_cast<uint64_t>(step));
@@ -98,9 +99,15 @@ TrainCommit TrainCommit::from_bytes(const std::vector<uint8_t>& bytes) {
   return c;
 }
 
+void Trainer::make_transactional(bool on) {
+  transactional_ = strategy_->make_transactional(on) && on;
+}
+
 void Trainer::commit(TrainCommit& into) {
-  strategy_->synchronize();
-  strategy_->gather_for_checkpoint();
+  if (!transactional_) {
+    strategy_->synchronize();
+    strategy_->gather_for_checkpoint();
+  }
   json pos = {{"step", step_}, {"epoch", epoch_}, {"step_offset", step_offset_}};
   if (train_loader_) {
     const data::LoaderState ls = train_loader_->state();
@@ -111,16 +118,45 @@ void Trainer::commit(TrainCommit& into) {
   if (average_) pos["ema_updates"] = average_->updates();
   into.step = step_;
   into.position = pos.dump();
-  pack(state_dict(params()), into.model);
-  pack(as_named(strategy_->optimizer_state()), into.optimizer);
+  into.live = transactional_;
+  if (transactional_) {
+    std::vector<NamedTensor> buffers;
+    for (const nn::NamedBuffer& b : params().buffers()) buffers.push_back({b.name, b.value});
+    pack(buffers, into.buffers);
+    into.model.clear();
+    into.optimizer.clear();
+  } else {
+    pack(state_dict(params()), into.model);
+    pack(as_named(strategy_->optimizer_state()), into.optimizer);
+  }
   if (average_)
     pack(average_->state_dict(), into.average);
   else
     into.average.clear();
 }
 
+void Trainer::seal_commit(TrainCommit& c) {
+  if (!c.live) return;
+  if (c.step != step_) {
+    // Steps completed after the commit (its run failed later, in an evaluation or a
+    // checkpoint): the live state is theirs, whole.
+    commit(c);
+  }
+  // The parameters and optimizer state as the commit's step left them (a transactional step
+  // changes them only once it succeeded); the buffers as committed, since a failed step's
+  // forward may have moved them.
+  std::vector<NamedTensor> parameters;
+  for (nn::ParamSet::Id id = 0; id < params().layout().size(); ++id)
+    parameters.push_back({params().info(id).name, params().param(id)});
+  pack(parameters, c.model);
+  c.model.insert(c.model.end(), c.buffers.begin(), c.buffers.end());
+  pack(as_named(strategy_->optimizer_state()), c.optimizer);
+  c.live = false;
+}
+
 void Trainer::restore(const TrainCommit& from) {
   BRAID_CHECK(!from.empty(), "restore: the commit is empty");
+  BRAID_CHECK(!from.live, "restore: the commit is not sealed (Trainer::seal_commit)");
   const json pos = json::parse(from.position);
   strategy_->prepare_to_load();
   unpack(from.model, state_dict(params()), "model");
