@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -259,6 +260,69 @@ TEST(Elastic, TooFewRanksLeftFailTheJobNamingWhy) {
   EXPECT_TRUE(has_text(job->output(), "no restarts left")) << job->output();
   EXPECT_TRUE(has_text(job->output(), "fewer than the 2 the job needs (--min-ranks)"))
       << job->output();
+}
+
+// torchrun's restart contract: a process started with TORCHELASTIC_RESTART_COUNT > 0 goes
+// on from its run's own last checkpoint, with no --resume on its command line (which is the
+// first start's, --overwrite included).
+TEST(Elastic, ARestartUnderTorchrunsCountResumesFromTheRunsCheckpoint) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string args = braid::testing::tiny_mlp_flags(tmp) +
+                           "--optimizer sgd --epochs 10 --overwrite --out " + tmp.file("run");
+  const auto first = braid::testing::run_braid("train " + args + " --max-steps 120");
+  ASSERT_EQ(first.code, 0) << first.output;
+  const auto restarted = braid::testing::run_braid("train " + args + " --max-steps 300",
+                                                   "TORCHELASTIC_RESTART_COUNT=1");
+  ASSERT_EQ(restarted.code, 0) << restarted.output;
+  EXPECT_TRUE(has_text(restarted.output,
+                       "restart 1 under torchrun (TORCHELASTIC_RESTART_COUNT): "
+                       "resuming from " +
+                           tmp.file("run/checkpoint")));
+  EXPECT_TRUE(has_text(restarted.output, "resumed from")) << restarted.output;
+  EXPECT_TRUE(has_text(restarted.output, "done: 300 steps")) << restarted.output;
+  // The metrics of the first start are kept (--overwrite was that start's).
+  std::ifstream metrics(tmp.file("run/metrics.jsonl"));
+  const std::string records((std::istreambuf_iterator<char>(metrics)),
+                            std::istreambuf_iterator<char>());
+  EXPECT_TRUE(has_text(records, R"("step":100)")) << records;
+}
+
+// The same under torchrun's own elastic agent, where the machine has it (python3-torch):
+// a rank killed mid-run makes torchrun restart every worker, and braid resumes by itself.
+TEST(Elastic, UnderTorchrunsElasticAgentAKilledRankResumesFromTheCheckpoint) {
+  REQUIRE_FASHION_MNIST();
+  if (::system("command -v torchrun > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "torchrun is not installed (Debian's python3-torch)";
+  const TempDir tmp;
+  const std::string args = braid::testing::tiny_mlp_flags(tmp) +
+                           "--optimizer sgd --epochs 10 --slow-step-ms 2 --checkpoint-every 50 "
+                           "--max-steps 1500 --out " +
+                           tmp.file("run");
+  // Debian's torch 1.13 under Python 3.11 cannot parse its own defaults of --redirects and
+  // --tee (0); 1 is what it can.
+  std::vector<std::string> argv = {"/bin/sh", "-c",
+                                   "exec torchrun --nnodes 1:1 --nproc_per_node 2 --max_restarts 2 "
+                                   "--redirects 1 --tee 1 --rdzv_backend c10d --rdzv_endpoint "
+                                   "127.0.0.1:0 --no_python " +
+                                       std::string(BRAID_BINARY) + " train " + args};
+  // torchrun gives no secret; a user sets one for braid's connections.
+  Process job(argv, {{"BRAID_SECRET", "0123456789abcdef0123456789abcdef"}});
+  HangGuard guard(job.pid(), kHangLimit);
+  ASSERT_TRUE(job.wait_for("epoch 1/10  step 200/")) << job.output();
+  // A worker: torchrun's child running braid train.
+  FILE* pgrep =
+      ::popen(("pgrep -f '^" + std::string(BRAID_BINARY) + " train' | head -1").c_str(), "r");
+  long victim = 0;
+  ASSERT_EQ(std::fscanf(pgrep, "%ld", &victim), 1);
+  ::pclose(pgrep);
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+  const int code = job.finish();
+  ASSERT_FALSE(guard.fired()) << job.output();
+  EXPECT_EQ(code, 0) << job.output();
+  EXPECT_TRUE(has_text(job.output(), "restart 1 under torchrun")) << job.output();
+  EXPECT_TRUE(has_text(job.output(), "done: 1500 steps")) << job.output();
 }
 
 }  // namespace

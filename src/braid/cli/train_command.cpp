@@ -193,9 +193,10 @@ void run_server(const train::TrainConfig& config, const launch::ClusterSpec& spe
 // On the rank that writes outputs, with everything loaded (--overwrite may name the run
 // being resumed): clears what --overwrite replaces and records the config.
 void prepare_outputs(const TrainFlags& f, const train::Trainer& trainer,
-                     const train::TrainConfig& config) {
+                     const train::TrainConfig& config, bool auto_resumed = false) {
   if (!trainer.writes_outputs()) return;
-  if (f.overwrite)
+  // A restart's command line is the first start's: its --overwrite meant that run's start.
+  if (f.overwrite && !auto_resumed)
     for (const char* name : kRunOutputs) fs::remove_all(fs::path(config.out) / name);
   fs::create_directories(config.out);
   train::write_file_atomic(config.out + "/config.json", train::to_json(config).dump(2) + "\n");
@@ -257,10 +258,25 @@ void run_train(const TrainFlags& f) {
   BRAID_CHECK(f.resume.empty() || f.init_from.empty(),
               "--resume continues a run (weights, optimizer, step); --init-from starts a new one "
               "from weights alone: pass one of them");
-  const std::string resume_dir = f.resume.empty() ? "" : train::find_checkpoint_dir(f.resume);
+  std::string resume_dir = f.resume.empty() ? "" : train::find_checkpoint_dir(f.resume);
   RunPlace place;
   place.world = env.world_size;
   if (cluster) place.ps_workers = cluster->num_workers;
+  // Restarted by torchrun's elastic agent (every worker is, after any failure): the run goes
+  // on from its own last checkpoint, as a PyTorchJob expects of its workers.
+  const int torchrun_restarts = launch::torchrun_restart_count(job_getenv);
+  bool auto_resumed = false;
+  if (resume_dir.empty() && torchrun_restarts > 0) {
+    const std::string out = resolve(f, "", place).out;
+    if (fs::exists(fs::path(out) / "checkpoint" / "state.json")) {
+      resume_dir = train::find_checkpoint_dir(out);
+      auto_resumed = true;
+      log_info("restart ", torchrun_restarts,
+               " under torchrun (TORCHELASTIC_RESTART_COUNT): "
+               "resuming from ",
+               resume_dir);
+    }
+  }
   const train::TrainConfig config = resolve(f, resume_dir, place);
   // A resume continues the run it was given; into another --out it is a new run there, and
   // must not replace or append to what that directory holds.
@@ -307,7 +323,7 @@ void run_train(const TrainFlags& f) {
     trainer.load_weights(f.init_from);
     log_info("initialised the weights from ", f.init_from);
   }
-  prepare_outputs(f, trainer, config);
+  prepare_outputs(f, trainer, config, auto_resumed);
   const train::StopOnSignal stop_on_signal;
   report(trainer.run(), trainer.writes_outputs(), config);
 }

@@ -201,6 +201,16 @@ RankEnv read_rank_env(const GetEnv& getenv) {
   return env;
 }
 
+int torchrun_restart_count(const GetEnv& getenv) {
+  const char* v = getenv("TORCHELASTIC_RESTART_COUNT");
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  BRAID_CHECK(*end == '\0' && n >= 0 && n < (1L << 30), "TORCHELASTIC_RESTART_COUNT='", v,
+              "': expected a count >= 0 (torchrun sets it)");
+  return static_cast<int>(n);
+}
+
 std::chrono::milliseconds read_timeout(const GetEnv& getenv) {
   const std::optional<EnvVar> var = first_set(getenv, {"BRAID_TIMEOUT_S"});
   if (!var) return comm::kDefaultTimeout;

@@ -41,6 +41,10 @@ struct RankEnv {
 
 RankEnv read_rank_env(const GetEnv& getenv = ::getenv);
 
+// TORCHELASTIC_RESTART_COUNT: how many times torchrun's elastic agent restarted the job's
+// workers before this process (0 when unset: a first start, or another launcher).
+int torchrun_restart_count(const GetEnv& getenv = ::getenv);
+
 // BRAID_TIMEOUT_S (seconds, may be fractional, > 0): the deadline of every comm wait.
 // Unset: comm::kDefaultTimeout.
 std::chrono::milliseconds read_timeout(const GetEnv& getenv = ::getenv);
