@@ -9,6 +9,9 @@
 namespace braid::comm {
 namespace {
 
+// How often a process waiting for a place looks whether it should give up.
+constexpr std::chrono::milliseconds kGiveUpEvery{100};
+
 // A value no key of this protocol ever holds: compare_set with it reads without writing.
 constexpr std::string_view kNeverStored = "\x01never";
 
@@ -69,13 +72,26 @@ int64_t read_int(Store& store, const std::string& key) { return store.add(key, 0
 }  // namespace
 
 Round join_round(Store& store, const std::string& member, int64_t number, int64_t commit_step,
-                 Deadline deadline) {
+                 Deadline deadline, const std::function<bool()>& give_up) {
   BRAID_CHECK(!member.empty() && member.find_first_of(" :\n") == std::string::npos,
               "elastic member id '", member, "' must be nonempty without spaces or colons");
   if (number <= 0) number = read_int(store, "elastic/round") + 1;
   while (true) {
     append(store, round_key(number, "asks"), member + ":" + std::to_string(commit_step));
-    const std::string text = store.get_string(round_key(number, "members"), deadline);
+    std::string text;
+    while (true) {
+      const bool last = deadline.at() - Clock::now() <= kGiveUpEvery;
+      try {
+        text = store.get_string(round_key(number, "members"),
+                                last ? deadline : Deadline::after(kGiveUpEvery));
+        break;
+      } catch (const TimeoutError&) {
+        if (last) throw;
+      }
+      if (give_up && give_up())
+        BRAID_THROW(Error, "elastic: ", member, " stopped waiting for a place in round ", number,
+                    " (asked to stop)");
+    }
     const size_t nl = text.find('\n');
     const std::string head = text.substr(0, nl);
     const std::string tail = nl == std::string::npos ? "" : text.substr(nl + 1);

@@ -51,8 +51,10 @@ struct Round {
 // is listed in closes; a round that closed without it makes it ask for the next. Throws
 // Error when the coordinator failed the round (too few members left: the reason is in the
 // message), TimeoutError at `deadline`.
+// `give_up`, looked at every 100 ms of the wait, ends it with an Error saying so (a stop
+// request: the process must not sit out its launcher's grace period in here).
 Round join_round(Store& store, const std::string& member, int64_t number, int64_t commit_step,
-                 Deadline deadline);
+                 Deadline deadline, const std::function<bool()>& give_up = {});
 
 // The newest round a newcomer asked for while the members trained, or 0: members that see
 // it regroup into it at their next commit. One store operation.

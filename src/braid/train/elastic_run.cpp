@@ -9,6 +9,7 @@
 #include "train/config_agreement.h"
 #include "train/data_setup.h"
 #include "train/model_spec.h"
+#include "train/stop_signal.h"
 
 namespace braid::train {
 namespace {
@@ -53,6 +54,10 @@ TrainConfig round_config(const TrainConfig& config, int launch_world, int world)
 
 RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
   BRAID_CHECK(setup.store && setup.connect, "run_elastic: no store or connect");
+  BRAID_CHECK(config.zero_stage == 0, "elastic jobs do not shard yet (zero_stage ",
+              config.zero_stage,
+              "): every rank of a round must hold the whole training state to hand it on; "
+              "drop zero_stage, or train ZeRO without --min-ranks and resume from checkpoints");
   BRAID_CHECK(config.strategy == "auto" || config.strategy == "ddp" || config.strategy == "single",
               "elastic jobs train with strategy ddp for now (this config has ", config.strategy,
               "): ZeRO, local SGD, pipelines and parameter servers keep a fixed world");
@@ -72,9 +77,9 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
   int previous_world = 0;
   std::string reason = "started";  // why the next round forms
   while (true) {
-    const comm::Round round = comm::join_round(*setup.store, setup.member, ask,
-                                               commit.empty() ? comm::kNoCommit : commit.step,
-                                               comm::Deadline::after(setup.timeout));
+    const comm::Round round = comm::join_round(
+        *setup.store, setup.member, ask, commit.empty() ? comm::kNoCommit : commit.step,
+        comm::Deadline::after(setup.timeout), [] { return stop_requested() != 0; });
     if (round.finished) {
       log_info("elastic: the job finished before ", setup.member, " got a place; nothing to do");
       RunOutcome out;
