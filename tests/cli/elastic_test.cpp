@@ -310,9 +310,9 @@ TEST(Elastic, UnderTorchrunsElasticAgentAKilledRankResumesFromTheCheckpoint) {
   Process job(argv, {{"BRAID_SECRET", "0123456789abcdef0123456789abcdef"}});
   HangGuard guard(job.pid(), kHangLimit);
   ASSERT_TRUE(job.wait_for("epoch 1/10  step 200/")) << job.output();
-  // A worker: torchrun's child running braid train.
+  // A worker: a child of this torchrun (other tests may run braid at the same time).
   FILE* pgrep =
-      ::popen(("pgrep -f '^" + std::string(BRAID_BINARY) + " train' | head -1").c_str(), "r");
+      ::popen(("pgrep -P " + std::to_string(job.pid()) + " -f ' train ' | head -1").c_str(), "r");
   long victim = 0;
   ASSERT_EQ(std::fscanf(pgrep, "%ld", &victim), 1);
   ::pclose(pgrep);
