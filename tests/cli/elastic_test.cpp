@@ -74,7 +74,9 @@ std::string run_args(const TempDir& tmp, int64_t steps) {
   // 12 x the ranks of every test here is shared evenly by every membership it goes through.
   flags.replace(flags.find("--batch 16"), 10, "--batch 12");
   // A millisecond's sleep a step keeps a run's length in the test's hands on any machine.
-  return flags + "--optimizer sgd --epochs 100 --slow-step-ms 1 --max-steps " +
+  // Checkpoints every 100 steps, so a kill may land in one's writing too.
+  return flags +
+         "--optimizer sgd --epochs 100 --slow-step-ms 1 --checkpoint-every 100 --max-steps " +
          std::to_string(steps) + " --out " + tmp.file("run");
 }
 
