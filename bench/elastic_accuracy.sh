@@ -18,9 +18,9 @@ $braid launch -n 4 --min-ranks 1 --max-restarts "$kills" -- $braid "${args[@]}" 
   --out "$out/killed" > "$out/killed.log" 2>&1 &
 job=$!
 # Kill only while it trains with every rank, spread over the run.
-sleep 5
+sleep 3
 for ((k = 0; k < kills; k++)); do
-  sleep "$(awk -v s=$RANDOM 'BEGIN { srand(s); print 2 + 4 * rand() }')"
+  sleep "$(awk -v s=$RANDOM 'BEGIN { srand(s); print 1 + 2 * rand() }')"
   mapfile -t ranks < <(pgrep -P "$job" -f " train " || true)
   ((${#ranks[@]} == 0)) && break
   kill -9 "${ranks[RANDOM % ${#ranks[@]}]}" 2>/dev/null || true
