@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/timeline.h"
+#include "core/timer.h"
 #include "nn/module.h"
 #include "nn/params.h"
 #include "parallel/ps_protocol.h"
@@ -185,6 +186,9 @@ class Trainer {
   // Saves <out>/checkpoint through .partial (every rank calls it; rank 0 writes).
   void checkpoint_now();
   // run()'s units of progress work on the trainer's state.
+  // The units' evaluation record: the model evaluated now, as of `step`, timed, with the
+  // weight average's too where the run keeps one; `run` is the run's clock.
+  Evaluated evaluated(const char* when, int64_t step, const Stopwatch& run);
   friend class StepUnit;
   friend class FedAvgRoundUnit;
   friend class EvaluatorPollUnit;

@@ -76,17 +76,7 @@ class EvaluatorPollUnit : public ProgressUnit {
   bool eval_due() const override { return true; }
 
   std::optional<Evaluated> evaluate(const char*, const Stopwatch& run) override {
-    Stopwatch w;
-    const EvalResult r = t_.evaluate(t_.config_.eval_batches);
-    Evaluated e;
-    e.when = over_ ? "final" : "step";
-    e.step = evaluated_ / per_step_;
-    e.epoch = t_.epoch_;
-    e.loss = r.loss;
-    e.accuracy = r.accuracy;
-    e.samples = r.samples;
-    e.seconds = w.elapsed();
-    e.run_seconds = run.elapsed();
+    Evaluated e = t_.evaluated(over_ ? "final" : "step", evaluated_ / per_step_, run);
     e.updates = evaluated_;
     return e;
   }

@@ -171,18 +171,7 @@ class FedAvgRoundUnit : public ProgressUnit {
 
   std::optional<Evaluated> evaluate(const char* when, const Stopwatch& run) override {
     if (!t_.strategy_->evaluates()) return std::nullopt;
-    Stopwatch w;
-    const EvalResult r = t_.evaluate(t_.config_.eval_batches);
-    Evaluated e;
-    e.when = when;
-    e.step = t_.step_;
-    e.epoch = t_.epoch_;
-    e.loss = r.loss;
-    e.accuracy = r.accuracy;
-    e.samples = r.samples;
-    e.seconds = w.elapsed();
-    e.run_seconds = run.elapsed();
-    return e;
+    return t_.evaluated(when, t_.step_, run);
   }
 
   bool reached_end() const override {

@@ -2,6 +2,7 @@
 // work; this loop decides, the same way for each, when to evaluate and whether that
 // converged, when to checkpoint and when the run ends, and publishes what happened
 // (run_events.h).
+#include <cmath>
 #include <filesystem>
 
 #include "core/log.h"
@@ -43,6 +44,31 @@ RunOutcome Trainer::run(int64_t stop_at_step) {
     events.publish(Failed{step_, e.what()});
     throw;
   }
+}
+
+Evaluated Trainer::evaluated(const char* when, int64_t step, const Stopwatch& run) {
+  Stopwatch w;
+  const EvalResult r = evaluate(config_.eval_batches);
+  const bool lm = model_.task == Task::language_model;
+  Evaluated e;
+  e.when = when;
+  e.step = step;
+  e.epoch = epoch_;
+  e.loss = r.loss;
+  e.samples = r.samples;
+  if (lm)
+    e.bits_per_byte = r.loss / std::log(2.0);
+  else
+    e.accuracy = r.accuracy;
+  if (average_) {
+    const EvalResult a = evaluate_average(config_.eval_batches);
+    e.ema_loss = a.loss;
+    if (!lm) e.ema_accuracy = a.accuracy;
+  }
+  e.seconds = w.elapsed();
+  // Since the run started, this evaluation included: the clock of time-to-accuracy.
+  e.run_seconds = run.elapsed();
+  return e;
 }
 
 RunOutcome Trainer::run_units(ProgressUnit& unit, const RunEvents& events, bool writer) {

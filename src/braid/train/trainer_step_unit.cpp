@@ -134,28 +134,7 @@ class StepUnit : public ProgressUnit {
 
   std::optional<Evaluated> evaluate(const char* when, const Stopwatch& run) override {
     if (!t_.strategy_->evaluates()) return std::nullopt;
-    Stopwatch w;
-    const EvalResult r = t_.evaluate(t_.config_.eval_batches);
-    Evaluated e;
-    e.when = when;
-    e.step = t_.step_;
-    e.epoch = t_.epoch_;
-    e.loss = r.loss;
-    e.samples = r.samples;
-    e.seconds = w.elapsed();
-    // Since the run started, this evaluation included: the clock of time-to-accuracy.
-    e.run_seconds = run.elapsed();
-    if (is_lm_)
-      e.bits_per_byte = r.loss / std::log(2.0);
-    else
-      e.accuracy = r.accuracy;
-    if (t_.average_) {
-      const EvalResult a = t_.evaluate_average(t_.config_.eval_batches);
-      e.ema_loss = a.loss;
-      if (!is_lm_) e.ema_accuracy = a.accuracy;
-      e.seconds = w.elapsed();
-    }
-    return e;
+    return t_.evaluated(when, t_.step_, run);
   }
 
   bool close_period() override {
