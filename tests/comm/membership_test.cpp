@@ -35,7 +35,17 @@ class CoordinatorThread {
     std::lock_guard lock(mutex_);
     gone_[member] = true;
   }
-  std::vector<ClosedRound> closed() {
+  // The rounds closed, once there are `count` (a member hears of a round as the coordinator
+  // writes it, a moment before this thread records it).
+  std::vector<ClosedRound> closed(size_t count) {
+    const auto until = std::chrono::steady_clock::now() + kWait;
+    while (std::chrono::steady_clock::now() < until) {
+      {
+        std::lock_guard lock(mutex_);
+        if (closed_.size() >= count) return closed_;
+      }
+      std::this_thread::sleep_for(1ms);
+    }
     std::lock_guard lock(mutex_);
     return closed_;
   }
@@ -142,8 +152,9 @@ TEST(Membership, ASilentMemberIsLeftOutAfterTheRendezvousTimeout) {
   // b is alive (stopped, say) and never asks.
   const Round r = ask(*store, "a", 0, kNoCommit).get();
   EXPECT_EQ(r.members, (std::vector<std::string>{"a"}));
-  ASSERT_EQ(coordinator.closed().size(), 1u);
-  EXPECT_EQ(coordinator.closed()[0].left_out, (std::vector<std::string>{"b"}));
+  const std::vector<ClosedRound> closed = coordinator.closed(1);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].left_out, (std::vector<std::string>{"b"}));
 }
 
 TEST(Membership, TooFewMembersFailTheRoundWithTheReason) {
