@@ -1,6 +1,7 @@
 #include "train/elastic_run.h"
 
 #include <cstring>
+#include <filesystem>
 
 #include "comm/collectives.h"
 #include "core/error.h"
@@ -60,7 +61,8 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
               "drop zero_stage, or train ZeRO without --min-ranks and resume from checkpoints");
   BRAID_CHECK(config.strategy == "auto" || config.strategy == "ddp" || config.strategy == "single",
               "elastic jobs train with strategy ddp for now (this config has ", config.strategy,
-              "): ZeRO, local SGD, pipelines and parameter servers keep a fixed world");
+              "): local SGD, pipelines, tensor parallelism and parameter servers keep a fixed "
+              "world");
   TrainConfig base = config;
   base.strategy = "ddp";
   TrainCommit commit;  // this process's newest
@@ -103,6 +105,12 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
       const double built = since_round.elapsed();
       if (has_state) {
         trainer.restore(shared);
+      } else if (round.number > 1 && std::filesystem::exists(std::filesystem::path(base.out) /
+                                                             "checkpoint" / "state.json")) {
+        // Every member that held the state is gone: the run's last checkpoint is what is left.
+        log_warn("elastic: no member of round ", round.number,
+                 " holds the training state; resuming from the run's checkpoint in ", base.out);
+        trainer.load_checkpoint(base.out);
       } else if (!setup.resume_dir.empty()) {
         trainer.load_checkpoint(setup.resume_dir);
       }
@@ -115,12 +123,11 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
         change.resumed_from_step = trainer.global_step();
         change.ready_seconds = since_round.elapsed();
         trainer.note_membership(change);
-      }
-      if (round.number > 1)
         log_info("elastic: round ", round.number, ": ", round.world(), " ranks (",
                  members_text(round), ") at step ", trainer.global_step(), ", global batch ",
                  cfg.global_batch, "; ready in ", since_round.elapsed(), " s (connect ", connected,
                  ", state ", shared_at - connected, ", build ", built - shared_at, ")");
+      }
       if (round.number == 1 && first_trainer && setup.on_first_trainer)
         setup.on_first_trainer(trainer);
       first_trainer = false;
