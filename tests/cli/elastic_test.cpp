@@ -175,6 +175,30 @@ TEST(Elastic, DeterministicJobThatLostARankEqualsTheSameMembershipChangeUndistur
       << job->output();
 }
 
+// Every rank killed at once: the restarted processes hold no state, so the new round goes
+// on from the run's last checkpoint (every 100 steps), not from scratch.
+TEST(Elastic, EveryRankLostAtOnceGoesOnFromTheRunsCheckpoint) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  auto job = launch({"-n", "2", "--min-ranks", "1", "--max-restarts", "2"}, run_args(tmp, 3000));
+  HangGuard guard(job->pid(), kHangLimit);
+  const pid_t a = rank_pid(*job, 0), b = rank_pid(*job, 1);
+  ASSERT_GT(a, 0) << job->output();
+  ASSERT_GT(b, 0) << job->output();
+  // A checkpoint exists (step 100 was saved before step 200's progress line).
+  ASSERT_TRUE(job->wait_for("epoch 1/100  step 200/")) << job->output();
+  ::kill(a, SIGKILL);
+  ::kill(b, SIGKILL);
+  const int code = job->finish();
+  ASSERT_FALSE(guard.fired()) << job->output();
+  EXPECT_EQ(code, 0) << job->output();
+  EXPECT_TRUE(has_text(job->output(),
+                       "holds the training state; resuming from the run's "
+                       "checkpoint"))
+      << job->output();
+  EXPECT_TRUE(has_text(job->output(), "done: 3000 steps")) << job->output();
+}
+
 // SIGTERM to one rank alone: it leaves at a step boundary (exit 0), the others regroup
 // without it and finish; nothing is restarted.
 TEST(Elastic, ARankAskedToStopAloneLeavesAndTheOthersFinish) {
