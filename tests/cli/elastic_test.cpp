@@ -196,6 +196,15 @@ TEST(Elastic, EveryRankLostAtOnceGoesOnFromTheRunsCheckpoint) {
                        "holds the training state; resuming from the run's "
                        "checkpoint"))
       << job->output();
+  // It went on from a saved step (100 or later), not from step 0.
+  const size_t at = job->output().find("elastic: round 2: 2 ranks (");
+  ASSERT_NE(at, std::string::npos) << job->output();
+  long step = 0;
+  ASSERT_EQ(std::sscanf(job->output().c_str() + job->output().find(") at step ", at),
+                        ") at step %ld", &step),
+            1);
+  EXPECT_GE(step, 100) << job->output();
+  EXPECT_EQ(step % 100, 0) << job->output();
   EXPECT_TRUE(has_text(job->output(), "done: 3000 steps")) << job->output();
 }
 
