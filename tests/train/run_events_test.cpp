@@ -110,8 +110,8 @@ TEST(RunEvents, AStepRunPublishesInOrderAndMetricsHoldTheSameRecords) {
   // metrics.jsonl: the records of these events, with today's keys and the events' values.
   const std::vector<json> records = records_of(tmp.file("out") + "/metrics.jsonl");
   const std::set<std::string> train_keys = {
-      "event",     "step",    "epoch",           "loss",         "lr",
-      "samples/s", "step_ms", "comm_exposed_ms", "data_wait_ms", "seconds", "time"};
+      "event",           "step",         "epoch",   "loss", "lr", "samples/s", "step_ms",
+      "comm_exposed_ms", "data_wait_ms", "seconds", "time"};
   const std::set<std::string> eval_keys = {"event",   "when",        "step",    "epoch",   "loss",
                                            "samples", "run_seconds", "seconds", "accuracy"};
   size_t steps = 0, evals = 0;
