@@ -170,15 +170,12 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
       return out;
     } catch (const IoError& e) {
       reason = std::string("a member was lost: ") + e.what();
-      log_warn("elastic: round ", round.number, " lost a member: ", e.what(),
-               commit.empty() ? std::string("; starting over")
-                              : detail::concat("; rolling back to step ", commit.step));
     } catch (const TimeoutError& e) {
       reason = std::string("a member stopped making progress: ") + e.what();
-      log_warn("elastic: round ", round.number, " stopped making progress: ", e.what(),
-               commit.empty() ? std::string("; starting over")
-                              : detail::concat("; rolling back to step ", commit.step));
     }
+    log_warn("elastic: round ", round.number, ": ", reason,
+             commit.empty() ? std::string("; starting over")
+                            : detail::concat("; rolling back to step ", commit.step));
     fruitless = commit.step == step_before ? fruitless + 1 : 0;
     BRAID_CHECK(fruitless < kMaxFruitlessRounds, "elastic: ", fruitless,
                 " rounds in a row failed before a step completed (last at step ", commit.step,
