@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/elastic_job.h"
 #include "cli/fault_helpers.h"
 #include "cli/run_braid.h"
 #include "cli/same_checkpoint.h"
@@ -32,41 +33,15 @@
 
 namespace {
 
+using braid::testing::elastic_launch;
 using braid::testing::HangGuard;
 using braid::testing::has_text;
+using braid::testing::kHangLimit;
 using braid::testing::let_it_compute;
 using braid::testing::Process;
+using braid::testing::rank_pid;
 using braid::testing::TempDir;
-
-constexpr auto kHangLimit = std::chrono::seconds(240);
-
-std::string train_command(const std::string& train_args) {
-  return "echo pid $$; exec " + std::string(BRAID_BINARY) + " train " + train_args;
-}
-
-// `braid launch LAUNCH_ARGS -- sh -c 'echo pid $$; exec braid train TRAIN_ARGS'`.
-std::unique_ptr<Process> launch(const std::vector<std::string>& launch_args,
-                                const std::string& train_args,
-                                const std::map<std::string, std::string>& vars = {}) {
-  std::vector<std::string> argv = {BRAID_BINARY, "launch"};
-  argv.insert(argv.end(), launch_args.begin(), launch_args.end());
-  for (const char* a : {"--", "sh", "-c"}) argv.emplace_back(a);
-  argv.push_back(train_command(train_args));
-  return std::make_unique<Process>(argv, vars);
-}
-
-// The pid the `count`-th process of rank slot `rank` printed (1: the first, 2: its first
-// restart), after waiting for its line; 0 if the output ended first.
-pid_t rank_pid(Process& p, int rank, int count = 1) {
-  const std::string tag = "[rank " + std::to_string(rank) + "] pid ";
-  if (!p.wait_for(tag, count)) return 0;
-  const std::string& out = p.output();
-  size_t at = 0;
-  for (int i = 0; i < count; ++i) at = out.find(tag, i == 0 ? 0 : at + 1);
-  int pid = 0;
-  if (std::sscanf(out.c_str() + at + tag.size(), "%d", &pid) != 1) return 0;
-  return pid;
-}
+using braid::testing::train_command;
 
 // A run long enough to be killed several times on a loaded machine; checkpoints at its end.
 std::string run_args(const TempDir& tmp, int64_t steps) {
@@ -90,7 +65,8 @@ TEST(Elastic, KilledRanksRankZeroIncludedAreRestartedAndTheJobFinishes) {
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
-  auto job = launch({"-n", "4", "--min-ranks", "2", "--max-restarts", "3"}, run_args(tmp, 9000));
+  auto job =
+      elastic_launch({"-n", "4", "--min-ranks", "2", "--max-restarts", "3"}, run_args(tmp, 9000));
   HangGuard guard(job->pid(), kHangLimit);
   ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
   // Rank 0 first (it hosts nothing, writes the outputs), then two random ranks.
@@ -137,8 +113,9 @@ TEST(Elastic, DeterministicJobThatLostARankEqualsTheSameMembershipChangeUndistur
   std::string args = braid::testing::tiny_mlp_flags(tmp);
   args.replace(args.find("--batch 16"), 10, "--batch 10 --global-batch 40");
   args += "--optimizer sgd --deterministic --epochs 10 ";
-  auto job = launch({"-n", "4", "--min-ranks", "2", "--max-restarts", "0"},
-                    args + "--slow-step-ms 2 --max-steps 4000 --out " + tmp.file("elastic"));
+  auto job =
+      elastic_launch({"-n", "4", "--min-ranks", "2", "--max-restarts", "0"},
+                     args + "--slow-step-ms 2 --max-steps 4000 --out " + tmp.file("elastic"));
   HangGuard guard(job->pid(), kHangLimit);
   const int victim = static_cast<int>(rng() % 4);
   const pid_t pid = rank_pid(*job, victim);
@@ -180,7 +157,8 @@ TEST(Elastic, DeterministicJobThatLostARankEqualsTheSameMembershipChangeUndistur
 TEST(Elastic, EveryRankLostAtOnceGoesOnFromTheRunsCheckpoint) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
-  auto job = launch({"-n", "2", "--min-ranks", "1", "--max-restarts", "2"}, run_args(tmp, 3000));
+  auto job =
+      elastic_launch({"-n", "2", "--min-ranks", "1", "--max-restarts", "2"}, run_args(tmp, 3000));
   HangGuard guard(job->pid(), kHangLimit);
   const pid_t a = rank_pid(*job, 0), b = rank_pid(*job, 1);
   ASSERT_GT(a, 0) << job->output();
@@ -213,7 +191,8 @@ TEST(Elastic, EveryRankLostAtOnceGoesOnFromTheRunsCheckpoint) {
 TEST(Elastic, ARankAskedToStopAloneLeavesAndTheOthersFinish) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
-  auto job = launch({"-n", "3", "--min-ranks", "2", "--max-restarts", "3"}, run_args(tmp, 3000));
+  auto job =
+      elastic_launch({"-n", "3", "--min-ranks", "2", "--max-restarts", "3"}, run_args(tmp, 3000));
   HangGuard guard(job->pid(), kHangLimit);
   const pid_t leaver = rank_pid(*job, 1);
   ASSERT_GT(leaver, 0) << job->output();
@@ -234,7 +213,8 @@ TEST(Elastic, ProcessesStartedByHandJoinTheRunningJob) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
   const std::string join_file = tmp.file("join.env");
-  auto job = launch({"-n", "2", "--max-ranks", "4", "--join-file", join_file}, run_args(tmp, 4000));
+  auto job = elastic_launch({"-n", "2", "--max-ranks", "4", "--join-file", join_file},
+                            run_args(tmp, 4000));
   HangGuard guard(job->pid(), kHangLimit);
   ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
   std::map<std::string, std::string> vars;
@@ -261,9 +241,9 @@ TEST(Elastic, ProcessesStartedByHandJoinTheRunningJob) {
 TEST(Elastic, AStoppedRankIsLeftOutAfterTheRendezvousTimeoutAndRestarted) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
-  auto job =
-      launch({"-n", "3", "--min-ranks", "2", "--max-restarts", "1", "--rendezvous-timeout", "1"},
-             run_args(tmp, 4000), {{"BRAID_TIMEOUT_S", "3"}});
+  auto job = elastic_launch(
+      {"-n", "3", "--min-ranks", "2", "--max-restarts", "1", "--rendezvous-timeout", "1"},
+      run_args(tmp, 4000), {{"BRAID_TIMEOUT_S", "3"}});
   HangGuard guard(job->pid(), kHangLimit);
   const pid_t staller = rank_pid(*job, 2);
   ASSERT_GT(staller, 0) << job->output();
@@ -283,7 +263,8 @@ TEST(Elastic, AStoppedRankIsLeftOutAfterTheRendezvousTimeoutAndRestarted) {
 TEST(Elastic, TooFewRanksLeftFailTheJobNamingWhy) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
-  auto job = launch({"-n", "2", "--min-ranks", "2", "--max-restarts", "0"}, run_args(tmp, 20000));
+  auto job =
+      elastic_launch({"-n", "2", "--min-ranks", "2", "--max-restarts", "0"}, run_args(tmp, 20000));
   HangGuard guard(job->pid(), kHangLimit);
   const pid_t victim = rank_pid(*job, 1);
   ASSERT_GT(victim, 0) << job->output();

@@ -31,6 +31,19 @@ Strategy::Strategy(std::unique_ptr<nn::Module> module, StepOptions options)
 
 Strategy::~Strategy() = default;
 
+void Strategy::cut_shard(StateShard& into) const {
+  (void)into;
+  BRAID_THROW(Error, "strategy ", name(),
+              " holds its state whole on every rank: it has no shard to cut");
+}
+
+void Strategy::pass_shard_on(const StateShard& mine, StateShard& from_left) {
+  (void)mine;
+  (void)from_left;
+  BRAID_THROW(Error, "strategy ", name(),
+              " holds its state whole on every rank: it passes no shard on");
+}
+
 void Strategy::declare() {
   if (declared_) return;
   module_->declare(params_, "");

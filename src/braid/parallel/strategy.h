@@ -25,6 +25,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "parallel/micro_batches.h"
+#include "parallel/state_shard.h"
 
 namespace braid::data {
 struct Batch;
@@ -131,6 +132,17 @@ class Strategy {
     (void)on;
     return false;
   }
+
+  // Elastic training of a strategy whose ranks each hold only a share of the state (ZeRO):
+  // commits keep shards (parallel/state_shard.h) instead of the whole state. cut_shard
+  // copies this rank's share; pass_shard_on sends `mine` to the next rank of the group and
+  // receives the previous rank's into `from_left` (collective: every rank calls it).
+  virtual bool shards_state() const { return false; }
+  virtual void cut_shard(StateShard& into) const;
+  virtual void pass_shard_on(const StateShard& mine, StateShard& from_left);
+  // The names, dtypes and shapes of optimizer_state() in the full logical layout, on every
+  // rank (a sharded strategy gathers the state itself on rank 0 only).
+  virtual optim::NamedTensors optimizer_state_layout() const { return optimizer_state(); }
 
   nn::Module& module() { return *module_; }
   nn::ParamSet& params() { return params_; }

@@ -91,6 +91,11 @@ class Zero : public Strategy {
 
   std::string_view optimizer_name() const override;
   optim::NamedTensors optimizer_state() const override;
+  optim::NamedTensors optimizer_state_layout() const override;
+  // Elastic training (zero_shard.cpp): this rank's chunks of every bucket are its shard.
+  bool shards_state() const override { return true; }
+  void cut_shard(StateShard& into) const override;
+  void pass_shard_on(const StateShard& mine, StateShard& from_left) override;
   void load_optimizer_state(const optim::NamedTensors& state) override;
 
   // One bucket and this rank's chunk of it.

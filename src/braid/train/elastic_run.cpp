@@ -7,9 +7,11 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "parallel/strategy.h"
 #include "train/config_agreement.h"
 #include "train/data_setup.h"
 #include "train/model_spec.h"
+#include "train/shard_recovery.h"
 #include "train/stop_signal.h"
 
 namespace braid::train {
@@ -22,15 +24,15 @@ constexpr int kMaxFruitlessRounds = 5;
 constexpr double kPendingPollSeconds = 0.05;
 
 // The source's commit on every member of the round: its size, then its bytes.
-TrainCommit share_commit(comm::Group& group, const comm::Round& round, const TrainCommit& mine) {
+TrainCommit share_commit(comm::Group& group, int source, const TrainCommit& mine) {
   std::vector<uint8_t> bytes;
-  if (round.rank == round.source) bytes = mine.bytes();
+  if (group.rank() == source) bytes = mine.bytes();
   int64_t size = static_cast<int64_t>(bytes.size());
-  comm::broadcast(group, &size, 1, DType::i64, round.source);
+  comm::broadcast(group, &size, 1, DType::i64, source);
   // Sent as 8-byte words: a broadcast moves elements of a dtype, and bytes are any.
   const size_t words = (static_cast<size_t>(size) + 7) / 8;
   bytes.resize(words * 8);
-  comm::broadcast(group, bytes.data(), words, DType::i64, round.source);
+  comm::broadcast(group, bytes.data(), words, DType::i64, source);
   bytes.resize(static_cast<size_t>(size));
   return TrainCommit::from_bytes(bytes);
 }
@@ -55,10 +57,9 @@ TrainConfig round_config(const TrainConfig& config, int launch_world, int world)
 
 RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
   BRAID_CHECK(setup.store && setup.connect, "run_elastic: no store or connect");
-  BRAID_CHECK(config.zero_stage == 0, "elastic jobs do not shard yet (zero_stage ",
-              config.zero_stage,
-              "): every rank of a round must hold the whole training state to hand it on; "
-              "drop zero_stage, or train ZeRO without --min-ranks and resume from checkpoints");
+  BRAID_CHECK(config.zero_stage == 0 || config.ema_decay == 0,
+              "elastic ZeRO jobs keep no weight average yet (ema_decay ", config.ema_decay,
+              "): drop ema_decay, or zero_stage");
   BRAID_CHECK(config.strategy == "auto" || config.strategy == "ddp" || config.strategy == "single",
               "elastic jobs train with strategy ddp for now (this config has ", config.strategy,
               "): local SGD, pipelines, tensor parallelism and parameter servers keep a fixed "
@@ -96,20 +97,36 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
       const double connected = since_round.elapsed();
       const TrainConfig cfg = round_config(base, setup.launch_world, round.world());
       check_same_config(*group, cfg);
-      const bool has_state = round.source_step != comm::kNoCommit;
-      TrainCommit shared = has_state ? share_commit(*group, round, commit) : TrainCommit{};
-      const double shared_at = since_round.elapsed();
       Trainer trainer(cfg, group, true, &data);
       // DDP's steps change nothing until they succeeded: a commit then copies almost nothing.
       trainer.make_transactional();
       const double built = since_round.elapsed();
+      bool has_state = false;
+      TrainCommit shared;
+      if (trainer.strategy().shards_state()) {
+        // ZeRO: the members put a whole commit together on rank 0 from their shards.
+        has_state = gather_shards(*group, commit, trainer.params(),
+                                  trainer.strategy().optimizer_state_layout(), shared);
+        if (has_state) shared = share_commit(*group, 0, shared);
+      } else if (round.source_step != comm::kNoCommit) {
+        has_state = true;
+        shared = share_commit(*group, round.source, commit);
+      }
+      const double shared_at = since_round.elapsed();
+      commit.round = round.number;
       if (has_state) {
         trainer.restore(shared);
       } else if (round.number > 1 && std::filesystem::exists(std::filesystem::path(base.out) /
                                                              "checkpoint" / "state.json")) {
         // Every member that held the state is gone: the run's last checkpoint is what is left.
-        log_warn("elastic: no member of round ", round.number,
-                 " holds the training state; resuming from the run's checkpoint in ", base.out);
+        if (trainer.strategy().shards_state())
+          log_warn("elastic: the members of round ", round.number,
+                   " hold no whole commit (the ranks lost held every copy of a shard: "
+                   "neighbours lost together); resuming from the run's checkpoint in ",
+                   base.out);
+        else
+          log_warn("elastic: no member of round ", round.number,
+                   " holds the training state; resuming from the run's checkpoint in ", base.out);
         trainer.load_checkpoint(base.out);
       } else if (!setup.resume_dir.empty()) {
         trainer.load_checkpoint(setup.resume_dir);
@@ -126,7 +143,7 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
         log_info("elastic: round ", round.number, ": ", round.world(), " ranks (",
                  members_text(round), ") at step ", trainer.global_step(), ", global batch ",
                  cfg.global_batch, "; ready in ", since_round.elapsed(), " s (connect ", connected,
-                 ", state ", shared_at - connected, ", build ", built - shared_at, ")");
+                 ", build ", built - connected, ", state ", shared_at - built, ")");
       }
       if (round.number == 1 && first_trainer && setup.on_first_trainer)
         setup.on_first_trainer(trainer);

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "parallel/state_shard.h"
+
 namespace braid::train {
 
 struct TrainCommit {
@@ -30,7 +32,17 @@ struct TrainCommit {
   bool live = false;
   std::vector<uint8_t> buffers;
 
+  // A strategy that shards its state (ZeRO: Strategy::shards_state) commits shards instead
+  // of the whole state: this rank's and its left neighbour's (passed on at the commit), of
+  // the newest two commits, since a rank lost during a commit leaves some ranks with the
+  // new one and some with the one before. The next round puts a whole state together from
+  // the newest commit every shard of which a member holds (train/shard_recovery.h).
+  // `round`: the elastic round this commit's trainer runs in (set by its caller).
+  int64_t round = 0;
+  parallel::StateShard mine[2], left[2];
+
   bool empty() const { return step < 0; }
+  bool sharded() const { return !mine[0].empty() || !mine[1].empty(); }
   // One buffer holding everything (to send to another rank), and back. Sealed only.
   std::vector<uint8_t> bytes() const;
   static TrainCommit from_bytes(const std::vector<uint8_t>& bytes);

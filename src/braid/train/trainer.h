@@ -173,6 +173,10 @@ class Trainer {
   int64_t schedule_steps() const;
   std::unique_ptr<optim::Schedule> make_schedule(int64_t total_steps) const;
   void check_position(const nlohmann::json& train_state, const std::string& dir) const;
+  // The position commits and checkpoints record: step, epoch, loader, stop rules, ...
+  nlohmann::json position_json() const;
+  // commit() of a strategy that shards its state (TrainCommit::mine, left).
+  void commit_shards(TrainCommit& into, std::string position);
   struct ResumePosition {
     int64_t position = 0;  // batches of this rank into the epoch
     int64_t samples = 0;   // samples of the epoch's global order before it

@@ -73,6 +73,11 @@ std::vector<uint8_t> get_block(const std::vector<uint8_t>& in, size_t& at) {
   return out;
 }
 
+// The slot of the older commit of two, which the next one overwrites.
+parallel::StateShard& older(parallel::StateShard (&slots)[2]) {
+  return slots[0].step <= slots[1].step ? slots[0] : slots[1];
+}
+
 }  // namespace
 
 std::vector<uint8_t> TrainCommit::bytes() const {
@@ -103,21 +108,35 @@ void Trainer::make_transactional(bool on) {
   transactional_ = strategy_->make_transactional(on) && on;
 }
 
+void Trainer::commit_shards(TrainCommit& into, std::string position) {
+  parallel::StateShard& mine = older(into.mine);
+  mine.step = -1;  // until the whole of it is copied
+  strategy_->cut_shard(mine);
+  mine.round = into.round;
+  mine.position = std::move(position);
+  std::vector<NamedTensor> buffers;
+  for (const nn::NamedBuffer& b : params().buffers()) buffers.push_back({b.name, b.value});
+  pack(buffers, mine.buffers);
+  mine.step = step_;
+  into.step = step_;
+  into.live = false;
+  // The neighbour's shard of this commit: a rank lost now leaves this rank's own copy, and
+  // the previous commit whole.
+  strategy_->pass_shard_on(mine, older(into.left));
+}
+
 void Trainer::commit(TrainCommit& into) {
+  if (strategy_->shards_state()) {
+    BRAID_CHECK(!average_, "elastic training of a sharded strategy keeps no weight average yet; ",
+                "drop the weight average or zero_stage");
+    return commit_shards(into, position_json().dump());
+  }
   if (!transactional_) {
     strategy_->synchronize();
     strategy_->gather_for_checkpoint();
   }
-  json pos = {{"step", step_}, {"epoch", epoch_}, {"step_offset", step_offset_}};
-  if (train_loader_) {
-    const data::LoaderState ls = train_loader_->state();
-    pos["loader"] = {{"epoch", ls.epoch}, {"position", ls.position}};
-  }
-  pos["stop_rules"] = stop_rules_.state();
-  if (const optim::LossScaler* s = strategy_->loss_scaler()) pos["loss_scaler"] = s->state();
-  if (average_) pos["ema_updates"] = average_->updates();
   into.step = step_;
-  into.position = pos.dump();
+  into.position = position_json().dump();
   into.live = transactional_;
   if (transactional_) {
     std::vector<NamedTensor> buffers;
@@ -133,6 +152,18 @@ void Trainer::commit(TrainCommit& into) {
     pack(average_->state_dict(), into.average);
   else
     into.average.clear();
+}
+
+nlohmann::json Trainer::position_json() const {
+  json pos = {{"step", step_}, {"epoch", epoch_}, {"step_offset", step_offset_}};
+  if (train_loader_) {
+    const data::LoaderState ls = train_loader_->state();
+    pos["loader"] = {{"epoch", ls.epoch}, {"position", ls.position}};
+  }
+  pos["stop_rules"] = stop_rules_.state();
+  if (const optim::LossScaler* s = strategy_->loss_scaler()) pos["loss_scaler"] = s->state();
+  if (average_) pos["ema_updates"] = average_->updates();
+  return pos;
 }
 
 void Trainer::seal_commit(TrainCommit& c) {
@@ -162,7 +193,7 @@ void Trainer::restore(const TrainCommit& from) {
   unpack(from.model, state_dict(params()), "model");
   // Fresh tensors of the optimizer state's names and shapes, filled from the commit.
   optim::NamedTensors opt;
-  for (const auto& [name, t] : strategy_->optimizer_state())
+  for (const auto& [name, t] : strategy_->optimizer_state_layout())
     opt.emplace_back(name, Tensor::empty(t.shape(), t.dtype(), MemCategory::optimizer));
   std::vector<NamedTensor> views;
   for (const auto& [name, t] : opt) views.push_back({name, t});

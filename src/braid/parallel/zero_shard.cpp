@@ -1,0 +1,89 @@
+// ZeRO's shards for elastic training (parallel/state_shard.h): a rank's shard is its chunk
+// of every bucket, the chunks its optimizers and (stage 3) its master weights cover.
+#include <cstring>
+
+#include "comm/group.h"
+#include "core/error.h"
+#include "parallel/zero.h"
+
+namespace braid::parallel {
+namespace {
+
+// Point-to-point tag of the shards passed on at a commit (collectives never use p2p tags).
+constexpr uint32_t kShardTag = 0x53484152;  // "SHAR"
+
+}  // namespace
+
+void Zero::cut_shard(StateShard& into) const {
+  const int r = group_->rank();
+  into.world = group_->size();
+  into.rank = r;
+  into.ranges.clear();
+  for (const Bucket& b : buckets_)
+    if (b.mine > 0) {
+      into.ranges.push_back(b.chunk_begin(r));
+      into.ranges.push_back(b.mine);
+    }
+  const int64_t floats = into.floats_per_vector();
+  into.names.clear();
+  for (const auto& [name, t] : buckets_.front().optimizer->state())
+    if (t.dtype() == DType::f32) into.names.push_back(name);
+  into.optimizer_steps = buckets_.front().optimizer->steps();
+  into.values.resize(static_cast<size_t>(floats) * (1 + into.names.size()));
+  float* out = into.values.data();
+  for (const Bucket& b : buckets_) {
+    if (b.mine == 0) continue;
+    const float* params =
+        zero_.stage == 3 ? master_.f32() + b.shard_offset : params_.params() + b.chunk_begin(r);
+    std::memcpy(out, params, static_cast<size_t>(b.mine) * sizeof(float));
+    size_t k = 0;
+    for (const auto& [name, t] : b.optimizer->state()) {
+      if (t.dtype() != DType::f32) continue;
+      ++k;
+      std::memcpy(out + k * static_cast<size_t>(floats), t.f32(),
+                  static_cast<size_t>(b.mine) * sizeof(float));
+    }
+    out += b.mine;
+  }
+}
+
+void Zero::pass_shard_on(const StateShard& mine, StateShard& from_left) {
+  const int n = group_->size(), r = group_->rank();
+  from_left.step = -1;  // until the whole of it arrived
+  if (n == 1) return;
+  const std::vector<uint8_t> sent = mine.bytes();
+  std::vector<uint8_t> received;
+  engine_
+      ->submit("passing the commit's shard to the next rank",
+               [&](comm::Group& g) {
+                 const int right = (r + 1) % n, left = (r + n - 1) % n;
+                 int64_t size = static_cast<int64_t>(sent.size()), left_size = 0;
+                 const comm::RequestId sizes[2] = {
+                     g.isend(right, kShardTag, &size, sizeof size),
+                     g.irecv(left, kShardTag, &left_size, sizeof left_size)};
+                 g.wait(sizes);
+                 BRAID_CHECK(left_size >= 0 && left_size < (int64_t{1} << 40), "zero: rank ", left,
+                             " announced a shard of ", left_size, " bytes");
+                 received.resize(static_cast<size_t>(left_size));
+                 const comm::RequestId data[2] = {
+                     g.isend(right, kShardTag, sent.data(), sent.size()),
+                     g.irecv(left, kShardTag, received.data(), received.size())};
+                 g.wait(data);
+               })
+      .wait();
+  StateShard::from_bytes(received, from_left);
+  BRAID_CHECK(from_left.rank == (r + n - 1) % n && from_left.world == n,
+              "zero: the shard passed on from the previous rank is rank ", from_left.rank, " of ",
+              from_left.world, "'s, not rank ", (r + n - 1) % n, " of ", n, "'s");
+}
+
+optim::NamedTensors Zero::optimizer_state_layout() const {
+  optim::NamedTensors out;
+  for (const auto& [name, t] : buckets_.front().optimizer->state())
+    out.emplace_back(name, t.dtype() == DType::f32
+                               ? Tensor::empty({params_.size()}, DType::f32, MemCategory::other)
+                               : t);
+  return out;
+}
+
+}  // namespace braid::parallel
