@@ -207,9 +207,11 @@ CommitCost commit_cost(train::Trainer& trainer, Ranks& ranks, const TrainBenchFl
     (commits ? with : without).push_back(ranks.max(round.elapsed()) / f.steps);
   }
   trainer.make_transactional(false);
-  return {median(with), median(without),
-          commit.model.size() + commit.optimizer.size() + commit.average.size() +
-              commit.buffers.size() + commit.position.size()};
+  size_t bytes = commit.model.size() + commit.optimizer.size() + commit.average.size() +
+                 commit.buffers.size() + commit.position.size();
+  // A sharded strategy's: its shard, copied and then passed on to the next rank.
+  if (commit.sharded()) bytes = 2 * commit.mine[0].bytes().size();
+  return {median(with), median(without), bytes};
 }
 
 // Compute alone: a one-process trainer of the same model on every rank at once, no

@@ -48,6 +48,16 @@ class LocalSgd : public Ddp {
   std::string_view name() const override { return "local_sgd"; }
   double step(const data::Batch& batch, float lr, int64_t step) override;
   void synchronize() override;
+  // Elastic training: an average rewrites the parameters in place, so a rank lost inside one
+  // leaves them half averaged; commits copy the state at the averages instead.
+  bool make_transactional(bool on = true) override {
+    (void)on;
+    Ddp::make_transactional(false);
+    return false;
+  }
+  bool replicas_agree(int64_t steps_done) const override {
+    return steps_done <= local_.start_step || (steps_done - local_.start_step) % local_.period == 0;
+  }
 
   // Parameter averages so far (from steps, not synchronize()).
   int64_t averages() const { return averages_; }

@@ -59,28 +59,24 @@ int64_t StateShard::floats_per_vector() const {
   return n;
 }
 
-std::vector<uint8_t> StateShard::bytes() const {
-  std::vector<uint8_t> out;
-  out.reserve(128 + ranges.size() * 8 + values.size() * 4 + position.size() + buffers.size());
-  Writer w(out);
-  for (int64_t v : {round, world, rank, step, optimizer_steps}) w.i64(v);
-  w.block(ranges.data(), ranges.size() * sizeof(int64_t));
-  w.i64(static_cast<int64_t>(names.size()));
-  for (const std::string& n : names) w.block(n.data(), n.size());
-  w.block(values.data(), values.size() * sizeof(float));
-  w.block(position.data(), position.size());
-  w.block(buffers.data(), buffers.size());
-  return out;
+namespace {
+
+void write_header(const StateShard& s, Writer& w) {
+  for (int64_t v : {s.round, s.world, s.rank, s.step, s.optimizer_steps}) w.i64(v);
+  w.block(s.ranges.data(), s.ranges.size() * sizeof(int64_t));
+  w.i64(static_cast<int64_t>(s.names.size()));
+  for (const std::string& n : s.names) w.block(n.data(), n.size());
+  w.block(s.position.data(), s.position.size());
+  w.block(s.buffers.data(), s.buffers.size());
 }
 
-void StateShard::from_bytes(const std::vector<uint8_t>& bytes, StateShard& into) {
-  Reader r(bytes);
+void read_header(Reader& r, StateShard& into) {
   into.round = r.i64();
   into.world = r.i64();
   into.rank = r.i64();
   into.step = r.i64();
   into.optimizer_steps = r.i64();
-  size_t n = r.size();
+  const size_t n = r.size();
   BRAID_CHECK(n % (2 * sizeof(int64_t)) == 0, "state shard: ranges of ", n,
               " bytes are not (begin, count) pairs");
   into.ranges.resize(n / sizeof(int64_t));
@@ -92,17 +88,45 @@ void StateShard::from_bytes(const std::vector<uint8_t>& bytes, StateShard& into)
     name.resize(r.size());
     r.take(name.data(), name.size());
   }
-  n = r.size();
-  into.values.resize(n / sizeof(float));
-  r.take(into.values.data(), n);
-  BRAID_CHECK(static_cast<int64_t>(into.values.size()) ==
-                  into.floats_per_vector() * static_cast<int64_t>(1 + into.names.size()),
-              "state shard: ", into.values.size(), " floats do not fill ", 1 + into.names.size(),
-              " vectors over ranges of ", into.floats_per_vector());
   into.position.resize(r.size());
   r.take(into.position.data(), into.position.size());
   into.buffers.resize(r.size());
   r.take(into.buffers.data(), into.buffers.size());
+}
+
+}  // namespace
+
+std::vector<uint8_t> StateShard::header_bytes() const {
+  std::vector<uint8_t> out;
+  Writer w(out);
+  write_header(*this, w);
+  return out;
+}
+
+void StateShard::from_header(const std::vector<uint8_t>& bytes, StateShard& into) {
+  Reader r(bytes);
+  read_header(r, into);
+  BRAID_CHECK(r.done(), "state shard: bytes left after its header");
+}
+
+std::vector<uint8_t> StateShard::bytes() const {
+  std::vector<uint8_t> out;
+  out.reserve(128 + ranges.size() * 8 + values.size() * 4 + position.size() + buffers.size());
+  Writer w(out);
+  write_header(*this, w);
+  w.block(values.data(), values.size() * sizeof(float));
+  return out;
+}
+
+void StateShard::from_bytes(const std::vector<uint8_t>& bytes, StateShard& into) {
+  Reader r(bytes);
+  read_header(r, into);
+  const size_t n = r.size();
+  BRAID_CHECK(n == into.values_size() * sizeof(float), "state shard: ", n / sizeof(float),
+              " floats do not fill ", 1 + into.names.size(), " vectors over ranges of ",
+              into.floats_per_vector());
+  into.values.resize(into.values_size());
+  r.take(into.values.data(), n);
   BRAID_CHECK(r.done(), "state shard: bytes left after its end");
 }
 

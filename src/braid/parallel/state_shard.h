@@ -37,6 +37,14 @@ struct StateShard {
   // `into`'s memory and throws braid::Error on a truncated or inconsistent string.
   std::vector<uint8_t> bytes() const;
   static void from_bytes(const std::vector<uint8_t>& bytes, StateShard& into);
+  // The same without the values, which a sender then sends from `values` as they are and
+  // a receiver receives into them (sized by values_size() once the header is read): a
+  // commit passed on copies its floats no more than the transport does.
+  std::vector<uint8_t> header_bytes() const;
+  static void from_header(const std::vector<uint8_t>& bytes, StateShard& into);
+  size_t values_size() const {
+    return static_cast<size_t>(floats_per_vector()) * (1 + names.size());
+  }
 };
 
 }  // namespace braid::parallel

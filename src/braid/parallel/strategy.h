@@ -132,6 +132,13 @@ class Strategy {
     (void)on;
     return false;
   }
+  // Whether every rank holds the same parameters once `steps_done` steps are done (local
+  // SGD: only after an average). Elastic training commits only there, so that a commit
+  // needs no collective and any rank's is every rank's.
+  virtual bool replicas_agree(int64_t steps_done) const {
+    (void)steps_done;
+    return true;
+  }
 
   // Elastic training of a strategy whose ranks each hold only a share of the state (ZeRO):
   // commits keep shards (parallel/state_shard.h) instead of the whole state. cut_shard

@@ -51,30 +51,40 @@ void Zero::pass_shard_on(const StateShard& mine, StateShard& from_left) {
   const int n = group_->size(), r = group_->rank();
   from_left.step = -1;  // until the whole of it arrived
   if (n == 1) return;
-  const std::vector<uint8_t> sent = mine.bytes();
-  std::vector<uint8_t> received;
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  const std::vector<uint8_t> header = mine.header_bytes();
+  std::vector<uint8_t> left_header;
   engine_
-      ->submit("passing the commit's shard to the next rank",
-               [&](comm::Group& g) {
-                 const int right = (r + 1) % n, left = (r + n - 1) % n;
-                 int64_t size = static_cast<int64_t>(sent.size()), left_size = 0;
-                 const comm::RequestId sizes[2] = {
-                     g.isend(right, kShardTag, &size, sizeof size),
-                     g.irecv(left, kShardTag, &left_size, sizeof left_size)};
-                 g.wait(sizes);
-                 BRAID_CHECK(left_size >= 0 && left_size < (int64_t{1} << 40), "zero: rank ", left,
-                             " announced a shard of ", left_size, " bytes");
-                 received.resize(static_cast<size_t>(left_size));
-                 const comm::RequestId data[2] = {
-                     g.isend(right, kShardTag, sent.data(), sent.size()),
-                     g.irecv(left, kShardTag, received.data(), received.size())};
-                 g.wait(data);
-               })
+      ->submit(
+          "passing the commit's shard to the next rank",
+          [&](comm::Group& g) {
+            const int64_t size = static_cast<int64_t>(header.size());
+            int64_t left_size = 0;
+            const comm::RequestId sizes[2] = {
+                g.isend(right, kShardTag, &size, sizeof size),
+                g.irecv(left, kShardTag, &left_size, sizeof left_size)};
+            g.wait(sizes);
+            BRAID_CHECK(left_size >= 0 && left_size < (int64_t{1} << 30), "zero: rank ", left,
+                        " announced a shard header of ", left_size, " bytes");
+            left_header.resize(static_cast<size_t>(left_size));
+            const comm::RequestId headers[2] = {
+                g.isend(right, kShardTag, header.data(), header.size()),
+                g.irecv(left, kShardTag, left_header.data(), left_header.size())};
+            g.wait(headers);
+            StateShard::from_header(left_header, from_left);
+            from_left.step = -1;
+            from_left.values.resize(from_left.values_size());
+            const comm::RequestId values[2] = {
+                g.isend(right, kShardTag, mine.values.data(), mine.values.size() * sizeof(float)),
+                g.irecv(left, kShardTag, from_left.values.data(),
+                        from_left.values.size() * sizeof(float))};
+            g.wait(values);
+          })
       .wait();
-  StateShard::from_bytes(received, from_left);
-  BRAID_CHECK(from_left.rank == (r + n - 1) % n && from_left.world == n,
+  StateShard::from_header(left_header, from_left);  // its step, now that it is whole
+  BRAID_CHECK(from_left.rank == left && from_left.world == n,
               "zero: the shard passed on from the previous rank is rank ", from_left.rank, " of ",
-              from_left.world, "'s, not rank ", (r + n - 1) % n, " of ", n, "'s");
+              from_left.world, "'s, not rank ", left, " of ", n, "'s");
 }
 
 optim::NamedTensors Zero::optimizer_state_layout() const {

@@ -60,12 +60,15 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
   BRAID_CHECK(config.zero_stage == 0 || config.ema_decay == 0,
               "elastic ZeRO jobs keep no weight average yet (ema_decay ", config.ema_decay,
               "): drop ema_decay, or zero_stage");
-  BRAID_CHECK(config.strategy == "auto" || config.strategy == "ddp" || config.strategy == "single",
-              "elastic jobs train with strategy ddp for now (this config has ", config.strategy,
-              "): local SGD, pipelines, tensor parallelism and parameter servers keep a fixed "
-              "world");
+  const bool local_sgd = config.strategy == "local_sgd";
+  BRAID_CHECK(local_sgd || config.strategy == "auto" || config.strategy == "ddp" ||
+                  config.strategy == "single",
+              "elastic jobs train with strategy ddp (zero_stage 0-3) or local_sgd (this config "
+              "has ",
+              config.strategy,
+              "): pipelines, tensor parallelism and parameter servers keep a fixed world");
   TrainConfig base = config;
-  base.strategy = "ddp";
+  base.strategy = local_sgd ? "local_sgd" : "ddp";
   TrainCommit commit;  // this process's newest
   int64_t ask = 0;     // the round to ask for (0: the next to close)
   int fruitless = 0;
@@ -150,8 +153,14 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
       first_trainer = false;
       Stopwatch last_poll;
       const int64_t every = std::max<int64_t>(1, config.elastic.commit_every);
+      int64_t committed_at = trainer.global_step();
       trainer.set_step_boundary([&](int64_t step) {
-        if (step % every == 0) trainer.commit(commit);
+        // Every `every` steps, at the first step after which every rank holds the same model
+        // (local SGD: its next average).
+        if (step - committed_at >= every && trainer.strategy().replicas_agree(step)) {
+          trainer.commit(commit);
+          committed_at = step;
+        }
         // Only rank 0 looks (the vote carries it to all), and not at every step.
         if (trainer.rank() != 0 || last_poll.elapsed() < kPendingPollSeconds) return false;
         last_poll.lap();

@@ -132,7 +132,8 @@ void Trainer::commit(TrainCommit& into) {
     return commit_shards(into, position_json().dump());
   }
   if (!transactional_) {
-    strategy_->synchronize();
+    // Where the ranks' replicas differ (local SGD between averages), one model first.
+    if (!strategy_->replicas_agree(step_)) strategy_->synchronize();
     strategy_->gather_for_checkpoint();
   }
   into.step = step_;
