@@ -35,6 +35,11 @@ class CoordinatorThread {
     std::lock_guard lock(mutex_);
     gone_[member] = true;
   }
+  // Processes the launcher restarted that have not asked yet (RoundCoordinator::poll).
+  void set_arriving(std::vector<std::string> members) {
+    std::lock_guard lock(mutex_);
+    arriving_ = std::move(members);
+  }
   // The rounds closed, once there are `count` (a member hears of a round as the coordinator
   // writes it, a moment before this thread records it).
   std::vector<ClosedRound> closed(size_t count) {
@@ -53,10 +58,17 @@ class CoordinatorThread {
  private:
   void loop() {
     while (!stop_) {
-      std::optional<ClosedRound> c = coordinator_.poll([&](const std::string& m) {
+      std::vector<std::string> arriving;
+      {
         std::lock_guard lock(mutex_);
-        return gone_.count(m) ? Liveness::gone : Liveness::alive;
-      });
+        arriving = arriving_;
+      }
+      std::optional<ClosedRound> c = coordinator_.poll(
+          [&](const std::string& m) {
+            std::lock_guard lock(mutex_);
+            return gone_.count(m) ? Liveness::gone : Liveness::alive;
+          },
+          arriving);
       if (c) {
         std::lock_guard lock(mutex_);
         closed_.push_back(*c);
@@ -68,6 +80,7 @@ class CoordinatorThread {
   RoundCoordinator coordinator_;
   std::mutex mutex_;
   std::map<std::string, bool> gone_;
+  std::vector<std::string> arriving_;
   std::vector<ClosedRound> closed_;
   std::atomic<bool> stop_{false};
   std::thread thread_;  // last: starts once the rest is built
@@ -169,6 +182,25 @@ TEST(Membership, TooFewMembersFailTheRoundWithTheReason) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("fewer than the 2"), std::string::npos) << e.what();
   }
+}
+
+// A job that needs every rank (min_members = its size, as a pipeline's): a lost member's
+// restart is on its way, so the round waits for it instead of failing, and closes whole.
+TEST(Membership, ARoundShortOfMembersWaitsForARestartOnItsWay) {
+  auto store = std::make_shared<MemoryStore>();
+  RoundRules rules;
+  rules.min_members = 2;
+  CoordinatorThread coordinator(store, rules, {"a", "b"});
+  auto a1 = ask(*store, "a", 0, kNoCommit), b1 = ask(*store, "b", 0, kNoCommit);
+  a1.get();  // round 1: a and b
+  b1.get();
+  coordinator.set_gone("b");
+  coordinator.set_arriving({"b.1"});
+  auto a = ask(*store, "a", 2, 10);
+  EXPECT_EQ(a.wait_for(200ms), std::future_status::timeout) << "round 2 closed short of b.1";
+  const Round r = ask(*store, "b.1", 2, kNoCommit).get();
+  EXPECT_EQ(r.members, (std::vector<std::string>{"a", "b.1"}));
+  EXPECT_EQ(a.get().members, r.members);
 }
 
 TEST(Membership, AMemberPastMaxMembersWaitsForTheNextRound) {

@@ -131,7 +131,8 @@ RoundCoordinator::RoundCoordinator(std::shared_ptr<Store> store, RoundRules rule
     : store_(std::move(store)), rules_(rules), members_(std::move(initial)) {}
 
 std::optional<ClosedRound> RoundCoordinator::poll(
-    const std::function<Liveness(const std::string&)>& liveness) {
+    const std::function<Liveness(const std::string&)>& liveness,
+    const std::vector<std::string>& arriving) {
   using Clock = std::chrono::steady_clock;
   const int64_t next = round_ + 1;
   const std::vector<Ask> asks = parse_asks(read_now(*store_, round_key(next, "asks")));
@@ -165,6 +166,16 @@ std::optional<ClosedRound> RoundCoordinator::poll(
   for (const auto& m : members_)
     if (!asked(m) && !left(m) && liveness(m) != Liveness::gone) waiting_for.push_back(m);
   const bool timed_out = Clock::now() - *opened_ >= rules_.rendezvous_timeout;
+  // Too few members without the processes on their way (restarts): wait for them rather
+  // than fail, within the rendezvous timeout. A job that needs every rank (a pipeline)
+  // then regroups with its restarted ranks.
+  const int would_have = static_cast<int>(std::count_if(
+      members_.begin(), members_.end(), [&](const std::string& m) { return asked(m); }));
+  const int newcomers = static_cast<int>(asks.size()) - would_have;
+  const bool short_of_members = would_have + newcomers < rules_.min_members;
+  const bool on_their_way = std::any_of(arriving.begin(), arriving.end(),
+                                        [&](const std::string& m) { return !asked(m); });
+  if (short_of_members && on_their_way && !timed_out) return std::nullopt;
   if (!waiting_for.empty() && !timed_out) {
     // A newcomer asked while the members train: ask them to regroup at their next commit.
     if (round_ > 0 && pending_set_ < next) {

@@ -95,8 +95,11 @@ class RoundCoordinator {
                    std::vector<std::string> initial);
 
   // One look at the open round: closes it when it is complete (or timed out) and returns
-  // what it decided; nullopt when nothing closed.
-  std::optional<ClosedRound> poll(const std::function<Liveness(const std::string&)>& liveness);
+  // what it decided; nullopt when nothing closed. `arriving`: processes started for the
+  // job (restarts) that have not asked yet; a round short of min_members waits for them
+  // (within the rendezvous timeout) instead of failing.
+  std::optional<ClosedRound> poll(const std::function<Liveness(const std::string&)>& liveness,
+                                  const std::vector<std::string>& arriving = {});
 
   int64_t round() const { return round_; }  // the last round closed (0: none yet)
   const std::vector<std::string>& members() const { return members_; }

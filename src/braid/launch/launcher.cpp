@@ -585,11 +585,21 @@ class Supervisor {
     if (!coordinator_ || kill_at_) return;
     std::optional<comm::ClosedRound> closed;
     try {
-      closed = coordinator_->poll([&](const std::string& member) {
-        for (const Rank& r : ranks_)
-          if (r.member == member) return r.exited ? comm::Liveness::gone : comm::Liveness::alive;
-        return comm::Liveness::unknown;
-      });
+      // Restarted processes not yet in a round: a round short of members waits for them.
+      std::vector<std::string> arriving;
+      const auto& members = coordinator_->members();
+      for (const Rank& r : ranks_)
+        if (!r.exited && r.incarnation > 0 &&
+            std::find(members.begin(), members.end(), r.member) == members.end())
+          arriving.push_back(r.member);
+      closed = coordinator_->poll(
+          [&](const std::string& member) {
+            for (const Rank& r : ranks_)
+              if (r.member == member)
+                return r.exited ? comm::Liveness::gone : comm::Liveness::alive;
+            return comm::Liveness::unknown;
+          },
+          arriving);
     } catch (const std::exception& e) {
       say(std::string("braid launch: the elastic coordinator failed: ") + e.what());
       coordinator_.reset();
