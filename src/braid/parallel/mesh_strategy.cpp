@@ -509,13 +509,18 @@ std::string_view MeshStrategy::optimizer_name() const {
 }
 
 void MeshStrategy::gather_for_checkpoint() {
+  synchronize();  // the whole parameters too (a no-op where the caller did it)
   gathered_full_.clear();
   const bool root = world_->rank() == 0;
+  // Rank 1 keeps a copy (keep_gathered_copy): computed there when it is a stage-0 rank too
+  // (a tensor or data peer of rank 0), else sent over by rank 0.
+  const bool second = holds_gathered_state() && !root;
+  const bool second_at_stage0 = mesh_.tensor_size * mesh_.data_size > 1 || mesh_.pipeline_size == 1;
   if (!prepared_) {
     // No step yet: the state loaded and not yet cut, or a fresh optimizer's.
-    if (root && !loaded_state_.empty())
+    if ((root || second) && !loaded_state_.empty())
       gathered_full_ = loaded_state_;
-    else if (root)
+    else if (root || second)
       gathered_full_ =
           optim::make_optimizer(options_.optimizer,
                                 segments_of(params_, 0, params_.layout().size(), 0), params_.size())
@@ -527,7 +532,7 @@ void MeshStrategy::gather_for_checkpoint() {
   for (size_t k = 0; k < names; ++k) {
     const auto [name, sample] = chunks_.front().optimizer->state()[k];
     if (sample.dtype() != DType::f32) {
-      if (root) gathered_full_.emplace_back(name, sample);
+      if (root || second) gathered_full_.emplace_back(name, sample);
       continue;
     }
     const uint32_t state_tag = kStateTag + static_cast<uint32_t>(k);
@@ -537,6 +542,12 @@ void MeshStrategy::gather_for_checkpoint() {
         if (t.numel() == 0) continue;  // a chunk without parameters
         on_engine("send of optimizer state for a checkpoint",
                   [&](comm::Group&) { pipe_->send(0, state_tag, t.raw(), t.nbytes()); });
+      }
+      if (second) {
+        Tensor copy = Tensor::empty({params_.size()}, DType::f32, MemCategory::optimizer);
+        on_engine("receive of the gathered optimizer state's copy",
+                  [&](comm::Group&) { world_->recv(0, state_tag, copy.raw(), copy.nbytes()); });
+        gathered_full_.emplace_back(name, copy);
       }
       continue;
     }
@@ -565,12 +576,21 @@ void MeshStrategy::gather_for_checkpoint() {
                         ReduceOp::sum);
       });
     }
-    if (root) gathered_full_.emplace_back(name, full);
+    if (root || second) gathered_full_.emplace_back(name, full);
+    if (root && keep_copy_ && world_->size() > 1 && !second_at_stage0)
+      on_engine("send of the gathered optimizer state's copy",
+                [&](comm::Group&) { world_->send(1, state_tag, full.raw(), full.nbytes()); });
   }
 }
 
+optim::NamedTensors MeshStrategy::optimizer_state_layout() const {
+  return optim::make_optimizer(options_.optimizer,
+                               segments_of(params_, 0, params_.layout().size(), 0), params_.size())
+      ->state();
+}
+
 optim::NamedTensors MeshStrategy::optimizer_state() const {
-  BRAID_CHECK(world_->rank() == 0 && !gathered_full_.empty(),
+  BRAID_CHECK(holds_gathered_state() && !gathered_full_.empty(),
               "mesh: the full optimizer state is gathered on rank 0 by gather_for_checkpoint()");
   return gathered_full_;
 }

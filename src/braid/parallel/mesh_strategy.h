@@ -102,6 +102,11 @@ class MeshStrategy : public Strategy {
   std::string_view optimizer_name() const override;
   optim::NamedTensors optimizer_state() const override;
   void load_optimizer_state(const optim::NamedTensors& state) override;
+  optim::NamedTensors optimizer_state_layout() const override;
+  void keep_gathered_copy(bool on) override { keep_copy_ = on; }
+  bool holds_gathered_state() const override {
+    return world_->rank() == 0 || (keep_copy_ && world_->rank() == 1);
+  }
 
   const comm::Mesh& mesh() const { return mesh_; }
   int stage() const { return mesh_.pipeline_index; }
@@ -164,7 +169,8 @@ class MeshStrategy : public Strategy {
   bool full_current_ = true;  // params_ holds the trained values
   std::vector<Tie> ties_;
   optim::NamedTensors loaded_state_;   // loaded before the cut was known
-  optim::NamedTensors gathered_full_;  // rank 0: gathered for a checkpoint
+  optim::NamedTensors gathered_full_;  // rank 0 (and 1, keep_copy_): gathered for a checkpoint
+  bool keep_copy_ = false;
 
   MicroBatches micro_;
   std::vector<int> order_;               // position -> micro-batch

@@ -147,6 +147,12 @@ class Strategy {
   virtual bool shards_state() const { return false; }
   virtual void cut_shard(StateShard& into) const;
   virtual void pass_shard_on(const StateShard& mine, StateShard& from_left);
+  // Elastic training of a strategy that gathers its whole state to rank 0 only for a
+  // checkpoint (model parallelism: pipelines, tensor parallelism): with copies on,
+  // gather_for_checkpoint() leaves it on rank 1 too, so a commit survives either's loss.
+  // holds_gathered_state(): whether optimizer_state() is whole here after the gather.
+  virtual void keep_gathered_copy(bool on) { (void)on; }
+  virtual bool holds_gathered_state() const { return true; }
   // The names, dtypes and shapes of optimizer_state() in the full logical layout, on every
   // rank (a sharded strategy gathers the state itself on rank 0 only).
   virtual optim::NamedTensors optimizer_state_layout() const { return optimizer_state(); }

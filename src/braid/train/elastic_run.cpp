@@ -13,9 +13,14 @@
 #include "train/model_spec.h"
 #include "train/shard_recovery.h"
 #include "train/stop_signal.h"
+#include "train/strategy_setup.h"
 
 namespace braid::train {
 namespace {
+
+bool is_model_parallel(const std::string& strategy) {
+  return strategy == "pipeline" || strategy == "tensor" || strategy == "mesh";
+}
 
 // Rounds in a row that may fail before a single step completes: past it the failure is
 // not a lost member but something every round meets (a disk that is full, a bug).
@@ -47,6 +52,14 @@ std::string members_text(const comm::Round& r) {
 
 TrainConfig round_config(const TrainConfig& config, int launch_world, int world) {
   TrainConfig c = config;
+  if (is_model_parallel(c.strategy)) {
+    // A mesh is cut for its size: every round has the launch's ranks (restarts fill in).
+    BRAID_CHECK(world == launch_world, "elastic: strategy ", c.strategy, " needs all ",
+                launch_world, " ranks in every round, but this one has ", world,
+                "; launch with --min-ranks ", launch_world,
+                " and --max-restarts K, so lost ranks are restarted and waited for");
+    return c;
+  }
   // The job's global batch: as set, else the launch's ranks x batch. Each round's ranks
   // share it (data/sampler.h, step blocks), evenly or not.
   if (c.global_batch == 0) c.global_batch = config.batch * launch_world;
@@ -60,18 +73,22 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
   BRAID_CHECK(config.zero_stage == 0 || config.ema_decay == 0,
               "elastic ZeRO jobs keep no weight average yet (ema_decay ", config.ema_decay,
               "): drop ema_decay, or zero_stage");
-  const bool local_sgd = config.strategy == "local_sgd";
-  BRAID_CHECK(local_sgd || config.strategy == "auto" || config.strategy == "ddp" ||
-                  config.strategy == "single",
-              "elastic jobs train with strategy ddp (zero_stage 0-3) or local_sgd (this config "
-              "has ",
-              config.strategy,
-              "): pipelines, tensor parallelism and parameter servers keep a fixed world");
+  const std::string& asked = config.strategy;
+  const bool local_sgd = asked == "local_sgd";
+  const bool model_parallel =
+      is_model_parallel(asked) || (asked == "auto" && mesh_shape(config, setup.launch_world));
+  BRAID_CHECK(local_sgd || model_parallel || asked == "auto" || asked == "ddp" || asked == "single",
+              "elastic jobs train with strategy ddp (zero_stage 0-3), local_sgd, pipeline, "
+              "tensor or mesh (this config has ",
+              asked, "): parameter servers and federated averaging keep their own membership");
   TrainConfig base = config;
-  base.strategy = local_sgd ? "local_sgd" : "ddp";
+  base.strategy = local_sgd        ? "local_sgd"
+                  : model_parallel ? (asked == "auto" ? "mesh" : asked)
+                                   : "ddp";
   TrainCommit commit;  // this process's newest
   int64_t ask = 0;     // the round to ask for (0: the next to close)
   int fruitless = 0;
+  int64_t reached = -1;  // the last step this process completed
   // The data is read once, before the first round: a newcomer that read it after getting a
   // place would hold up the round's every member while it reads.
   DataCache data;
@@ -94,7 +111,7 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
     }
     set_log_rank(round.rank);
     Stopwatch since_round;
-    const int64_t step_before = commit.step;
+    const int64_t reached_before = reached;
     try {
       std::shared_ptr<comm::Group> group = setup.connect(round);
       const double connected = since_round.elapsed();
@@ -103,6 +120,8 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
       Trainer trainer(cfg, group, true, &data);
       // DDP's steps change nothing until they succeeded: a commit then copies almost nothing.
       trainer.make_transactional();
+      // Model parallelism gathers a commit to rank 0; rank 1 keeps a copy.
+      trainer.strategy().keep_gathered_copy(true);
       const double built = since_round.elapsed();
       bool has_state = false;
       TrainCommit shared;
@@ -144,9 +163,10 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
         change.ready_seconds = since_round.elapsed();
         trainer.note_membership(change);
         log_info("elastic: round ", round.number, ": ", round.world(), " ranks (",
-                 members_text(round), ") at step ", trainer.global_step(), ", global batch ",
-                 cfg.global_batch, "; ready in ", since_round.elapsed(), " s (connect ", connected,
-                 ", build ", built - connected, ", state ", shared_at - built, ")");
+                 members_text(round), ") at step ", trainer.global_step(),
+                 cfg.global_batch > 0 ? detail::concat(", global batch ", cfg.global_batch) : "",
+                 "; ready in ", since_round.elapsed(), " s (connect ", connected, ", build ",
+                 built - connected, ", state ", shared_at - built, ")");
       }
       if (round.number == 1 && first_trainer && setup.on_first_trainer)
         setup.on_first_trainer(trainer);
@@ -155,6 +175,7 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
       const int64_t every = std::max<int64_t>(1, config.elastic.commit_every);
       int64_t committed_at = trainer.global_step();
       trainer.set_step_boundary([&](int64_t step) {
+        reached = step;
         // Every `every` steps, at the first step after which every rank holds the same model
         // (local SGD: its next average).
         if (step - committed_at >= every && trainer.strategy().replicas_agree(step)) {
@@ -200,11 +221,13 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
       reason = std::string("a member stopped making progress: ") + e.what();
     }
     log_warn("elastic: round ", round.number, ": ", reason,
-             commit.empty() ? std::string("; starting over")
-                            : detail::concat("; rolling back to step ", commit.step));
-    fruitless = commit.step == step_before ? fruitless + 1 : 0;
+             !commit.empty() ? detail::concat("; rolling back to step ", commit.step)
+             : model_parallel && reached >= 0
+                 ? std::string("; rolling back to the last commit ranks 0 and 1 hold")
+                 : std::string("; starting over"));
+    fruitless = reached == reached_before ? fruitless + 1 : 0;
     BRAID_CHECK(fruitless < kMaxFruitlessRounds, "elastic: ", fruitless,
-                " rounds in a row failed before a step completed (last at step ", commit.step,
+                " rounds in a row failed before a step completed (last at step ", reached,
                 "); giving up: the failure is not a lost member");
     ask = round.number + 1;
   }

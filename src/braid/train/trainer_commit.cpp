@@ -135,6 +135,13 @@ void Trainer::commit(TrainCommit& into) {
     // Where the ranks' replicas differ (local SGD between averages), one model first.
     if (!strategy_->replicas_agree(step_)) strategy_->synchronize();
     strategy_->gather_for_checkpoint();
+    if (!strategy_->holds_gathered_state()) {
+      // Model parallelism: ranks 0 and 1 hold the gathered state; this rank commits nothing
+      // and takes the state from one of them when a round forms.
+      into.step = -1;
+      into.live = false;
+      return;
+    }
   }
   into.step = step_;
   into.position = position_json().dump();
