@@ -146,7 +146,12 @@ class Strategy {
   // receives the previous rank's into `from_left` (collective: every rank calls it).
   virtual bool shards_state() const { return false; }
   virtual void cut_shard(StateShard& into) const;
+  // pass_shard_on may return before the exchange is done (ZeRO runs it on its progress
+  // thread, beside the next step's forward); finish_passing_shard completes it, `from_left`
+  // then whole. Called before the next pass and before the trainer goes; `quietly`: a
+  // failed exchange leaves `from_left` empty instead of throwing.
   virtual void pass_shard_on(const StateShard& mine, StateShard& from_left);
+  virtual void finish_passing_shard(bool quietly) { (void)quietly; }
   // Elastic training of a strategy that gathers its whole state to rank 0 only for a
   // checkpoint (model parallelism: pipelines, tensor parallelism): with copies on,
   // gather_for_checkpoint() leaves it on rank 1 too, so a commit survives either's loss.

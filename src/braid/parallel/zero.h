@@ -96,6 +96,7 @@ class Zero : public Strategy {
   bool shards_state() const override { return true; }
   void cut_shard(StateShard& into) const override;
   void pass_shard_on(const StateShard& mine, StateShard& from_left) override;
+  void finish_passing_shard(bool quietly) override;
   void load_optimizer_state(const optim::NamedTensors& state) override;
 
   // One bucket and this rank's chunk of it.
@@ -201,6 +202,12 @@ class Zero : public Strategy {
   TreeSum micro_sum_;                   // deterministic mode's sum over micro-batches
   comm::Handle pending_sum_;            // start_sum_over_ranks's
   optim::NamedTensors gathered_state_;  // rank 0, after gather_for_checkpoint()
+  // The shard passed on at the last commit, while it is on the wire (zero_shard.cpp).
+  struct Passing {
+    comm::Handle handle;
+    std::vector<uint8_t> header, left_header;
+    StateShard* into = nullptr;  // null: none under way
+  } passing_;
   std::unique_ptr<comm::ProgressEngine> engine_;  // last: stopped before the rest goes
 };
 

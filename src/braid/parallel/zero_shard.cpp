@@ -47,44 +47,57 @@ void Zero::cut_shard(StateShard& into) const {
   }
 }
 
+// The exchange runs on the progress thread, queued before the next step's reductions, so
+// it overlaps that step's forward; `mine` stays as it is until the next commit (which
+// writes the other slot) and `from_left` is not read before finish_passing_shard.
 void Zero::pass_shard_on(const StateShard& mine, StateShard& from_left) {
+  finish_passing_shard(false);
   const int n = group_->size(), r = group_->rank();
   from_left.step = -1;  // until the whole of it arrived
   if (n == 1) return;
-  const int right = (r + 1) % n, left = (r + n - 1) % n;
-  const std::vector<uint8_t> header = mine.header_bytes();
-  std::vector<uint8_t> left_header;
-  engine_
-      ->submit(
-          "passing the commit's shard to the next rank",
-          [&](comm::Group& g) {
-            const int64_t size = static_cast<int64_t>(header.size());
-            int64_t left_size = 0;
-            const comm::RequestId sizes[2] = {
-                g.isend(right, kShardTag, &size, sizeof size),
-                g.irecv(left, kShardTag, &left_size, sizeof left_size)};
-            g.wait(sizes);
-            BRAID_CHECK(left_size >= 0 && left_size < (int64_t{1} << 30), "zero: rank ", left,
-                        " announced a shard header of ", left_size, " bytes");
-            left_header.resize(static_cast<size_t>(left_size));
-            const comm::RequestId headers[2] = {
-                g.isend(right, kShardTag, header.data(), header.size()),
-                g.irecv(left, kShardTag, left_header.data(), left_header.size())};
-            g.wait(headers);
-            StateShard::from_header(left_header, from_left);
-            from_left.step = -1;
-            from_left.values.resize(from_left.values_size());
-            const comm::RequestId values[2] = {
-                g.isend(right, kShardTag, mine.values.data(), mine.values.size() * sizeof(float)),
-                g.irecv(left, kShardTag, from_left.values.data(),
-                        from_left.values.size() * sizeof(float))};
-            g.wait(values);
-          })
-      .wait();
-  StateShard::from_header(left_header, from_left);  // its step, now that it is whole
-  BRAID_CHECK(from_left.rank == left && from_left.world == n,
-              "zero: the shard passed on from the previous rank is rank ", from_left.rank, " of ",
-              from_left.world, "'s, not rank ", left, " of ", n, "'s");
+  passing_.header = mine.header_bytes();
+  passing_.into = &from_left;
+  passing_.handle = engine_->submit(
+      "passing the commit's shard to the next rank",
+      [this, &mine, &into = from_left, n, r](comm::Group& g) {
+        const int right = (r + 1) % n, left = (r + n - 1) % n;
+        const int64_t size = static_cast<int64_t>(passing_.header.size());
+        int64_t left_size = 0;
+        const comm::RequestId sizes[2] = {g.isend(right, kShardTag, &size, sizeof size),
+                                          g.irecv(left, kShardTag, &left_size, sizeof left_size)};
+        g.wait(sizes);
+        BRAID_CHECK(left_size >= 0 && left_size < (int64_t{1} << 30), "zero: rank ", left,
+                    " announced a shard header of ", left_size, " bytes");
+        passing_.left_header.resize(static_cast<size_t>(left_size));
+        const comm::RequestId headers[2] = {
+            g.isend(right, kShardTag, passing_.header.data(), passing_.header.size()),
+            g.irecv(left, kShardTag, passing_.left_header.data(), passing_.left_header.size())};
+        g.wait(headers);
+        StateShard::from_header(passing_.left_header, into);
+        into.step = -1;  // until finish_passing_shard
+        into.values.resize(into.values_size());
+        const comm::RequestId values[2] = {
+            g.isend(right, kShardTag, mine.values.data(), mine.values.size() * sizeof(float)),
+            g.irecv(left, kShardTag, into.values.data(), into.values.size() * sizeof(float))};
+        g.wait(values);
+      });
+}
+
+void Zero::finish_passing_shard(bool quietly) {
+  if (!passing_.into) return;
+  StateShard& into = *passing_.into;
+  passing_.into = nullptr;
+  try {
+    passing_.handle.wait();
+  } catch (const Error&) {
+    if (!quietly) throw;
+    return;  // `into` stays empty: the commit before keeps its copy
+  }
+  StateShard::from_header(passing_.left_header, into);  // its step, now that it is whole
+  const int n = group_->size(), left = (group_->rank() + n - 1) % n;
+  BRAID_CHECK(into.rank == left && into.world == n,
+              "zero: the shard passed on from the previous rank is rank ", into.rank, " of ",
+              into.world, "'s, not rank ", left, " of ", n, "'s");
 }
 
 optim::NamedTensors Zero::optimizer_state_layout() const {

@@ -109,6 +109,7 @@ void Trainer::make_transactional(bool on) {
 }
 
 void Trainer::commit_shards(TrainCommit& into, std::string position) {
+  strategy_->finish_passing_shard(false);  // the last commit's, before its slots are chosen
   parallel::StateShard& mine = older(into.mine);
   mine.step = -1;  // until the whole of it is copied
   strategy_->cut_shard(mine);
@@ -175,6 +176,7 @@ nlohmann::json Trainer::position_json() const {
 }
 
 void Trainer::seal_commit(TrainCommit& c) {
+  if (c.sharded()) strategy_->finish_passing_shard(/*quietly=*/true);
   if (!c.live) return;
   if (c.step != step_) {
     // Steps completed after the commit (its run failed later, in an evaluation or a
