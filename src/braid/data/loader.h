@@ -77,8 +77,8 @@ struct Batch {
 struct LoaderState {
   int64_t epoch = 0;
   int64_t position = 0;  // batches (with a global batch: steps) already returned in this epoch
-  // With a global batch: where the epoch's steps start in its order (0 <= offset < G; see
-  // state_at_sample). Step k takes positions [offset + k G, offset + k G + G).
+  // With a global batch: where the epoch's steps start in its order (state_at_sample gives
+  // 0 <= offset < G). Step k takes positions [offset + k G, offset + k G + G).
   int64_t offset = 0;
 };
 

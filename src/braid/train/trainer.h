@@ -135,7 +135,8 @@ class Trainer {
 
   // The training state in memory (train_commit.h), taken on every rank at a step boundary
   // (a collective where the strategy must gather: local SGD, ZeRO), and put back on every
-  // rank of a job, this trainer's world size and strategy whatever the commit's were.
+  // rank of a job, this trainer's world size, global batch and strategy whatever the
+  // commit's were: the loader's place is a sample of the epoch, not a step.
   void commit(TrainCommit& into);
   void restore(const TrainCommit& from);
   // Elastic training: make the strategy's steps transactional where it can (see

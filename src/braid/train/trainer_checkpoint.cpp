@@ -72,6 +72,10 @@ Trainer::ResumePosition Trainer::position_here(const json& ts, const std::string
               " + position ", r.position, " x ", saved_how, " (the file was edited or is corrupt)");
   r.moved = true;
   if (config_.global_batch > 0 && train_loader_) {
+    const int64_t n = train_loader_->source().size();
+    BRAID_CHECK(r.samples <= n, "checkpoint '", file, "': train_state.loader.samples ", r.samples,
+                " is past the ", n,
+                " samples of an epoch (the file was edited, or the data is not the run's)");
     const data::LoaderState here = train_loader_->state_at_sample(0, r.samples);
     r.position = here.position;
     r.offset = here.offset;
