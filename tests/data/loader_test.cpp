@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "data/index_source.h"
 #include "data/sources.h"
 #include "data/transforms.h"
 
@@ -242,27 +243,6 @@ TEST(Loader, MisuseIsAnError) {
   EXPECT_THROW(loader.next(), Error);  // no epoch started
   EXPECT_THROW(loader.start_epoch(-1), Error);
 }
-
-// A sample's row is (its index, its position): what the step-block tests check.
-class IndexSource final : public Source {
- public:
-  explicit IndexSource(int64_t n) : n_(n) {}
-  std::string_view kind() const override { return "index"; }
-  int64_t size() const override { return n_; }
-  Shape input_shape() const override { return Shape{1}; }
-  DType input_dtype() const override { return DType::f32; }
-  Shape target_shape() const override { return Shape{}; }
-  void fill(std::span<const SampleRef> samples, const FillContext&, Tensor& inputs,
-            Tensor& targets) const override {
-    for (size_t i = 0; i < samples.size(); ++i) {
-      inputs.f32()[i] = static_cast<float>(samples[i].position);
-      targets.data<int32_t>()[i] = static_cast<int32_t>(samples[i].index);
-    }
-  }
-
- private:
-  int64_t n_;
-};
 
 TEST(LoaderSteps, WorldDividingTheGlobalBatchGivesTodaysBatches) {
   // Training's options (pad, drop_last) at batch G / w against a global batch of G.

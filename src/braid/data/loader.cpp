@@ -56,9 +56,8 @@ Loader::Loader(std::shared_ptr<const Source> source, LoaderOptions options)
   BRAID_CHECK(options_.batch > 0, "batch size must be positive, got ", options_.batch);
   BRAID_CHECK(options.augment.crop_pad >= 0, "crop padding must be >= 0, got ",
               options.augment.crop_pad);
-  const int64_t n = sampler_.num_samples(), B = options_.batch;
-  // Step blocks: n is a whole number of shares, so no batch is partial.
-  batches_ = options_.drop_last ? n / B : (n + B - 1) / B;
+  per_epoch_ = batches_ = batches_from(0);
+  const int64_t B = options_.batch;
   const Shape in_shape = batch_shape(B, source_->input_shape());
   const Shape target_shape = batch_shape(B, source_->target_shape());
   for (Slot& s : slots_) {
@@ -80,26 +79,65 @@ Loader::~Loader() {
   worker_.join();
 }
 
-void Loader::start_epoch(int64_t epoch) { begin(epoch, 0); }
-
-void Loader::restore(const LoaderState& state) {
-  BRAID_CHECK(state.position >= 0 && state.position <= batches_, "loader position ", state.position,
-              " is outside the epoch's ", batches_,
-              " batches (was it saved with another batch size, dataset or world size?)");
-  begin(state.epoch, state.position);
+int64_t Loader::batches_from(int64_t offset) const {
+  const int64_t n = sampler_.num_samples_from(offset), B = options_.batch;
+  // Step blocks: n is a whole number of shares, so no batch is partial.
+  return options_.drop_last ? n / B : (n + B - 1) / B;
 }
 
-void Loader::begin(int64_t epoch, int64_t position) {
+int64_t Loader::step_samples() const {
+  return options_.global_batch > 0 ? options_.global_batch : options_.batch * options_.world;
+}
+
+int64_t Loader::sample_of(const LoaderState& state) const {
+  return state.offset + state.position * step_samples();
+}
+
+LoaderState Loader::state_at_sample(int64_t epoch, int64_t sample) const {
+  const int64_t step = step_samples();
+  BRAID_CHECK(sample >= 0 && sample <= sampler_.dataset_size(), "loader: sample ", sample,
+              " is outside the epoch's ", sampler_.dataset_size());
+  BRAID_CHECK(options_.global_batch > 0 || sample % step == 0, "loader: sample ", sample,
+              " is not a whole number of steps of ", options_.world, " ranks x batch ",
+              options_.batch, "; only a global batch (step blocks) continues an epoch ",
+              "mid-step: set global_batch");
+  return {.epoch = epoch, .position = sample / step, .offset = sample % step};
+}
+
+void Loader::start_epoch(int64_t epoch) { begin({.epoch = epoch}); }
+
+void Loader::restore(const LoaderState& state) {
+  BRAID_CHECK(state.offset == 0 || options_.global_batch > 0, "loader offset ", state.offset,
+              ": only a loader with a global batch continues an epoch at a sample offset");
+  BRAID_CHECK(state.offset >= 0 && state.offset <= sampler_.dataset_size(), "loader offset ",
+              state.offset, " is outside the epoch's ", sampler_.dataset_size(), " samples");
+  const int64_t batches = batches_from(state.offset);
+  BRAID_CHECK(state.position >= 0 && state.position <= batches, "loader position ", state.position,
+              " is outside the epoch's ", batches,
+              " batches (was it saved with another batch size, dataset or world size?)");
+  begin(state);
+}
+
+int64_t Loader::batches_in_epoch() const {
+  std::lock_guard lock(mu_);
+  return batches_;
+}
+
+void Loader::begin(const LoaderState& at) {
+  const int64_t epoch = at.epoch;
   BRAID_CHECK(epoch >= 0, "epoch must be >= 0, got ", epoch);
   {
     std::unique_lock lock(mu_);
     ++generation_;
     active_ = false;
     consumer_cv_.wait(lock, [&] { return !worker_busy_; });
-    if (sampler_.epoch() != epoch) sampler_.set_epoch(epoch);
+    // Builds the epoch's order only when the epoch changes; sets the offset either way.
+    sampler_.restore({.epoch = epoch, .cursor = 0, .offset = at.offset});
     ctx_.epoch = epoch;
     epoch_ = epoch;
-    consumed_ = next_fill_ = position;
+    offset_ = at.offset;
+    batches_ = batches_from(at.offset);
+    consumed_ = next_fill_ = at.position;
     held_ = failed_ = false;
     for (Slot& s : slots_) {
       s.ready = -1;
@@ -112,7 +150,7 @@ void Loader::begin(int64_t epoch, int64_t position) {
 
 LoaderState Loader::state() const {
   std::lock_guard lock(mu_);
-  return {epoch_, consumed_};
+  return {epoch_, consumed_, offset_};
 }
 
 double Loader::fill_seconds() const {

@@ -14,6 +14,14 @@
 // LoaderState (counted in steps) restored into a Loader built for another world size
 // continues at the same step, every position of the epoch taken once over all ranks.
 //
+// Where the global batch itself changes mid-epoch (elastic.scale_lr: G = batch x world),
+// steps of the old G do not count steps of the new one; samples do. state_at_sample(e, s)
+// is where this loader continues epoch e after s positions of its order were taken: step
+// floor(s / G) of a step grid shifted by s mod G (LoaderState::offset; sampler.h's sample
+// offset), so its next batch starts at position s exactly, nothing skipped or taken twice,
+// and the epoch ends where fewer than G positions remain. A LoaderState with offset 0 is
+// the plain one, so a fixed global batch and old checkpoints read as before.
+//
 // Lifetime: a Batch returned by next() stays valid until the next call to next(),
 // start_epoch(), restore() or the destructor. An exception thrown by the Source on the
 // worker is rethrown by next() when it reaches that batch (and again on every later call
@@ -69,6 +77,9 @@ struct Batch {
 struct LoaderState {
   int64_t epoch = 0;
   int64_t position = 0;  // batches (with a global batch: steps) already returned in this epoch
+  // With a global batch: where the epoch's steps start in its order (state_at_sample gives
+  // 0 <= offset < G). Step k takes positions [offset + k G, offset + k G + G).
+  int64_t offset = 0;
 };
 
 class Loader {
@@ -83,11 +94,24 @@ class Loader {
   // The next batch, or nullptr at the end of the epoch.
   const Batch* next();
 
-  int64_t batches_per_epoch() const { return batches_; }
-  int64_t samples_per_epoch() const { return sampler_.num_samples(); }
+  // Batches of a whole epoch (from offset 0).
+  int64_t batches_per_epoch() const { return per_epoch_; }
+  // Batches of the epoch in progress: fewer than a whole epoch's after an offset.
+  int64_t batches_in_epoch() const;
+  // Batches of an epoch whose steps start at `offset` (0: batches_per_epoch()).
+  int64_t batches_from(int64_t offset) const;
+  int64_t samples_per_epoch() const { return sampler_.num_samples_from(0); }
   LoaderState state() const;
-  // Continues epoch state.epoch right after state.position batches.
+  // Continues epoch state.epoch right after state.position batches (of its offset's grid).
   void restore(const LoaderState& state);
+
+  // Positions of the epoch's order (every rank together) taken before `state`'s next
+  // batch: offset + position x the step's samples (G, or batch x world without one).
+  int64_t sample_of(const LoaderState& state) const;
+  // The state that continues epoch `epoch` at position `sample` of its order, whatever
+  // global batch took the positions before it. Without a global batch `sample` must be a
+  // whole number of steps (batch x world): an Error otherwise.
+  LoaderState state_at_sample(int64_t epoch, int64_t sample) const;
 
   // Seconds next() spent blocked on the worker (cumulative): the 'data wait' of a step.
   double wait_seconds() const { return wait_seconds_; }
@@ -108,7 +132,8 @@ class Loader {
     std::exception_ptr error;
   };
 
-  void begin(int64_t epoch, int64_t position);
+  void begin(const LoaderState& at);
+  int64_t step_samples() const;  // positions of the order one step takes, all ranks together
   bool can_fill() const;
   void worker_loop();
   void fill_slot(Slot& slot, int64_t k, const FillContext& ctx) const;
@@ -116,7 +141,7 @@ class Loader {
   std::shared_ptr<const Source> source_;
   LoaderOptions options_;
   Sampler sampler_;
-  int64_t batches_ = 0;
+  int64_t per_epoch_ = 0;  // a whole epoch's batches
   Slot slots_[2];
   double wait_seconds_ = 0;
 
@@ -129,6 +154,7 @@ class Loader {
   bool active_ = false, failed_ = false, worker_busy_ = false, stop_ = false;
   bool held_ = false;  // the consumer holds batch consumed_ - 1
   int64_t epoch_ = 0, consumed_ = 0, next_fill_ = 0;
+  int64_t offset_ = 0, batches_ = 0;  // the epoch in progress: its offset and batches
   double fill_seconds_ = 0;
 
   std::thread worker_;  // last: starts after everything above is built

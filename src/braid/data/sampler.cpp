@@ -80,13 +80,20 @@ void Sampler::set_epoch(int64_t epoch) {
   }
   epoch_ = epoch;
   cursor_ = 0;
+  offset_ = 0;
+  per_rank_ = num_samples_from(0);
+}
+
+int64_t Sampler::num_samples_from(int64_t offset) const {
+  if (share_ == 0) return shard_size(size_, options_.rank, options_.world, options_.mode);
+  return (size_ - offset) / options_.global_batch * share_;
 }
 
 int64_t Sampler::index(int64_t j) const {
   BRAID_CHECK(epoch_ >= 0, "Sampler: call set_epoch() before drawing indices");
   BRAID_CHECK(j >= 0 && j < per_rank_, "sample ", j, " of ", per_rank_, " per rank");
   // Invariant: only pad reaches positions >= N (the repeated head); step blocks stop at
-  // floor(N / G) G.
+  // offset + floor((N - offset) / G) G <= N.
   return order_[static_cast<size_t>(global_position(j) % size_)];
 }
 
@@ -96,11 +103,19 @@ int64_t Sampler::next() {
 }
 
 void Sampler::restore(const SamplerState& state) {
-  BRAID_CHECK(state.cursor >= 0 && state.cursor <= per_rank_, "sampler cursor ", state.cursor,
-              " is outside the epoch's ", per_rank_,
+  BRAID_CHECK(state.offset == 0 || share_ > 0, "sampler offset ", state.offset,
+              ": only step blocks (a global batch) continue an epoch at a sample offset; "
+              "without one, restore at offset 0");
+  BRAID_CHECK(state.offset >= 0 && state.offset <= size_, "sampler offset ", state.offset,
+              " is outside the epoch's ", size_, " positions");
+  const int64_t per_rank = num_samples_from(state.offset);
+  BRAID_CHECK(state.cursor >= 0 && state.cursor <= per_rank, "sampler cursor ", state.cursor,
+              " is outside the epoch's ", per_rank,
               " samples (was the state saved with another "
               "dataset size, world size or shard mode?)");
   if (state.epoch != epoch_) set_epoch(state.epoch);
+  offset_ = state.offset;
+  per_rank_ = per_rank;
   cursor_ = state.cursor;
 }
 

@@ -38,8 +38,15 @@
 // counts the same steps except when N mod G > G - w: then its padding made one more step
 // whose last samples repeat the head of the order.
 //
-// The order is a pure function of (seed, epoch), and the state is (epoch, cursor), so a
-// restored sampler continues with exactly the same indices. Not thread-safe.
+// A sample offset (SamplerState::offset = o, step blocks only) starts the steps o positions
+// into the epoch's order: step t is the block [o + t G, o + t G + G), and the epoch is
+// floor((N - o) / G) whole steps. It continues an epoch whose first o positions were taken
+// at another global batch (elastic.scale_lr: the global batch follows the world size), at
+// the next position none of them took, the last partial step skipped as before. Without an
+// offset nothing changes.
+//
+// The order is a pure function of (seed, epoch), and the state is (epoch, cursor, offset),
+// so a restored sampler continues with exactly the same indices. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -65,7 +72,10 @@ struct SamplerOptions {
 
 struct SamplerState {
   int64_t epoch = 0;
-  int64_t cursor = 0;  // this rank's samples already taken in the epoch
+  int64_t cursor = 0;  // this rank's samples already taken in the epoch (after the offset)
+  // Step blocks: positions of the epoch's order taken before this sampler's step 0 (at
+  // another global batch); 0 <= offset <= N. Always 0 without step blocks.
+  int64_t offset = 0;
 };
 
 // Samples rank `rank` of `world` takes per epoch from a dataset of `size` in `mode`.
@@ -79,29 +89,33 @@ class Sampler {
  public:
   Sampler(int64_t size, SamplerOptions options);
 
-  // Builds the epoch's order and rewinds the cursor. Allocates only on the first call.
+  // Builds the epoch's order and rewinds the cursor and the offset. Allocates only on the
+  // first call.
   void set_epoch(int64_t epoch);
   int64_t epoch() const { return epoch_; }
 
   int64_t dataset_size() const { return size_; }
   const SamplerOptions& options() const { return options_; }
-  // Samples this rank takes per epoch (see the table above).
+  // Samples this rank takes in this epoch (see the table above; fewer after an offset).
   int64_t num_samples() const { return per_rank_; }
+  // The same for an epoch begun `offset` positions into its order (step blocks).
+  int64_t num_samples_from(int64_t offset) const;
   // Step blocks: this rank's samples of each step (n_r); 0 without.
   int64_t step_share() const { return share_; }
   // This rank's j-th sample of the epoch, and its position in the (padded) global order
-  // (j * world + rank; with step blocks t G + rank + k world for j = t n_r + k), which keys
-  // per-sample randomness independently of the world size.
+  // (j * world + rank; with step blocks offset + t G + rank + k world for j = t n_r + k),
+  // which keys per-sample randomness independently of the world size.
   int64_t index(int64_t j) const;
   int64_t global_position(int64_t j) const {
     if (share_ == 0) return j * options_.world + options_.rank;
-    return j / share_ * options_.global_batch + options_.rank + j % share_ * options_.world;
+    return offset_ + j / share_ * options_.global_batch + options_.rank +
+           j % share_ * options_.world;
   }
 
   // Iteration: the next index, or -1 at the end of the epoch.
   int64_t next();
   int64_t cursor() const { return cursor_; }
-  SamplerState state() const { return {epoch_, cursor_}; }
+  SamplerState state() const { return {epoch_, cursor_, offset_}; }
   void restore(const SamplerState& state);
 
   // The epoch's full order before padding and sharding (size N).
@@ -113,7 +127,7 @@ class Sampler {
   int64_t share_ = 0;  // n_r with step blocks, else 0
   int64_t per_rank_;
   std::vector<int64_t> order_;
-  int64_t epoch_ = -1, cursor_ = 0;
+  int64_t epoch_ = -1, cursor_ = 0, offset_ = 0;
 };
 
 }  // namespace braid::data

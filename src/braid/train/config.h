@@ -98,6 +98,9 @@ struct TrainConfig {
   // Elastic jobs (braid launch --min-ranks ...; train/elastic_run.h).
   struct Elastic {
     int64_t commit_every = 1;  // steps between in-memory commits: a failure loses fewer
+    // A round keeps `batch` per rank and scales the lr by its ranks / the launch's, rather
+    // than sharing the launch's global batch (elastic_run.h, round_config).
+    bool scale_lr = false;
   } elastic;
   struct FedAvg {
     int64_t clients = 100;          // K: the clients the training set is split over

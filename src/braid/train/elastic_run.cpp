@@ -60,12 +60,25 @@ TrainConfig round_config(const TrainConfig& config, int launch_world, int world)
                 " and --max-restarts K, so lost ranks are restarted and waited for");
     return c;
   }
+  if (config.elastic.scale_lr) {
+    // Steps of the round's own size, read by sample (a step grid shifted where the epoch
+    // was begun at another size), and an lr to match (round_lr_scale).
+    c.global_batch = config.batch * world;
+    return c;
+  }
   // The job's global batch: as set, else the launch's ranks x batch. Each round's ranks
   // share it (data/sampler.h, step blocks), evenly or not.
   if (c.global_batch == 0) c.global_batch = config.batch * launch_world;
   BRAID_CHECK(c.global_batch >= world, "elastic: the job's global batch ", c.global_batch,
               " cannot give each of ", world, " ranks a sample; raise global_batch or --max-ranks");
   return c;
+}
+
+double round_lr_scale(const TrainConfig& config, int launch_world, int world) {
+  BRAID_CHECK(launch_world >= 1 && world >= 1, "elastic: worlds of ", launch_world, " and ", world,
+              " ranks");
+  if (!config.elastic.scale_lr) return 1;
+  return static_cast<double>(world) / static_cast<double>(launch_world);
 }
 
 RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
@@ -85,6 +98,16 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
   base.strategy = local_sgd        ? "local_sgd"
                   : model_parallel ? (asked == "auto" ? "mesh" : asked)
                                    : "ddp";
+  if (config.elastic.scale_lr && config.global_batch > 0 &&
+      config.global_batch != config.batch * setup.launch_world)
+    log_warn("elastic.scale_lr: each rank keeps its batch of ", config.batch, ", so global_batch ",
+             config.global_batch, " is not used (the launch's global batch is ",
+             config.batch * setup.launch_world, ")");
+  if (config.elastic.scale_lr && config.schedule.name == "cosine" && config.max_steps == 0)
+    log_warn(
+        "elastic.scale_lr with a cosine schedule over epochs: a round of another world "
+        "takes another number of steps per epoch, so the horizon moves with it (the lr "
+        "jumps at the change); set max_steps to keep one horizon");
   TrainCommit commit;  // this process's newest
   int64_t ask = 0;     // the round to ask for (0: the next to close)
   int fruitless = 0;
@@ -118,6 +141,8 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
       const TrainConfig cfg = round_config(base, setup.launch_world, round.world());
       check_same_config(*group, cfg);
       Trainer trainer(cfg, group, true, &data);
+      const double lr_scale = round_lr_scale(base, setup.launch_world, round.world());
+      if (lr_scale != 1) trainer.set_lr_scale(lr_scale);
       // DDP's steps change nothing until they succeeded: a commit then copies almost nothing.
       trainer.make_transactional();
       // Model parallelism gathers a commit to rank 0; rank 1 keeps a copy.
@@ -161,10 +186,13 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
         change.reason = reason;
         change.resumed_from_step = trainer.global_step();
         change.ready_seconds = since_round.elapsed();
+        change.global_batch = cfg.global_batch;
+        change.lr_scale = lr_scale;
         trainer.note_membership(change);
         log_info("elastic: round ", round.number, ": ", round.world(), " ranks (",
                  members_text(round), ") at step ", trainer.global_step(),
                  cfg.global_batch > 0 ? detail::concat(", global batch ", cfg.global_batch) : "",
+                 base.elastic.scale_lr ? detail::concat(", lr x ", lr_scale) : std::string(),
                  "; ready in ", since_round.elapsed(), " s (connect ", connected, ", build ",
                  built - connected, ", state ", shared_at - built, ")");
       }

@@ -6,7 +6,8 @@
 //      (the member holding the newest commit) with one broadcast: a newcomer gets it from a
 //      live rank, never from disk, and survivors that committed different steps agree;
 //   3. build a Trainer for the round's world (the global batch stays the launch's: each
-//      rank's share changes) and run it, committing the state in memory every
+//      rank's share changes; or, with elastic.scale_lr, each rank keeps its batch and the
+//      learning rate follows the world) and run it, committing the state in memory every
 //      elastic.commit_every steps at a step boundary;
 //   4. when a collective fails (a member died, its link was cut, it stopped making
 //      progress), tear the round down, which makes every other member's collective fail at
@@ -47,8 +48,15 @@ struct ElasticSetup {
 };
 
 // The config of a round of `world` ranks: each rank's batch is its share of the job's
-// global batch (global_batch, else config.batch x launch_world), even or not.
+// global batch (global_batch, else config.batch x launch_world), even or not. With
+// elastic.scale_lr each rank keeps config.batch instead: the round's global batch is
+// config.batch x world, and its loaders continue the epoch at the next sample not taken
+// (data/loader.h, state_at_sample).
 TrainConfig round_config(const TrainConfig& config, int launch_world, int world);
+// The factor on the learning-rate schedule of a round of `world` ranks
+// (Trainer::set_lr_scale): world / launch_world with elastic.scale_lr, the linear scaling
+// rule (Goyal et al. 2017, "Accurate, Large Minibatch SGD") for its global batch; else 1.
+double round_lr_scale(const TrainConfig& config, int launch_world, int world);
 
 // Runs until the job ends (see above); the outcome is the last round's. Throws what a
 // non-communication failure throws, and Error when the job cannot continue (too few

@@ -76,6 +76,8 @@ void MetricsObserver::on_membership_changed(const MembershipChanged& e) {
               {"reason", e.reason},
               {"step", e.resumed_from_step},
               {"ready_seconds", e.ready_seconds},
+              {"global_batch", e.global_batch},
+              {"lr_scale", e.lr_scale},
               {"time", unix_seconds()}});
 }
 

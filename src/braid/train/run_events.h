@@ -89,6 +89,10 @@ struct MembershipChanged {
   std::string reason;
   int64_t resumed_from_step = 0;
   double ready_seconds = 0;  // from asking for a place to holding the state
+  int64_t global_batch = 0;  // the samples of the new world's steps, all ranks together
+  // The new world's learning rate over the launch's (elastic.scale_lr: world / launch
+  // world; 1 where the launch's global batch is kept).
+  double lr_scale = 1;
 };
 
 enum class StopHow {

@@ -248,6 +248,14 @@ std::vector<Setting> make_settings() {
       "elastic jobs: steps between in-memory commits of the training state; a lost rank "
       "rolls the job back at most this many steps",
       [](auto& c) -> auto& { return c.elastic.commit_every; }));
+  t.push_back(row(
+      "elastic.scale_lr", K::boolean, kParallel,
+      "elastic jobs: when the ranks change, each keeps its 'batch' (a round's global batch is "
+      "batch x its ranks; global_batch is not used) and the whole lr schedule is scaled by "
+      "ranks / launch ranks (the linear scaling rule). Pick it when a step should keep its cost "
+      "while ranks are gone for long; off, the ranks left share the launch's global batch at "
+      "its lr, and the run keeps the trajectory of an undisturbed one",
+      [](auto& c) -> auto& { return c.elastic.scale_lr; }));
   t.push_back(integer(
       "fedavg.clients", kParallel, 1, 1 << 24, "fedavg: clients the training set is split over (K)",
       [](auto& c) -> auto& { return c.fedavg.clients; }));

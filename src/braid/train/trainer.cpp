@@ -116,17 +116,25 @@ int64_t Trainer::schedule_steps() const {
                                : config_.epochs * std::max<int64_t>(1, batches_per_epoch());
 }
 
+void Trainer::set_lr_scale(double factor) {
+  BRAID_CHECK(factor > 0 && std::isfinite(factor), "learning-rate scale must be > 0, got ", factor);
+  lr_scale_ = factor;
+  schedule_ = make_schedule(schedule_steps());
+}
+
 std::unique_ptr<optim::Schedule> Trainer::make_schedule(int64_t total_steps) const {
   double lr = config_.optimizer.lr;
   // Linear scaling by the global batch: every rank's batch makes one step.
   if (config_.optimizer.base_batch > 0)
     lr = optim::scaled_lr(static_cast<float>(lr), global_batch(), config_.optimizer.base_batch);
+  else
+    lr *= lr_scale_;  // in double, as a config holding the scaled lr would give it
   optim::ScheduleConfig sc;
   sc.name = config_.schedule.name;
   sc.warmup_steps = config_.schedule.warmup_steps;
   sc.step_size = config_.schedule.step_size;
   sc.gamma = static_cast<float>(config_.schedule.gamma);
-  sc.min_lr = static_cast<float>(config_.schedule.min_lr);
+  sc.min_lr = static_cast<float>(config_.schedule.min_lr * lr_scale_);
   sc.total_steps = total_steps;
   return optim::make_schedule(sc, static_cast<float>(lr));
 }

@@ -31,6 +31,7 @@ class Group;
 namespace braid::data {
 struct Batch;
 class Loader;
+struct LoaderState;
 }  // namespace braid::data
 namespace braid::parallel {
 class GroupStatsReducer;
@@ -134,7 +135,8 @@ class Trainer {
 
   // The training state in memory (train_commit.h), taken on every rank at a step boundary
   // (a collective where the strategy must gather: local SGD, ZeRO), and put back on every
-  // rank of a job, this trainer's world size and strategy whatever the commit's were.
+  // rank of a job, this trainer's world size, global batch and strategy whatever the
+  // commit's were: the loader's place is a sample of the epoch, not a step.
   void commit(TrainCommit& into);
   void restore(const TrainCommit& from);
   // Elastic training: make the strategy's steps transactional where it can (see
@@ -151,6 +153,12 @@ class Trainer {
   void set_step_boundary(std::function<bool(int64_t step)> fn) { step_boundary_ = std::move(fn); }
   // Published by the next run() right after it starts (the elastic driver's new round).
   void note_membership(const MembershipChanged& change) { membership_ = change; }
+  // The learning-rate schedule x `factor`, every step of it (elastic.scale_lr: a round's
+  // ranks / the launch's, the linear scaling rule): its base lr and min_lr scaled, so
+  // warm-up and decay keep their shape. Under optimizer.base_batch the base lr already
+  // follows the global batch, which such a round changes by the same factor: there only
+  // min_lr is scaled here. Call before run().
+  void set_lr_scale(double factor);
 
   const TrainConfig& config() const { return config_; }
   int rank() const { return rank_; }
@@ -178,12 +186,17 @@ class Trainer {
   // commit() of a strategy that shards its state (TrainCommit::mine, left).
   void commit_shards(TrainCommit& into, std::string position);
   struct ResumePosition {
-    int64_t position = 0;  // batches of this rank into the epoch
+    int64_t position = 0;  // batches of this rank into the epoch (after the offset)
+    int64_t offset = 0;    // the loader's sample offset (data::LoaderState::offset)
     int64_t samples = 0;   // samples of the epoch's global order before it
     bool moved = false;    // the checkpoint's world size or batch differ from this run's
   };
   ResumePosition position_here(const nlohmann::json& train_state, const std::string& file) const;
   int64_t global_batch() const;  // samples of one step over every rank
+  // The steps of this world's whole epoch that `state` stands after: its position, plus
+  // the step an offset's shifted grid may have lost. So step = epoch x batches per epoch +
+  // this + step_offset_ holds across the epoch's end, offset or not.
+  int64_t steps_into_epoch(const data::LoaderState& state) const;
   void warn_if_horizon_changed(const nlohmann::json& train_state, const std::string& dir) const;
 
   void init(bool load_data, DataCache* data = nullptr);
@@ -228,6 +241,7 @@ class Trainer {
   // moved the run to another world size or batch mid-run (checkpointed).
   int64_t step_offset_ = 0;
   bool resume_mid_epoch_ = false;
+  double lr_scale_ = 1;             // set_lr_scale
   bool kernels_described_ = false;  // the kernel choices were logged
   bool loader_started_ = false;     // the loader was restored to a position inside epoch_
   StepTimes times_;

@@ -33,15 +33,23 @@ int64_t Trainer::global_batch() const {
   return config_.global_batch > 0 ? config_.global_batch : config_.batch * data_world_;
 }
 
+int64_t Trainer::steps_into_epoch(const data::LoaderState& state) const {
+  return state.position + train_loader_->batches_per_epoch() -
+         train_loader_->batches_from(state.offset);
+}
+
 // Where this rank's loader stands after a checkpoint's samples: the same global sample,
-// counted in steps of this run's global batch. A checkpoint from another world size or
-// batch must end on a whole global batch of this run. Under global_batch a step is the
-// same block of the epoch's order at every world size (data/sampler.h), so a checkpoint
-// of the same global_batch stands as recorded whatever its world size.
+// counted in steps of this run's global batch. Under global_batch a step is the same block
+// of the epoch's order at every world size (data/sampler.h), so a checkpoint of the same
+// global_batch stands as recorded whatever its world size; one of another global batch
+// continues at its sample, mid-step if need be (the loader's offset). Without global_batch
+// a checkpoint from another world size or batch must end on a whole step of this run.
 Trainer::ResumePosition Trainer::position_here(const json& ts, const std::string& file) const {
   ResumePosition r;
   const json& l = ts["loader"];
   r.position = read_count(l, "position", "train_state.loader.position", file);
+  // Written only where a global batch changed mid-epoch (elastic.scale_lr).
+  if (l.contains("offset")) r.offset = read_count(l, "offset", "train_state.loader.offset", file);
   if (!l.contains("samples")) return r;  // written before world sizes were recorded
   const int64_t world = read_count(l, "world_size", "train_state.loader.world_size", file);
   const int64_t batch = read_count(l, "batch", "train_state.loader.batch", file);
@@ -59,10 +67,20 @@ Trainer::ResumePosition Trainer::position_here(const json& ts, const std::string
   const int64_t saved_step = saved_global > 0 ? saved_global : world * batch;
   const std::string saved_how = saved_global > 0 ? detail::concat("global_batch ", saved_global)
                                                  : detail::concat(world, " ranks x batch ", batch);
-  BRAID_CHECK(r.samples == r.position * saved_step, "checkpoint '", file,
-              "': train_state.loader.samples ", r.samples, " is not position ", r.position, " x ",
-              saved_how, " (the file was edited or is corrupt)");
+  BRAID_CHECK(r.samples == r.offset + r.position * saved_step, "checkpoint '", file,
+              "': train_state.loader.samples ", r.samples, " is not offset ", r.offset,
+              " + position ", r.position, " x ", saved_how, " (the file was edited or is corrupt)");
   r.moved = true;
+  if (config_.global_batch > 0 && train_loader_) {
+    const int64_t n = train_loader_->source().size();
+    BRAID_CHECK(r.samples <= n, "checkpoint '", file, "': train_state.loader.samples ", r.samples,
+                " is past the ", n,
+                " samples of an epoch (the file was edited, or the data is not the run's)");
+    const data::LoaderState here = train_loader_->state_at_sample(0, r.samples);
+    r.position = here.position;
+    r.offset = here.offset;
+    return r;
+  }
   if (r.samples % global_batch() != 0)
     BRAID_THROW(Error, "checkpoint '", file, "' stopped at sample ", r.samples, " of its epoch (",
                 saved_how, "), which is not a whole ", "number of this run's global batches (",
@@ -72,6 +90,7 @@ Trainer::ResumePosition Trainer::position_here(const json& ts, const std::string
                 "); resume with a global batch that divides ", r.samples, ", e.g. the same ",
                 saved_step, " (global_batch, or ranks x batch with accumulate_steps to fit)");
   r.position = r.samples / global_batch();
+  r.offset = 0;
   return r;
 }
 
@@ -92,9 +111,11 @@ void Trainer::save_checkpoint(const std::string& dir) const {
     const data::LoaderState ls = train_loader_->state();
     state["loader"] = {{"epoch", ls.epoch},
                        {"position", ls.position},
-                       {"samples", ls.position * global_batch()},
+                       {"samples", train_loader_->sample_of(ls)},
                        {"world_size", data_world_},
                        {"batch", config_.batch}};
+    // Where an earlier world of another global batch took part of the epoch (scale_lr).
+    if (ls.offset != 0) state["loader"]["offset"] = ls.offset;
     // Steps of a global batch are the same blocks at every world size (position_here).
     if (config_.global_batch > 0) state["loader"]["global_batch"] = config_.global_batch;
     // Steps taken at another world size or batch before a resume moved the run: step =
@@ -130,10 +151,20 @@ void Trainer::check_position(const json& ts, const std::string& dir) const {
               "': train_state.step_offset is ", offset_json.dump(),
               "; it must be an integer (the file was edited or is corrupt)");
   const int64_t offset = offset_json.get<int64_t>();
-  if (const auto resumed = position_here(ts, file); resumed.moved) {
+  const auto resumed = position_here(ts, file);
+  const int64_t n = train_loader_->source().size();
+  BRAID_CHECK(resumed.offset <= n && (resumed.offset == 0 || config_.global_batch > 0),
+              "checkpoint '", file, "': train_state.loader.offset ", resumed.offset,
+              config_.global_batch > 0
+                  ? detail::concat(" is past the ", n, " samples of an epoch")
+                  : std::string(" needs a global batch, and this run has none"),
+              " (the file was edited, or the data or global_batch are not the run's)");
+  // The batches of the checkpoint's epoch here: fewer than a whole epoch's after an offset.
+  const int64_t in_epoch = train_loader_->batches_from(resumed.offset);
+  if (resumed.moved) {
     // Another world size or batch: the step counts on, the data from the same sample.
-    BRAID_CHECK(resumed.position <= per_epoch, "checkpoint '", file, "': sample ", resumed.samples,
-                " of the epoch is past the ", per_epoch,
+    BRAID_CHECK(resumed.position <= in_epoch, "checkpoint '", file, "': sample ", resumed.samples,
+                " of the epoch is past the ", in_epoch,
                 " batches of an epoch at this world size and batch");
     return;
   }
@@ -144,17 +175,19 @@ void Trainer::check_position(const json& ts, const std::string& dir) const {
           ? detail::concat("; the run used batch ", saved_batch.get<int64_t>(), ", this one ",
                            config_.batch, ": resume with the run's batch")
           : std::string("; was the file edited, or is the data not the run's?");
-  BRAID_CHECK(position <= per_epoch, "checkpoint '", file, "': train_state.loader.position ",
-              position, " is past the ", per_epoch, " batches of an epoch", hint);
-  BRAID_CHECK(step == loader_epoch * per_epoch + position + offset, "checkpoint '", file,
+  BRAID_CHECK(position <= in_epoch, "checkpoint '", file, "': train_state.loader.position ",
+              position, " is past the ", in_epoch, " batches of an epoch", hint);
+  const int64_t into =
+      steps_into_epoch({.epoch = loader_epoch, .position = position, .offset = resumed.offset});
+  BRAID_CHECK(step == loader_epoch * per_epoch + into + offset, "checkpoint '", file,
               "': train_state.step ", step, " disagrees with train_state.loader (epoch ",
-              loader_epoch, ", position ", position, " of ", per_epoch, " batches per epoch",
+              loader_epoch, ", position ", position, " of ", in_epoch, " batches in the epoch",
               offset != 0 ? detail::concat(", after ", offset, " steps at another batch") : "",
-              ": step ", loader_epoch * per_epoch + position + offset, ")", hint);
-  BRAID_CHECK(epoch == loader_epoch || (epoch == loader_epoch + 1 && position == per_epoch),
+              ": step ", loader_epoch * per_epoch + into + offset, ")", hint);
+  BRAID_CHECK(epoch == loader_epoch || (epoch == loader_epoch + 1 && position == in_epoch),
               "checkpoint '", file, "': train_state.epoch ", epoch,
               " disagrees with train_state.loader.epoch ", loader_epoch, " (position ", position,
-              " of ", per_epoch, ")", hint);
+              " of ", in_epoch, ")", hint);
 }
 
 // A cosine schedule decays over its horizon; resumed over another one, the learning rate
@@ -202,18 +235,22 @@ void Trainer::load_checkpoint(const std::string& path) {
   epoch_ = ck.train_state.at("epoch").get<int64_t>();
   if (train_loader_ && ck.train_state.contains("loader") && !rounds) {
     const auto& l = ck.train_state["loader"];
-    const data::LoaderState ls{l.at("epoch").get<int64_t>(),
-                               position_here(ck.train_state, dir + "/state.json").position};
-    if (ls.position != l.at("position").get<int64_t>())
+    const ResumePosition here = position_here(ck.train_state, dir + "/state.json");
+    const data::LoaderState ls{
+        .epoch = l.at("epoch").get<int64_t>(), .position = here.position, .offset = here.offset};
+    if (here.moved)
       log_info("checkpoint '", dir, "' was written by ", l.at("world_size").get<int64_t>(),
                " ranks x batch ", l.at("batch").get<int64_t>(), "; this run (",
                config_.global_batch > 0
                    ? detail::concat("global_batch ", config_.global_batch)
                    : detail::concat(data_world_, " ranks x batch ", config_.batch),
                ") continues its epoch ", ls.epoch, " at batch ", ls.position, " (sample ",
-               l.at("samples").get<int64_t>(), ")");
-    step_offset_ = step_ - (ls.epoch * train_loader_->batches_per_epoch() + ls.position);
-    if (ls.epoch == epoch_ && ls.position > 0 && ls.position < train_loader_->batches_per_epoch()) {
+               l.at("samples").get<int64_t>(),
+               ls.offset != 0 ? detail::concat(", its steps shifted by ", ls.offset) : "", ")");
+    step_offset_ = step_ - (ls.epoch * train_loader_->batches_per_epoch() + steps_into_epoch(ls));
+    // At the epoch's very end too (a checkpoint_every step that ended it): the loader then
+    // ends the epoch at once, rather than the epoch being taken again.
+    if (ls.epoch == epoch_ && (ls.position > 0 || ls.offset > 0)) {
       train_loader_->restore(ls);
       resume_mid_epoch_ = true;
     }

@@ -164,10 +164,15 @@ void Trainer::commit(TrainCommit& into) {
 }
 
 nlohmann::json Trainer::position_json() const {
-  json pos = {{"step", step_}, {"epoch", epoch_}, {"step_offset", step_offset_}};
+  json pos = {{"step", step_}, {"epoch", epoch_}};
   if (train_loader_) {
+    // In samples of the epoch's order, not steps: the world restoring it may take another
+    // global batch (elastic.scale_lr). An epoch this world took to its end is over, even
+    // where a world of a smaller global batch could take a step more of its tail.
     const data::LoaderState ls = train_loader_->state();
-    pos["loader"] = {{"epoch", ls.epoch}, {"position", ls.position}};
+    pos["loader"] = {{"epoch", ls.epoch},
+                     {"samples", train_loader_->sample_of(ls)},
+                     {"ended", ls.position >= train_loader_->batches_in_epoch()}};
   }
   pos["stop_rules"] = stop_rules_.state();
   if (const optim::LossScaler* s = strategy_->loss_scaler()) pos["loss_scaler"] = s->state();
@@ -212,17 +217,24 @@ void Trainer::restore(const TrainCommit& from) {
   strategy_->sync_parameters();
   step_ = pos.at("step").get<int64_t>();
   epoch_ = pos.at("epoch").get<int64_t>();
-  step_offset_ = pos.value("step_offset", int64_t{0});
+  step_offset_ = 0;
   resume_mid_epoch_ = false;
   if (train_loader_ && pos.contains("loader")) {
-    const data::LoaderState ls{pos["loader"].at("epoch").get<int64_t>(),
-                               pos["loader"].at("position").get<int64_t>()};
-    // Positions count steps of the global batch, which every membership keeps: the loader
-    // of this world continues at the same samples.
-    if (ls.epoch == epoch_ && ls.position > 0) {
-      train_loader_->restore(ls);
+    const json& l = pos["loader"];
+    const int64_t epoch = l.at("epoch").get<int64_t>(), samples = l.at("samples").get<int64_t>();
+    // The loader of this world continues at the same sample, whatever global batch took
+    // the ones before (with the same one, at the same step).
+    if (epoch == epoch_ && l.at("ended").get<bool>()) {
+      epoch_ = epoch + 1;  // as the committing world would have gone on
+    } else if (epoch == epoch_ && samples > 0) {
+      train_loader_->restore(train_loader_->state_at_sample(epoch, samples));
       resume_mid_epoch_ = true;
     }
+    // Counted at this world's steps per epoch (steps_into_epoch).
+    const data::LoaderState here =
+        resume_mid_epoch_ ? train_loader_->state() : data::LoaderState{.epoch = epoch_};
+    step_offset_ =
+        step_ - (here.epoch * train_loader_->batches_per_epoch() + steps_into_epoch(here));
   }
   stop_rules_.load(pos.value("stop_rules", json()), "elastic commit");
   if (optim::LossScaler* s = strategy_->loss_scaler(); s && pos.contains("loss_scaler"))

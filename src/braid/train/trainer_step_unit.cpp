@@ -3,6 +3,7 @@
 // batch. Epochs are its periods; the logged window is the mean over its steps.
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "core/log.h"
 #include "data/loader.h"
@@ -13,16 +14,33 @@
 
 namespace braid::train {
 
+namespace {
+
+// The step at which the run's epochs end at this world: what is left of the epoch in
+// progress, then whole epochs. Counted from the step reached, since steps taken at another
+// global batch (a resume or an elastic round at another world) made epochs of other lengths.
+int64_t epochs_end(const Trainer& t, const data::Loader* loader, int64_t step, int64_t epoch,
+                   bool mid_epoch) {
+  const int64_t epochs = t.config().epochs;
+  if (!loader) return 0;  // no data: no steps
+  const int64_t per_epoch = loader->batches_per_epoch();
+  if (epoch >= epochs) return step;
+  const int64_t left =
+      mid_epoch ? loader->batches_in_epoch() - loader->state().position : per_epoch;
+  return step + left + (epochs - epoch - 1) * per_epoch;
+}
+
+}  // namespace
+
 class StepUnit : public ProgressUnit {
  public:
   StepUnit(Trainer& t, int64_t stop_at_step)
       : t_(t),
         stop_at_(stop_at_step),
         first_step_(t.step_),
-        per_epoch_(t.batches_per_epoch()),
-        total_(t.config_.max_steps > 0
-                   ? std::min(t.config_.max_steps, t.config_.epochs * per_epoch_)
-                   : t.config_.epochs * per_epoch_),
+        total_(std::min(
+            t.config_.max_steps > 0 ? t.config_.max_steps : std::numeric_limits<int64_t>::max(),
+            epochs_end(t, t.train_loader_.get(), t.step_, t.epoch_, t.resume_mid_epoch_))),
         is_lm_(t.model_.task == Task::language_model),
         per_step_samples_(static_cast<double>(t.global_batch()) *
                           (is_lm_ ? static_cast<double>(t.config_.seq_len) : 1.0)) {}
@@ -139,7 +157,7 @@ class StepUnit : public ProgressUnit {
 
   bool close_period() override {
     in_epoch_ = false;
-    if (t_.train_loader_->state().position >= per_epoch_) ++t_.epoch_;
+    if (t_.train_loader_->state().position >= t_.train_loader_->batches_in_epoch()) ++t_.epoch_;
     return true;
   }
 
@@ -153,7 +171,6 @@ class StepUnit : public ProgressUnit {
   Trainer& t_;
   const int64_t stop_at_;
   const int64_t first_step_;
-  const int64_t per_epoch_;
   const int64_t total_;
   const bool is_lm_;
   const double per_step_samples_;
