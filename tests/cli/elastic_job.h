@@ -3,15 +3,20 @@
 // prints its own line again) and can kill -9 its own children only.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "cli/fault_helpers.h"
+#include "cli/run_braid.h"
+#include "cli/same_checkpoint.h"
 #include "launch/braid_process.h"
 
 namespace braid::testing {
@@ -44,6 +49,56 @@ inline pid_t rank_pid(Process& p, int rank, int count = 1) {
   int pid = 0;
   if (std::sscanf(out.c_str() + at + tag.size(), "%d", &pid) != 1) return 0;
   return pid;
+}
+
+// The step round `round` went on from, from rank 0's "elastic: round R: ... at step S"
+// line; -1 if absent.
+inline long round_step(const std::string& output, int round) {
+  const size_t at = output.find("elastic: round " + std::to_string(round) + ": ");
+  if (at == std::string::npos) return -1;
+  const size_t step_at = output.find(") at step ", at);
+  long step = -1;
+  if (step_at == std::string::npos ||
+      std::sscanf(output.c_str() + step_at, ") at step %ld", &step) != 1)
+    return -1;
+  return step;
+}
+
+// Kills a random rank of the `ranks` of `job` (rank 0 among the candidates) with SIGKILL at a
+// random point of a step, once the job is training, and waits for the job's end, which
+// must be a success; returns the victim, or -1 after a test failure.
+inline int kill_a_random_rank_and_finish(Process& job, int ranks, std::mt19937& rng) {
+  HangGuard guard(job.pid(), kHangLimit);
+  const int victim = static_cast<int>(rng() % static_cast<unsigned>(ranks));
+  const pid_t pid = rank_pid(job, victim);
+  EXPECT_GT(pid, 0) << job.output();
+  if (pid <= 0 || !job.wait_for("[rank 0] epoch 1/")) return -1;
+  let_it_compute(pid, 5 + static_cast<long>(rng() % 20));
+  EXPECT_EQ(::kill(pid, SIGKILL), 0) << job.output();
+  const int code = job.finish();
+  EXPECT_FALSE(guard.fired()) << job.output();
+  EXPECT_EQ(code, 0) << job.output();
+  return code == 0 && !guard.fired() ? victim : -1;
+}
+
+// The undisturbed job that took a membership change at `step`: `before` ranks trained
+// `args_before` up to it and checkpointed into `reference`, then `after` ranks resumed it
+// with `args_after` (which name the end). Whether its checkpoint holds the bits of
+// `elastic_checkpoint`.
+inline ::testing::AssertionResult same_as_stop_and_resume(const std::string& elastic_checkpoint,
+                                                          int before,
+                                                          const std::string& args_before, int after,
+                                                          const std::string& args_after, long step,
+                                                          const std::string& reference) {
+  const auto first = run_braid("launch -n " + std::to_string(before) + " -- " +
+                               std::string(BRAID_BINARY) + " train " + args_before +
+                               "--max-steps " + std::to_string(step) + " --out " + reference);
+  if (first.code != 0) return ::testing::AssertionFailure() << first.output;
+  const auto second =
+      run_braid("launch -n " + std::to_string(after) + " -- " + std::string(BRAID_BINARY) +
+                " train " + args_after + "--resume " + reference);
+  if (second.code != 0) return ::testing::AssertionFailure() << second.output;
+  return same_checkpoint(elastic_checkpoint, reference + "/checkpoint");
 }
 
 }  // namespace braid::testing

@@ -45,15 +45,8 @@ TEST_P(ElasticModelParallel, ARestartedRankRebuildsTheMeshAndTheRunIsTheUndistur
                            "--max-steps 2500 ";
   auto job = elastic_launch({"-n", "2", "--min-ranks", "2", "--max-restarts", "1"},
                             args + "--slow-step-ms 2 --out " + tmp.file("elastic"));
-  HangGuard guard(job->pid(), kHangLimit);
-  const int victim = static_cast<int>(rng() % 2);
-  const pid_t pid = rank_pid(*job, victim);
-  ASSERT_GT(pid, 0) << job->output();
-  ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
-  let_it_compute(pid, 5 + static_cast<long>(rng() % 20));
-  ASSERT_EQ(::kill(pid, SIGKILL), 0) << job->output();
-  ASSERT_EQ(job->finish(), 0) << job->output();
-  ASSERT_FALSE(guard.fired()) << job->output();
+  const int victim = braid::testing::kill_a_random_rank_and_finish(*job, 2, rng);
+  ASSERT_GE(victim, 0);
   ASSERT_TRUE(has_text(job->output(), "elastic: round 2: 2 ranks")) << job->output();
   EXPECT_FALSE(has_text(job->output(), "resuming from the run's checkpoint")) << job->output();
 

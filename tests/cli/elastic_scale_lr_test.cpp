@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/elastic_job.h"
 #include "cli/fault_helpers.h"
 #include "cli/run_braid.h"
 #include "cli/same_checkpoint.h"
@@ -28,26 +29,18 @@
 
 namespace {
 
+using braid::testing::elastic_launch;
 using braid::testing::HangGuard;
 using braid::testing::has_text;
+using braid::testing::kHangLimit;
 using braid::testing::let_it_compute;
 using braid::testing::pid_of;
 using braid::testing::Process;
+using braid::testing::round_step;
 using braid::testing::TempDir;
 using nlohmann::json;
 
-constexpr auto kHangLimit = std::chrono::seconds(240);
 constexpr int64_t kSteps = 1200;  // 1200 x 36 samples: the run stays in epoch 0
-
-// `braid launch LAUNCH_ARGS -- sh -c 'echo pid $$; exec braid train TRAIN_ARGS'`.
-std::unique_ptr<Process> launch(const std::vector<std::string>& launch_args,
-                                const std::string& train_args) {
-  std::vector<std::string> argv = {BRAID_BINARY, "launch"};
-  argv.insert(argv.end(), launch_args.begin(), launch_args.end());
-  for (const char* a : {"--", "sh", "-c"}) argv.emplace_back(a);
-  argv.push_back("echo pid $$; exec " + std::string(BRAID_BINARY) + " train " + train_args);
-  return std::make_unique<Process>(argv);
-}
 
 // The tiny MLP at batch 12 per rank, SGD at a constant `lr`, logged every 10 steps.
 std::string train_args(const TempDir& tmp, const std::string& lr) {
@@ -65,25 +58,15 @@ std::vector<json> records_of(const std::string& path) {
   return out;
 }
 
-// The step round 2 went on from, from its log line; -1 if absent.
-long round_two_step(const std::string& output) {
-  const size_t at = output.find("elastic: round 2: 2 ranks (");
-  if (at == std::string::npos) return -1;
-  long step = -1;
-  if (std::sscanf(output.c_str() + output.find(") at step ", at), ") at step %ld", &step) != 1)
-    return -1;
-  return step;
-}
-
 // The job finishes on 2 ranks; metrics.jsonl's membership record gives the new global batch
 // and scale, and every train record after it the lr 0.06 x 2/3 = 0.04 (before it, 0.06).
 // The checkpoint's loader counts samples: s steps of 36, then the rest of 24.
 TEST(ElasticScaleLrJob, AKilledRankLeavesTwoRanksAtTwoThirdsTheLearningRate) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
-  auto job = launch({"-n", "3", "--min-ranks", "2", "--max-restarts", "0"},
-                    train_args(tmp, "0.06") + "--slow-step-ms 1 --max-steps " +
-                        std::to_string(kSteps) + " --out " + tmp.file("run"));
+  auto job = elastic_launch({"-n", "3", "--min-ranks", "2", "--max-restarts", "0"},
+                            train_args(tmp, "0.06") + "--slow-step-ms 1 --max-steps " +
+                                std::to_string(kSteps) + " --out " + tmp.file("run"));
   HangGuard guard(job->pid(), kHangLimit);
   const pid_t victim = pid_of(*job, "rank 2");
   ASSERT_GT(victim, 0) << job->output();
@@ -106,7 +89,7 @@ TEST(ElasticScaleLrJob, AKilledRankLeavesTwoRanksAtTwoThirdsTheLearningRate) {
   EXPECT_EQ(m["global_batch"], 24) << m.dump();
   EXPECT_DOUBLE_EQ(m["lr_scale"].get<double>(), 2.0 / 3.0) << m.dump();
   const int64_t s = m["step"].get<int64_t>();
-  EXPECT_EQ(s, round_two_step(job->output())) << job->output();
+  EXPECT_EQ(s, round_step(job->output(), 2)) << job->output();
   int before = 0, after = 0;
   for (size_t i = 0; i < records.size(); ++i) {
     if (records[i].value("event", "") != "train") continue;
@@ -144,9 +127,9 @@ TEST(ElasticScaleLrJob, DeterministicRoundOnTwoRanksEqualsAResumeAtTheScaledLr) 
   std::mt19937 rng(seed);
   // global_batch 36 is what scale_lr gives 3 ranks; said here so the references share it.
   const std::string args = train_args(tmp, "0.06") + "--deterministic --global-batch 36 ";
-  auto job = launch({"-n", "3", "--min-ranks", "2", "--max-restarts", "0"},
-                    args + "--slow-step-ms 2 --max-steps " + std::to_string(kSteps) + " --out " +
-                        tmp.file("elastic"));
+  auto job = elastic_launch({"-n", "3", "--min-ranks", "2", "--max-restarts", "0"},
+                            args + "--slow-step-ms 2 --max-steps " + std::to_string(kSteps) +
+                                " --out " + tmp.file("elastic"));
   HangGuard guard(job->pid(), kHangLimit);
   const int victim = static_cast<int>(rng() % 3);
   const pid_t pid = pid_of(*job, "rank " + std::to_string(victim));
@@ -156,7 +139,7 @@ TEST(ElasticScaleLrJob, DeterministicRoundOnTwoRanksEqualsAResumeAtTheScaledLr) 
   ASSERT_EQ(::kill(pid, SIGKILL), 0) << job->output();
   ASSERT_EQ(job->finish(), 0) << job->output();
   ASSERT_FALSE(guard.fired()) << job->output();
-  const long step = round_two_step(job->output());
+  const long step = round_step(job->output(), 2);
   ASSERT_GT(step, 0) << job->output();
   ASSERT_LT(step, kSteps) << job->output();
 

@@ -115,39 +115,15 @@ TEST(Elastic, DeterministicJobThatLostARankEqualsTheSameMembershipChangeUndistur
   args += "--optimizer sgd --deterministic --epochs 10 ";
   auto job =
       elastic_launch({"-n", "4", "--min-ranks", "2", "--max-restarts", "0"},
-                     args + "--slow-step-ms 2 --max-steps 4000 --out " + tmp.file("elastic"));
-  HangGuard guard(job->pid(), kHangLimit);
-  const int victim = static_cast<int>(rng() % 4);
-  const pid_t pid = rank_pid(*job, victim);
-  ASSERT_GT(pid, 0) << job->output();
-  ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
-  let_it_compute(pid, 5 + static_cast<long>(rng() % 20));
-  ASSERT_EQ(::kill(pid, SIGKILL), 0) << job->output();
-  ASSERT_EQ(job->finish(), 0) << job->output();
-  ASSERT_FALSE(guard.fired()) << job->output();
-  // The step the survivors went on from.
-  const std::string tag = "elastic: round 2: 3 ranks (";
-  const size_t at = job->output().find(tag);
-  ASSERT_NE(at, std::string::npos) << job->output();
-  long step = 0;
-  ASSERT_EQ(std::sscanf(job->output().c_str() + job->output().find(") at step ", at),
-                        ") at step %ld", &step),
-            1)
-      << job->output();
-  ASSERT_GT(step, 0);
+                     args + "--max-steps 4000 --slow-step-ms 2 --out " + tmp.file("elastic"));
+  const int victim = braid::testing::kill_a_random_rank_and_finish(*job, 4, rng);
+  ASSERT_GE(victim, 0);
+  const long step = braid::testing::round_step(job->output(), 2);
+  ASSERT_GT(step, 0) << job->output();
   ASSERT_LT(step, 4000);
-
-  const std::string reference = tmp.file("reference");
-  const auto first =
-      braid::testing::run_braid("launch -n 4 -- " + std::string(BRAID_BINARY) + " train " + args +
-                                "--max-steps " + std::to_string(step) + " --out " + reference);
-  ASSERT_EQ(first.code, 0) << first.output;
-  const auto second =
-      braid::testing::run_braid("launch -n 3 -- " + std::string(BRAID_BINARY) + " train " + args +
-                                "--max-steps 4000 --resume " + reference);
-  ASSERT_EQ(second.code, 0) << second.output;
-  EXPECT_TRUE(
-      braid::testing::same_checkpoint(tmp.file("elastic/checkpoint"), reference + "/checkpoint"))
+  EXPECT_TRUE(braid::testing::same_as_stop_and_resume(tmp.file("elastic/checkpoint"), 4, args, 3,
+                                                      args + "--max-steps 4000 ", step,
+                                                      tmp.file("reference")))
       << "killed rank " << victim << "; went on from step " << step << "\n"
       << job->output();
 }

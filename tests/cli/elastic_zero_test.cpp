@@ -25,17 +25,8 @@ using braid::testing::has_text;
 using braid::testing::kHangLimit;
 using braid::testing::let_it_compute;
 using braid::testing::rank_pid;
+using braid::testing::round_step;
 using braid::testing::TempDir;
-
-// The step round `round` went on from, from rank 0's "elastic: round R: ... at step S".
-long round_step(const std::string& output, int round) {
-  const size_t at = output.find("elastic: round " + std::to_string(round) + ": ");
-  if (at == std::string::npos) return -1;
-  long step = -1;
-  if (std::sscanf(output.c_str() + output.find(") at step ", at), ") at step %ld", &step) != 1)
-    return -1;
-  return step;
-}
 
 std::string zero_args(const TempDir& tmp, int stage) {
   std::string args = braid::testing::tiny_mlp_flags(tmp);
@@ -59,32 +50,16 @@ TEST(ElasticZero, Stage3JobThatLostARankEqualsTheSameMembershipChangeUndisturbed
   const std::string args = zero_args(tmp, 3) + "--deterministic ";
   auto job =
       elastic_launch({"-n", "4", "--min-ranks", "2", "--max-restarts", "0"},
-                     args + "--slow-step-ms 2 --max-steps 3000 --out " + tmp.file("elastic"));
-  HangGuard guard(job->pid(), kHangLimit);
-  const int victim = static_cast<int>(rng() % 4);
-  const pid_t pid = rank_pid(*job, victim);
-  ASSERT_GT(pid, 0) << job->output();
-  ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
-  let_it_compute(pid, 5 + static_cast<long>(rng() % 20));
-  ASSERT_EQ(::kill(pid, SIGKILL), 0) << job->output();
-  ASSERT_EQ(job->finish(), 0) << job->output();
-  ASSERT_FALSE(guard.fired()) << job->output();
+                     args + "--max-steps 3000 --slow-step-ms 2 --out " + tmp.file("elastic"));
+  const int victim = braid::testing::kill_a_random_rank_and_finish(*job, 4, rng);
+  ASSERT_GE(victim, 0);
   const long step = round_step(job->output(), 2);
   ASSERT_GT(step, 0) << job->output();
   ASSERT_LT(step, 3000);
   EXPECT_FALSE(has_text(job->output(), "resuming from the run's checkpoint")) << job->output();
-
-  const std::string reference = tmp.file("reference");
-  const auto first =
-      braid::testing::run_braid("launch -n 4 -- " + std::string(BRAID_BINARY) + " train " + args +
-                                "--max-steps " + std::to_string(step) + " --out " + reference);
-  ASSERT_EQ(first.code, 0) << first.output;
-  const auto second =
-      braid::testing::run_braid("launch -n 3 -- " + std::string(BRAID_BINARY) + " train " + args +
-                                "--max-steps 3000 --resume " + reference);
-  ASSERT_EQ(second.code, 0) << second.output;
-  EXPECT_TRUE(
-      braid::testing::same_checkpoint(tmp.file("elastic/checkpoint"), reference + "/checkpoint"))
+  EXPECT_TRUE(braid::testing::same_as_stop_and_resume(tmp.file("elastic/checkpoint"), 4, args, 3,
+                                                      args + "--max-steps 3000 ", step,
+                                                      tmp.file("reference")))
       << "killed rank " << victim << "; went on from step " << step << "\n"
       << job->output();
 }
