@@ -1,11 +1,11 @@
 // The supervision loop is one thread polling the ranks' output pipes and a self-pipe fed
-// by the signal handlers (the process has other threads, BLAS's and the store's, so a
-// signal may land on any of them; a handler that only writes a record of the signal, its
-// sender and its time works wherever it runs). A SIGCHLD makes the loop look at every exited child
-// with waitid(WNOWAIT): while an exited rank is not yet reaped its pid cannot be reused, so killing
-// its process group (whatever it left running) cannot hit a stranger; then it is reaped. The
-// launcher is a child subreaper, so what a rank orphans is reaped here too, and the loop ends once
-// the ranks are gone, their pipes closed and no child is left (or after kDrainLimit).
+// by the signal handlers (launch/signal_relay.h). An elastic job's side (member ids,
+// restarts, rounds, other hosts' agents) is launch/elastic_agent.h's. A SIGCHLD makes the loop look
+// at every exited child with waitid(WNOWAIT): while an exited rank is not yet reaped its pid cannot
+// be reused, so killing its process group (whatever it left running) cannot hit a stranger; then it
+// is reaped. The launcher is a child subreaper, so what a rank orphans is reaped here too, and the
+// loop ends once the ranks are gone, their pipes closed and no child is left (or after
+// kDrainLimit).
 #include "launch/launcher.h"
 
 #include <fcntl.h>
@@ -34,8 +34,11 @@
 #include "comm/tcp_store.h"
 #include "core/error.h"
 #include "launch/child_process.h"
+#include "launch/elastic_agent.h"
+#include "launch/node_agent.h"
 #include "launch/oom_watch.h"
 #include "launch/output_prefixer.h"
+#include "launch/signal_relay.h"
 
 extern char** environ;
 
@@ -51,70 +54,6 @@ constexpr std::chrono::milliseconds kDrainLimit{2000};
 // Parameter-server jobs: how long a worker may run on after every server exited (it sent
 // `done` just before they finished) before the launcher stops it as unable to progress.
 constexpr std::chrono::milliseconds kStrandedGrace{30000};
-
-std::atomic<int> g_signal_pipe{-1};
-
-// What a handler writes to the self-pipe: one record per signal, well under PIPE_BUF, so
-// each write is atomic and reads return whole records.
-struct SignalRecord {
-  int32_t signo;
-  int32_t sender;  // si_pid: 0 when the kernel sent it (a terminal's Ctrl-C)
-  int32_t code;    // si_code: SI_USER for kill(2)
-  int64_t at_ns;   // CLOCK_MONOTONIC when it arrived
-};
-
-extern "C" void forward_to_pipe(int signo, siginfo_t* info, void*) {
-  const int saved = errno;
-  const int fd = g_signal_pipe.load(std::memory_order_relaxed);
-  if (fd >= 0) {
-    timespec now{};
-    ::clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
-    const SignalRecord r{signo, info != nullptr ? static_cast<int32_t>(info->si_pid) : 0,
-                         info != nullptr ? info->si_code : 0,
-                         static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec};
-    [[maybe_unused]] ssize_t n = ::write(fd, &r, sizeof r);
-  }
-  errno = saved;
-}
-
-// Installs the handlers for the launch and restores the previous ones afterwards.
-class SignalGuard {
- public:
-  static constexpr int kCaught[] = {SIGINT, SIGTERM, SIGCHLD};
-
-  SignalGuard() {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
-      BRAID_THROW(IoError, "launch: cannot create a pipe: ", std::strerror(errno));
-    read_fd_ = fds[0];
-    write_fd_ = fds[1];
-    g_signal_pipe.store(write_fd_);
-    struct sigaction sa {};
-    sa.sa_sigaction = forward_to_pipe;
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP | SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < std::size(kCaught); ++i) ::sigaction(kCaught[i], &sa, &old_[i]);
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    ::sigaction(SIGPIPE, &ignore, &old_pipe_);
-  }
-  ~SignalGuard() {
-    for (size_t i = 0; i < std::size(kCaught); ++i) ::sigaction(kCaught[i], &old_[i], nullptr);
-    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
-    g_signal_pipe.store(-1);
-    ::close(read_fd_);
-    ::close(write_fd_);
-  }
-  SignalGuard(const SignalGuard&) = delete;
-  SignalGuard& operator=(const SignalGuard&) = delete;
-
-  int read_fd() const { return read_fd_; }
-
- private:
-  int read_fd_ = -1, write_fd_ = -1;
-  struct sigaction old_[std::size(kCaught)]{};
-  struct sigaction old_pipe_ {};
-};
 
 struct Rank {
   ChildProcess proc;
@@ -175,28 +114,17 @@ std::string rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
-// coreutils `timeout` signals its child and then its own process group, which holds the
-// child: the launcher gets the same signal twice from one sender within microseconds. A
-// person asking again takes far longer, and a terminal's Ctrl-C comes from the kernel
-// (sender 0), once per key press, so neither is mistaken for such an echo.
-constexpr std::chrono::milliseconds kEchoWindow{500};
-
-bool is_echo(const SignalRecord& first, const SignalRecord& again) {
-  return again.signo == first.signo && again.code == SI_USER && first.code == SI_USER &&
-         again.sender == first.sender && again.sender != 0 &&
-         again.at_ns - first.at_ns <
-             std::chrono::duration_cast<std::chrono::nanoseconds>(kEchoWindow).count();
-}
-
 class Supervisor {
  public:
   Supervisor(const LaunchOptions& options, int signal_fd, OomWatch& oom)
       : options_(options), signal_fd_(signal_fd), oom_(oom) {}
   ~Supervisor() { kill_all_now(); }
 
-  void start(const std::string& path, const comm::StoreServer& store, const comm::Secret& secret,
-             const std::string& job_id) {
+  // `elastic`: an elastic job's agent side (it outlives the Supervisor); null otherwise.
+  void start(const std::string& path, const std::string& store_address, const comm::Secret& secret,
+             const std::string& job_id, ElasticAgent* elastic) {
     path_ = path;
+    elastic_ = elastic;
     // braid's own variables come first for braid's ranks (launch/env.h); torchrun's are
     // set too, with the same values, for programs that only know those.
     std::vector<std::string> ours = {"BRAID_RANK",
@@ -216,11 +144,13 @@ class Supervisor {
     std::vector<std::string> base;
     for (char** e = environ; *e != nullptr; ++e)
       if (!starts_with_any(*e, ours)) base.emplace_back(*e);
-    const std::string n = std::to_string(options_.ranks);
-    for (const char* name :
-         {"BRAID_WORLD_SIZE=", "BRAID_LOCAL_WORLD_SIZE=", "WORLD_SIZE=", "LOCAL_WORLD_SIZE="})
-      base.push_back(name + n);
-    base.push_back("BRAID_STORE_ADDR=127.0.0.1:" + std::to_string(store.port()));
+    // An agent of a job over several hosts: the world is every agent's ranks.
+    const std::string world = std::to_string(elastic_ ? elastic_->place().world : options_.ranks);
+    const std::string local = std::to_string(options_.ranks);
+    for (const char* name : {"BRAID_WORLD_SIZE=", "WORLD_SIZE="}) base.push_back(name + world);
+    for (const char* name : {"BRAID_LOCAL_WORLD_SIZE=", "LOCAL_WORLD_SIZE="})
+      base.push_back(name + local);
+    base.push_back("BRAID_STORE_ADDR=" + store_address);
     base.push_back("BRAID_STORE_HOSTED=1");
     base.push_back("BRAID_SECRET=" + secret.hex());
     base.push_back("BRAID_JOB_ID=" + job_id);
@@ -228,21 +158,8 @@ class Supervisor {
     if (options_.transport)
       base.push_back("BRAID_TRANSPORT=" +
                      std::string(comm::transport_kind_name(*options_.transport)));
-    if (options_.elastic) {
-      base.push_back("BRAID_ELASTIC=1");
-      std::vector<std::string> initial;
-      for (int r = 0; r < options_.ranks; ++r) initial.push_back(member_id(r, 0));
-      comm::RoundRules rules;
-      rules.min_members = options_.elastic->min_ranks;
-      rules.max_members =
-          options_.elastic->max_ranks > 0 ? options_.elastic->max_ranks : options_.ranks;
-      rules.rendezvous_timeout = options_.elastic->rendezvous_timeout;
-      auto client = comm::connect_store("127.0.0.1", store.port(), secret,
-                                        comm::Deadline::after(std::chrono::seconds(10)));
-      coordinator_ = std::make_unique<comm::RoundCoordinator>(
-          comm::prefixed(std::move(client), "job/" + job_id), rules, std::move(initial));
-    }
-    if (options_.elastic && !options_.elastic->join_file.empty()) write_join_file(base);
+    if (elastic_) base.push_back("BRAID_ELASTIC=1");
+    if (elastic_ && !options_.elastic->join_file.empty()) write_join_file(base);
     base_env_ = std::move(base);
     for (int r = 0; r < options_.ranks; ++r) spawn(r, 0);
   }
@@ -269,10 +186,6 @@ class Supervisor {
       BRAID_THROW(IoError, "braid launch: cannot write --join-file '", path, "'");
   }
 
-  static std::string member_id(int slot, int incarnation) {
-    return std::to_string(slot) + "." + std::to_string(incarnation);
-  }
-
   // Starts rank `slot` (again, when `incarnation` > 0: an elastic job's restart).
   void spawn(int slot, int incarnation) {
     ChildSpec spec;
@@ -283,13 +196,14 @@ class Supervisor {
     // the child restores the mask it had before.
     sigset_t block;
     sigemptyset(&block);
-    for (int s : SignalGuard::kCaught) sigaddset(&block, s);
+    for (int s : SignalRelay::kCaught) sigaddset(&block, s);
     {
       const int r = slot;
       spec.env = base_env_;
-      const std::string rank = std::to_string(r);
-      for (const char* name : {"BRAID_RANK=", "BRAID_LOCAL_RANK=", "RANK=", "LOCAL_RANK="})
-        spec.env.push_back(name + rank);
+      const std::string rank = std::to_string(first_rank() + r);
+      for (const char* name : {"BRAID_RANK=", "RANK="}) spec.env.push_back(name + rank);
+      for (const char* name : {"BRAID_LOCAL_RANK=", "LOCAL_RANK="})
+        spec.env.push_back(name + std::to_string(r));
       if (options_.servers > 0) {
         const int workers = workers_of_ps_job();
         const bool worker = r < workers;
@@ -304,8 +218,8 @@ class Supervisor {
         spec.env.push_back("BRAID_NUM_SERVERS=" + std::to_string(options_.servers));
         spec.env.push_back(std::string("BRAID_NUM_EVALUATORS=") + (options_.evaluator ? "1" : "0"));
       }
-      if (options_.elastic) {
-        spec.env.push_back("BRAID_ELASTIC_MEMBER=" + member_id(r, incarnation));
+      if (elastic_) {
+        spec.env.push_back("BRAID_ELASTIC_MEMBER=" + elastic_->member_id(r, incarnation));
         spec.env.push_back("BRAID_RESTART_COUNT=" + std::to_string(incarnation));
       }
       ::pthread_sigmask(SIG_BLOCK, &block, &spec.mask);
@@ -321,7 +235,7 @@ class Supervisor {
       entry.proc = proc;
       entry.slot = r;
       entry.incarnation = incarnation;
-      if (options_.elastic) entry.member = member_id(r, incarnation);
+      if (elastic_) entry.member = elastic_->member_id(r, incarnation);
       // Appended piecewise: "[" + label(r) trips GCC 12's -Wrestrict false positive.
       std::string prefix(1, '[');
       prefix.append(label(r)).append("] ");
@@ -333,7 +247,10 @@ class Supervisor {
   LaunchResult supervise() {
     std::optional<Clock::time_point> drain_until;
     while (true) {
-      const bool all_exited = running() == 0;
+      // The agent hosting an elastic job's store outlives its own ranks while other hosts'
+      // may still use it.
+      const bool all_exited =
+          running() == 0 && (!elastic_ || kill_at_ || !elastic_->others_running());
       if (all_exited && !drain_until) drain_until = Clock::now() + kDrainLimit;
       if (all_exited && ((!any_pipe_open() && !has_children()) || Clock::now() >= *drain_until))
         break;
@@ -354,7 +271,7 @@ class Supervisor {
         wait_ms = wait_ms < 0 ? ms_until(*drain_until) : std::min(wait_ms, ms_until(*drain_until));
       // An elastic job's coordinator looks at the open round every few milliseconds: a
       // recovery waits on it.
-      if (coordinator_ && !kill_at_) wait_ms = wait_ms < 0 ? 5 : std::min(wait_ms, 5);
+      if (elastic_ && !kill_at_) wait_ms = wait_ms < 0 ? 5 : std::min(wait_ms, 5);
       if (servers_done_at_ && !kill_at_) {
         // Look at the workers left running again when their grace ends (and now and then
         // for one that gets stopped meanwhile).
@@ -386,6 +303,7 @@ class Supervisor {
       close_output(r, true);
       close_output(r, false);
     }
+    if (elastic_) elastic_->finish();
     return result();
   }
 
@@ -422,9 +340,11 @@ class Supervisor {
     return label(r.slot) +
            (r.incarnation > 0 ? " (restart " + std::to_string(r.incarnation) + ")" : "");
   }
+  // An agent's first rank in its job's first round (0 but on a multi-host job's agents).
+  int first_rank() const { return elastic_ ? elastic_->place().first_rank : 0; }
   // "rank 3", or in a parameter-server job "worker 1" / "ps 0" / "evaluator".
   std::string label(int r) const {
-    if (options_.servers == 0) return "rank " + std::to_string(r);
+    if (options_.servers == 0) return "rank " + std::to_string(first_rank() + r);
     const int workers = workers_of_ps_job();
     if (options_.evaluator && r == options_.ranks - 1) return "evaluator";
     return r < workers ? "worker " + std::to_string(r) : "ps " + std::to_string(r - workers);
@@ -536,7 +456,7 @@ class Supervisor {
                                    "; the servers decide whether the job goes on without it "
                                    "(ps.mode async and ssp do, sync fails naming it)\n";
           [[maybe_unused]] ssize_t n = ::write(options_.err_fd, line.data(), line.size());
-        } else if (options_.elastic && r.signal != 0 && !kill_at_) {
+        } else if (elastic_ && r.signal != 0 && !kill_at_) {
           absorb(i);
         } else if (r.failed() && !kill_at_) {
           failed_ = static_cast<int>(i);
@@ -557,60 +477,59 @@ class Supervisor {
   }
 
   // An elastic job's rank died of a signal: the others go on without it (they meet in a
-  // new round), and it is restarted while restarts are left. A job left with no rank
-  // running and none restarting has failed.
+  // new round), and it is restarted while restarts are left (launch/elastic_agent.h).
   void absorb(size_t i) {
     Rank& r = ranks_[i];
     r.absorbed = true;
-    std::string line = "braid launch: " + name_of(i) + " " + r.how();
-    if (restarts_used_ < options_.elastic->max_restarts) {
-      ++restarts_used_;
-      respawn_.push_back(r.slot);
-      line += "; restarting it (restart " + std::to_string(restarts_used_) + " of " +
-              std::to_string(options_.elastic->max_restarts) + "); the others go on";
-    } else {
-      line += "; no restarts left (--max-restarts " +
-              std::to_string(options_.elastic->max_restarts) + "): the others go on without it";
-    }
+    std::string line;
+    if (elastic_->restart_after_kill(name_of(i), r.how(), line)) respawn_.push_back(r.slot);
     say(line);
-    if (running() == 0 && respawn_.empty()) {
-      failed_ = static_cast<int>(i);
-      line_for_failure_ = "every rank of the elastic job is gone";
-    }
+    if (running() == 0 && respawn_.empty()) all_lost_ = static_cast<int>(i);
   }
 
-  // An elastic job's rounds: the coordinator closes each once its members asked, and the
-  // members that stayed silent past the rendezvous timeout are killed (and restarted).
+  // Every local rank of an elastic job is gone for good. On one host, or on an agent that
+  // does not host the store, that ends this launcher; the agent hosting the store stays up
+  // while other hosts' ranks may go on, and fails only when none of them finished.
+  void check_all_lost() {
+    if (!all_lost_ || failed_ || kill_at_ || elastic_->others_running()) return;
+    const bool multi_host = elastic_->place().node >= 0;
+    if (multi_host && elastic_->others_finished()) return;
+    failed_ = *all_lost_;
+    line_for_failure_ = !multi_host ? "every rank of the elastic job is gone"
+                        : elastic_->coordinates()
+                            ? "every rank of the elastic job is gone, on every host"
+                            : "this host's ranks are all gone and it has no restarts left "
+                              "(--max-restarts counts per host); the other hosts go on";
+  }
+
+  // An elastic job's rounds and agents (launch/elastic_agent.h): members left out of a
+  // round are killed (and restarted); an agent cut off from the job gives up.
   void coordinate() {
-    if (!coordinator_ || kill_at_) return;
-    std::optional<comm::ClosedRound> closed;
-    try {
-      closed = coordinator_->poll([&](const std::string& member) {
-        for (const Rank& r : ranks_)
-          if (r.member == member) return r.exited ? comm::Liveness::gone : comm::Liveness::alive;
-        return comm::Liveness::unknown;
-      });
-    } catch (const std::exception& e) {
-      say(std::string("braid launch: the elastic coordinator failed: ") + e.what());
-      coordinator_.reset();
-      return;
-    }
-    if (!closed) return;
-    for (const std::string& m : closed->left_out)
+    if (!elastic_ || kill_at_) return;
+    std::vector<std::string> live, gone;
+    for (const Rank& r : ranks_) (r.exited ? gone : live).push_back(r.member);
+    const AgentActions actions = elastic_->tick(live, gone, [&](const std::string& member) {
+      for (const Rank& r : ranks_)
+        if (r.member == member) return r.exited ? comm::Liveness::gone : comm::Liveness::alive;
+      return comm::Liveness::unknown;
+    });
+    for (const std::string& line : actions.lines) say(line);
+    for (const std::string& m : actions.kill)
       for (const Rank& r : ranks_)
         if (r.member == m && !r.exited) ::kill(-r.proc.pid, SIGKILL);
-    std::string line = "braid launch: elastic round " + std::to_string(closed->number) + ": ";
-    if (closed->finished) {
-      line += "the job had finished; the late ranks exit";
-    } else if (!closed->failed.empty()) {
-      line += "cannot continue: " + closed->failed;
-    } else {
-      line += ranks_word(static_cast<int>(closed->members.size()));
-      if (!closed->left_out.empty())
-        line += " (" + std::to_string(closed->left_out.size()) +
-                " silent past the rendezvous timeout: killed)";
-    }
-    if (closed->number > 1 || !closed->failed.empty()) say(line);
+    if (!actions.fail.empty()) give_up(actions.fail);
+    check_all_lost();
+  }
+
+  // This agent can no longer take part in its job (cut off from the store): its ranks are
+  // killed at once, since they can neither finish nor save, and the launch fails saying why.
+  void give_up(const std::string& why) {
+    agent_failure_ = why;
+    stop_began_ = Clock::now();
+    for (Rank& r : ranks_) r.running_at_stop = !r.exited;
+    stopped_ = running();
+    kill_at_ = stop_began_;
+    kill_now(0);
   }
 
   // A parameter-server job whose servers (and evaluator) have all exited: a worker still
@@ -742,6 +661,11 @@ class Supervisor {
   LaunchResult result() const {
     LaunchResult res;
     res.lost_workers = lost_workers_;
+    if (!agent_failure_.empty()) {
+      res.exit_code = 1;
+      res.message = agent_failure_;
+      return res;
+    }
     if (failed_) {
       const Rank& r = ranks_[static_cast<size_t>(*failed_)];
       res.exit_code = r.signal != 0 ? 128 + r.signal : r.code;
@@ -814,11 +738,12 @@ class Supervisor {
   const LaunchOptions& options_;
   std::string path_;
   std::vector<std::string> base_env_;  // every rank's environment but its own place
-  std::unique_ptr<comm::RoundCoordinator> coordinator_;  // elastic jobs
-  int restarts_used_ = 0;
-  std::map<int, int> incarnations_;  // slot -> restarts so far
-  std::vector<int> respawn_;         // slots to restart once the reaping loop is done
-  std::string line_for_failure_;     // elastic jobs: why the job failed, when no rank said
+  ElasticAgent* elastic_ = nullptr;    // elastic jobs
+  std::optional<int> all_lost_;        // elastic jobs: the last local rank lost for good
+  std::string agent_failure_;          // elastic jobs: why this agent gave up on its job
+  std::map<int, int> incarnations_;    // slot -> restarts so far
+  std::vector<int> respawn_;           // slots to restart once the reaping loop is done
+  std::string line_for_failure_;       // elastic jobs: why the job failed, when no rank said
   int signal_fd_;
   OomWatch& oom_;
   std::vector<Rank> ranks_;
@@ -858,13 +783,29 @@ LaunchResult launch(const LaunchOptions& options) {
   const std::string path = resolve_command(
       options.command[0], path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin");
 
-  SignalGuard signals;
+  // An agent of a job over several hosts meets the others first: until then there is no
+  // rank to supervise, and a signal ends it as it would any program.
+  std::optional<NodeAgent> node;
+  if (options.nodes) {
+    BRAID_CHECK(options.elastic && options.servers == 0,
+                "launch: a job over several hosts (--nnodes) is an elastic DDP job");
+    node.emplace(start_node_agent(options));
+  }
+
+  SignalRelay signals;
   // Orphans of the ranks become the launcher's children, to be reaped rather than left
   // as zombies under an init that may not reap.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   struct SubreaperOff {
     ~SubreaperOff() { ::prctl(PR_SET_CHILD_SUBREAPER, 0); }
   } subreaper_off;
+  OomWatch oom;
+  if (node) {
+    Supervisor supervisor(options, signals.read_fd(), oom);
+    supervisor.start(path, node->store_address, node->secret, node->job_id, node->elastic.get());
+    return supervisor.supervise();
+  }
+
   const comm::Secret secret = comm::Secret::generate();
   comm::StoreServerOptions store_options;
   store_options.host = "127.0.0.1";
@@ -878,9 +819,21 @@ LaunchResult launch(const LaunchOptions& options) {
   const std::string job_id = given_id != nullptr && *given_id != '\0'
                                  ? std::string(given_id)
                                  : "launch-" + comm::Secret::generate().hex().substr(0, 16);
-  OomWatch oom;
+  // An elastic job's one agent: it closes the rounds beside the store it hosts.
+  std::unique_ptr<ElasticAgent> elastic;
+  if (options.elastic) {
+    AgentPlace place;
+    place.world = options.ranks;
+    place.local_ranks = options.ranks;
+    auto client = comm::connect_store("127.0.0.1", store.port(), secret,
+                                      comm::Deadline::after(std::chrono::seconds(10)));
+    elastic = std::make_unique<ElasticAgent>(*options.elastic, std::move(place),
+                                             comm::prefixed(std::move(client), "job/" + job_id),
+                                             nullptr, store.address());
+  }
   Supervisor supervisor(options, signals.read_fd(), oom);
-  supervisor.start(path, store, secret, job_id);
+  supervisor.start(path, "127.0.0.1:" + std::to_string(store.port()), secret, job_id,
+                   elastic.get());
   return supervisor.supervise();
 }
 
