@@ -60,10 +60,21 @@ NodeAgent start_node_agent(const LaunchOptions& options) {
   agent.store_address = endpoint_text(n);
   agent.hosted_store = host_store_if_mine(n.endpoint_host, n.endpoint_port, agent.secret);
   const std::string prefix = "job/" + agent.job_id;
-  std::shared_ptr<comm::Store> store =
-      comm::prefixed(comm::connect_store(n.endpoint_host, n.endpoint_port, agent.secret,
-                                         comm::Deadline::after(n.join_timeout)),
-                     prefix);
+  std::shared_ptr<comm::Store> store;
+  const std::string where = "braid launch: cannot reach the job's store at " + agent.store_address +
+                            " (--rdzv-endpoint: the agent on the host whose address that is "
+                            "hosts it; every agent needs the same BRAID_SECRET): ";
+  try {
+    store = comm::prefixed(comm::connect_store(n.endpoint_host, n.endpoint_port, agent.secret,
+                                               comm::Deadline::after(n.join_timeout)),
+                           prefix);
+  } catch (const TimeoutError& e) {
+    BRAID_THROW(TimeoutError, where, e.what());
+  } catch (const IoError& e) {
+    BRAID_THROW(IoError, where, e.what());
+  } catch (const Error& e) {
+    BRAID_THROW(Error, where, e.what());
+  }
 
   NodeRendezvousOptions r;
   r.min_nodes = n.min_nodes;

@@ -71,7 +71,7 @@ NodePlace close_node_round(comm::Store& store, const NodeRendezvousOptions& o) {
     if (n >= o.min_nodes && !enough_at) enough_at = Clock::now();
     if (n >= o.max_nodes || (enough_at && Clock::now() - *enough_at >= o.last_call)) break;
     if (!enough_at && Clock::now() - start >= o.join_timeout)
-      BRAID_THROW(Error, "braid launch: only ", n, " of the ", o.min_nodes, " agents ",
+      BRAID_THROW(Error, "braid launch: only ", n, " of the ", o.min_nodes, " agents that ",
                   o.nodes_flag, " needs came within ",
                   std::chrono::duration<double>(o.join_timeout).count(),
                   " s (--join-timeout): start `braid launch ", o.nodes_flag,
