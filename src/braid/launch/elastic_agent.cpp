@@ -120,8 +120,10 @@ AgentActions ElasticAgent::coordinate(
     }
     if (closed->number > 1 || !closed->failed.empty()) actions.lines.push_back(close_line(*closed));
   } catch (const std::exception& e) {
-    actions.lines.push_back(std::string("braid launch: the elastic coordinator failed: ") +
-                            e.what());
+    // No round can close any more: failing now beats every member waiting out its timeout
+    // (and the other hosts' agents, which wait for this one, would wait for ever).
+    actions.fail = std::string("braid launch: the elastic coordinator failed: ") + e.what() +
+                   "; no membership round can close, so the job stops";
     coordinator_.reset();
   }
   return actions;

@@ -95,6 +95,9 @@ NodeAgent start_node_agent(const LaunchOptions& options) {
   place.node_ranks = node.local_ranks;
   place.min_nodes = n.min_nodes;
   place.nodes_flag = r.nodes_flag;
+  BRAID_CHECK(e.max_ranks == 0 || e.max_ranks >= place.world, "braid launch: --max-ranks ",
+              e.max_ranks, " is less than the ", place.world, " ranks the ", node.nodes(),
+              " agents brought (", r.nodes_flag, ")");
   BRAID_CHECK(e.min_ranks <= place.world, "braid launch: --min-ranks ", e.min_ranks,
               " is more than the ", place.world, " ranks the ", node.nodes(), " agents brought (",
               r.nodes_flag, ")");

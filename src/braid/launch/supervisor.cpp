@@ -1,11 +1,11 @@
 // The supervision loop is one thread polling the ranks' output pipes and a self-pipe fed
 // by the signal handlers (launch/signal_relay.h). An elastic job's side (member ids,
-// restarts, rounds, other hosts' agents) is launch/elastic_agent.h's. A SIGCHLD makes the loop look
-// at every exited child with waitid(WNOWAIT): while an exited rank is not yet reaped its pid cannot
-// be reused, so killing its process group (whatever it left running) cannot hit a stranger; then it
-// is reaped. The launcher is a child subreaper, so what a rank orphans is reaped here too, and the
-// loop ends once the ranks are gone, their pipes closed and no child is left (or after
-// kDrainLimit).
+// restarts, rounds, other hosts' agents) is launch/elastic_agent.h's. A SIGCHLD makes the
+// loop look at every exited child with waitid(WNOWAIT): while an exited rank is not yet
+// reaped its pid cannot be reused, so killing its process group (whatever it left running)
+// cannot hit a stranger; then it is reaped. The launcher is a child subreaper, so what a
+// rank orphans is reaped here too, and the loop ends once the ranks are gone, their pipes
+// closed and no child is left (or after kDrainLimit).
 #include "launch/supervisor.h"
 
 #include <fcntl.h>
@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
-#include <cctype>
 #include <cstring>
 #include <map>
 #include <memory>
