@@ -123,7 +123,7 @@ TEST(ElasticNodes, TwoAgentsOnOneMachineGoOnWithoutAKilledRankAndFinish) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
   TwoLocalAgents job({"--nnodes", "2:2", "--max-restarts", "1", "--rendezvous-timeout", "30"},
-                     train_args(tmp, 3000));
+                     train_args(tmp, 5000));  // long enough for the restart to join
   HangGuard guard_a(job.a->pid(), kHangLimit), guard_b(job.b->pid(), kHangLimit);
   ASSERT_TRUE(job.placed()) << job.output();
   ASSERT_TRUE(job.host->wait_for("[rank 0] epoch 1/")) << job.output();
@@ -142,7 +142,7 @@ TEST(ElasticNodes, TwoAgentsOnOneMachineGoOnWithoutAKilledRankAndFinish) {
                        "on this host)"));
   EXPECT_FALSE(has_text(job.host->output(), "silent past the rendezvous timeout"));
   EXPECT_TRUE(has_text(job.host->output(), "elastic round 3: 4 ranks"));
-  EXPECT_TRUE(has_text(job.host->output(), "done: 3000 steps"));
+  EXPECT_TRUE(has_text(job.host->output(), "done: 5000 steps"));
   const std::string records = metrics(tmp);
   EXPECT_TRUE(has_text(records, R"("event":"membership")"));
   EXPECT_TRUE(has_text(records, R"("previous_world":4,)"));
