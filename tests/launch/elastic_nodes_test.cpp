@@ -39,7 +39,12 @@ using braid::testing::Process;
 using braid::testing::TempDir;
 using Clock = std::chrono::steady_clock;
 
+// Sanitizer builds train several times slower (the TSan stage runs these tests too).
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr auto kHangLimit = std::chrono::seconds(400);
+#else
 constexpr auto kHangLimit = std::chrono::seconds(120);
+#endif
 constexpr const char* kSecret = "00112233445566778899aabbccddeeff";
 
 // A run long enough to lose a member in on a loaded machine: a millisecond's sleep a step
