@@ -1,4 +1,5 @@
-// `braid launch`: starts N ranks of one job on this machine and supervises them.
+// `braid launch`: starts N ranks of one job on this machine and supervises them (or, as
+// one host's agent of an elastic job over several hosts, this host's ranks: NodesOptions).
 //
 // The launcher makes a fresh secret and job id (BRAID_JOB_ID, unless the user set one),
 // hosts the job's store itself (so the store outlives a failed rank 0), and starts every
