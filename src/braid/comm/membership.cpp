@@ -1,6 +1,7 @@
 #include "comm/membership.h"
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -22,22 +23,6 @@ std::string text_of(const Bytes& b) { return {b.begin(), b.end()}; }
 
 std::string round_key(int64_t round, const char* what) {
   return "elastic/round/" + std::to_string(round) + "/" + what;
-}
-
-// The key's value now, "" when absent; never waits.
-std::string read_now(Store& store, const std::string& key) {
-  return text_of(store.compare_set(key, bytes_of(kNeverStored), bytes_of(kNeverStored)));
-}
-
-// Appends " item" atomically: two processes appending at once both land.
-void append(Store& store, const std::string& key, const std::string& item) {
-  std::string seen;
-  while (true) {
-    const std::string want = seen.empty() ? item : seen + " " + item;
-    const std::string now = text_of(store.compare_set(key, bytes_of(seen), bytes_of(want)));
-    if (now == want) return;
-    seen = now;
-  }
 }
 
 struct Ask {
@@ -70,6 +55,21 @@ std::string format_round(const std::vector<std::string>& members, int source, in
 int64_t read_int(Store& store, const std::string& key) { return store.add(key, 0); }
 
 }  // namespace
+
+std::string read_now(Store& store, const std::string& key) {
+  return text_of(store.compare_set(key, bytes_of(kNeverStored), bytes_of(kNeverStored)));
+}
+
+void append(Store& store, const std::string& key, const std::string& item,
+            const std::string& separator) {
+  std::string seen;
+  while (true) {
+    const std::string want = seen.empty() ? item : seen + separator + item;
+    const std::string now = text_of(store.compare_set(key, bytes_of(seen), bytes_of(want)));
+    if (now == want) return;
+    seen = now;
+  }
+}
 
 Round join_round(Store& store, const std::string& member, int64_t number, int64_t commit_step,
                  Deadline deadline, const std::function<bool()>& give_up) {
@@ -126,6 +126,14 @@ void mark_finished(Store& store, int64_t step) {
   store.set("elastic/finished", std::to_string(step));
 }
 
+int RoundCoordinator::count_nodes(const std::vector<std::string>& members) const {
+  if (!rules_.node_of) return 0;
+  std::set<std::string> nodes;
+  for (const auto& m : members)
+    if (std::string n = rules_.node_of(m); !n.empty()) nodes.insert(std::move(n));
+  return static_cast<int>(nodes.size());
+}
+
 RoundCoordinator::RoundCoordinator(std::shared_ptr<Store> store, RoundRules rules,
                                    std::vector<std::string> initial)
     : store_(std::move(store)), rules_(rules), members_(std::move(initial)) {}
@@ -152,8 +160,11 @@ std::optional<ClosedRound> RoundCoordinator::poll(
     opened_.reset();
     return closed;
   }
+  // A member that asked and then died (or whose host was lost) would only fail the round's
+  // connections: it is left out as if it never asked.
   auto asked = [&](const std::string& m) {
-    return std::any_of(asks.begin(), asks.end(), [&](const Ask& a) { return a.member == m; });
+    return std::any_of(asks.begin(), asks.end(), [&](const Ask& a) { return a.member == m; }) &&
+           liveness(m) != Liveness::gone;
   };
   // Who must be heard from: the last round's members not known to be gone or leaving.
   std::istringstream leaves_text(read_now(*store_, round_key(next, "leaves")));
@@ -193,11 +204,17 @@ std::optional<ClosedRound> RoundCoordinator::poll(
     if (asked(m)) closed.members.push_back(m);
   for (const Ask& a : asks)
     if (std::find(members_.begin(), members_.end(), a.member) == members_.end() &&
-        static_cast<int>(closed.members.size()) < rules_.max_members)
+        static_cast<int>(closed.members.size()) < rules_.max_members && asked(a.member))
       closed.members.push_back(a.member);
+  const int nodes = count_nodes(closed.members);
   if (static_cast<int>(closed.members.size()) < rules_.min_members) {
     closed.failed = detail::concat(closed.members.size(), " member(s) left, fewer than the ",
                                    rules_.min_members, " the job needs (--min-ranks)");
+  } else if (nodes < rules_.min_nodes) {
+    closed.failed = detail::concat("members on ", nodes, " node(s) left, fewer than the ",
+                                   rules_.min_nodes, " the job needs (", rules_.nodes_flag, ")");
+  }
+  if (!closed.failed.empty()) {
     store_->set(round_key(next, "members"), "failed\n" + closed.failed);
   } else {
     int source = 0;

@@ -33,6 +33,13 @@
 
 namespace braid::comm {
 
+// The value of `key` now, "" when absent; never waits (a compare_set that never matches).
+std::string read_now(Store& store, const std::string& key);
+// Appends `separator` + `item` to `key` (just `item` when absent) atomically: two processes
+// appending at once both land.
+void append(Store& store, const std::string& key, const std::string& item,
+            const std::string& separator = " ");
+
 // A commit step of a process that holds no training state (a newcomer).
 inline constexpr int64_t kNoCommit = -1;
 
@@ -73,10 +80,17 @@ struct RoundRules {
   // How long a round may wait for a member of the previous round that is alive but has not
   // asked (stopped, hung, cut off) before it closes without it.
   std::chrono::milliseconds rendezvous_timeout{10000};
+  // A job over several hosts: the host (node) a member runs on, empty for a member of no
+  // node (a process started by hand), and the fewest nodes a round may span. `nodes_flag`
+  // names the setting in the failure ("--nnodes 2:4").
+  std::function<std::string(const std::string&)> node_of;
+  int min_nodes = 0;
+  std::string nodes_flag = "--nnodes";
 };
 
 // What the coordinator knows of a member from outside the store: its process is alive,
-// gone, or unknown (a process the launcher did not start).
+// gone, or unknown (a process the launcher did not start). A member known to be gone has
+// no place in a round, even when it asked before it died.
 enum class Liveness { alive, gone, unknown };
 
 struct ClosedRound {
@@ -109,6 +123,9 @@ class RoundCoordinator {
   RoundRules rules_;
   int64_t round_ = 0;
   std::vector<std::string> members_;  // of round_ (round 0: the initial members)
+  // How many distinct nodes `members` run on (0 without rules_.node_of).
+  int count_nodes(const std::vector<std::string>& members) const;
+
   std::optional<std::chrono::steady_clock::time_point> opened_;
   int64_t pending_set_ = 0;
 };

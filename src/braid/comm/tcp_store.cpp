@@ -7,6 +7,7 @@
 // sees the server go away, the store is marked lost and every later call fails at once.
 #include "comm/tcp_store.h"
 
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -33,10 +34,12 @@ std::string quoted_keys(std::span<const std::string> keys) {
 
 class TcpStore : public Store {
  public:
-  TcpStore(std::string host, uint16_t port, const Secret& secret, Deadline deadline)
+  TcpStore(std::string host, uint16_t port, const Secret& secret, Deadline deadline,
+           StoreClientOptions options)
       : host_(std::move(host)),
         port_(port),
         secret_(secret),
+        options_(options),
         address_((host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_) + ":" +
                  std::to_string(port)) {
     idle_.push_back(open(deadline));
@@ -100,7 +103,8 @@ class TcpStore : public Store {
       }
     }
     try {
-      return open(Deadline::after(kExtraConnectTimeout));
+      return open(Deadline::after(
+          std::min<std::chrono::milliseconds>(kExtraConnectTimeout, options_.call_timeout)));
     } catch (const AuthError&) {
       throw;
     } catch (const Error& e) {
@@ -120,7 +124,7 @@ class TcpStore : public Store {
     request.timeout_ms = !waits ? -1 : deadline.is_never() ? -1 : deadline.remaining_ms();
     const Bytes message = encode_request(request);  // Error on oversized keys or values
     const Deadline io =
-        !waits ? Deadline::after(kDefaultTimeout)
+        !waits ? Deadline::after(options_.call_timeout)
         : deadline.is_never()
             ? Deadline::never()
             : Deadline::after(std::chrono::milliseconds(deadline.remaining_ms()) + kReplyGrace);
@@ -163,6 +167,7 @@ class TcpStore : public Store {
   const std::string host_;
   const uint16_t port_;
   const Secret secret_;
+  const StoreClientOptions options_;
   const std::string address_;
   std::mutex mutex_;
   std::vector<Socket> idle_;  // guarded by mutex_
@@ -172,12 +177,12 @@ class TcpStore : public Store {
 }  // namespace
 
 std::shared_ptr<Store> connect_store(const std::string& host, uint16_t port, const Secret& secret,
-                                     Deadline deadline) {
+                                     Deadline deadline, StoreClientOptions options) {
   if (secret.empty())
     BRAID_THROW(Error, "store at ", host, ":", port,
                 ": the job's secret is empty; set BRAID_SECRET or BRAID_SECRET_FILE to the "
                 "secret the store was started with");
-  return std::make_shared<TcpStore>(host, port, secret, deadline);
+  return std::make_shared<TcpStore>(host, port, secret, deadline, options);
 }
 
 }  // namespace braid::comm

@@ -1,4 +1,5 @@
-// `braid launch`: starts N ranks of one job on this machine and supervises them.
+// `braid launch`: starts N ranks of one job on this machine and supervises them (or, as
+// one host's agent of an elastic job over several hosts, this host's ranks: NodesOptions).
 //
 // The launcher makes a fresh secret and job id (BRAID_JOB_ID, unless the user set one),
 // hosts the job's store itself (so the store outlives a failed rank 0), and starts every
@@ -33,6 +34,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,16 +45,18 @@ namespace braid::launch {
 
 // Elastic jobs (`braid launch --min-ranks M --max-restarts K`): a rank killed by a signal
 // does not stop the job. The launcher restarts it (a new process, up to max_restarts times
-// over the job) and the survivors go on without it meanwhile: they meet in a new
-// membership round (comm/membership.h), which the launcher's coordinator closes beside the
-// store it hosts, so any rank, rank 0 included, may die. A rank that exits with an error
+// over the job, or per host with NodesOptions) and the survivors go on without it meanwhile: they
+// meet in a new membership round (comm/membership.h), which the launcher's coordinator closes
+// beside the store it hosts, so any rank, rank 0 included, may die. A rank that exits with an error
 // code still fails the job: that is a bug or bad input, which a restart would repeat.
 struct ElasticOptions {
   int min_ranks = 1;     // fewer members left than this: the job fails
   int max_ranks = 0;     // 0: the launch's rank count; newcomers past it wait for a place
-  int max_restarts = 0;  // restarts of failed ranks, over the whole job
+  int max_restarts = 0;  // restarts of failed ranks, over the whole job (per agent: nodes)
   // How long a round waits for a member that is alive but silent (stopped, hung) before it
   // closes without it; the launcher then kills that member (and restarts it if it may).
+  // Over several hosts also how long an agent may be silent before it is lost, and how long
+  // an agent tries to reach the store before it gives up.
   std::chrono::milliseconds rendezvous_timeout{10000};
   // Nonempty: the variables a process started by hand needs to join the job (the store's
   // address, the secret, the job id, its elastic mode and launch size), written here as
@@ -60,9 +64,31 @@ struct ElasticOptions {
   std::string join_file;
 };
 
+// An elastic job over several hosts (`braid launch --nnodes MIN:MAX --rdzv-endpoint
+// HOST:PORT`): this launcher is one host's agent, running LaunchOptions::ranks ranks there.
+// The agent that can bind HOST:PORT (on the host HOST names, the first to try) hosts the
+// job's store and its round coordinator; every agent finds the others there, and the job
+// starts once MIN agents came (at once with MAX; else after a last call of the rendezvous
+// timeout). Agents share BRAID_SECRET (required) and the job id. Each restarts its own
+// ranks (ElasticOptions::max_restarts counts per agent) and reports them to the coordinator
+// every 100 ms; an agent silent past the rendezvous timeout is lost with its ranks, and one
+// that cannot reach the store as long kills its ranks and fails, saying so. Fewer than MIN
+// hosts with members fail the job. The agent hosting the store must live for the job: it
+// waits for the other agents to finish before it exits.
+struct NodesOptions {
+  int min_nodes = 1;
+  int max_nodes = 1;
+  std::string endpoint_host;  // the store's address, as every host reaches it
+  uint16_t endpoint_port = 0;
+  std::string job_id;  // empty: BRAID_JOB_ID, else "nodes"
+  // How long an agent waits at start for the store and for MIN agents.
+  std::chrono::milliseconds join_timeout{600000};
+};
+
 struct LaunchOptions {
-  int ranks = 1;
+  int ranks = 1;  // with `nodes`: this host's
   std::optional<ElasticOptions> elastic;
+  std::optional<NodesOptions> nodes;  // requires `elastic`
   // > 0: a parameter-server job of `ranks` - `servers` workers (ranks 0..W-1) and `servers`
   // servers (the last ranks), each started with BRAID_ROLE, BRAID_ROLE_INDEX,
   // BRAID_NUM_WORKERS and BRAID_NUM_SERVERS (launch/cluster_spec.h) and its output prefixed
