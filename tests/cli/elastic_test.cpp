@@ -211,6 +211,31 @@ TEST(Elastic, ProcessesStartedByHandJoinTheRunningJob) {
   EXPECT_TRUE(has_text(job->output(), "done: 4000 steps"));
 }
 
+// A process started by hand with another learning rate: refused alone before it asks for a
+// place (exit non-zero, naming the key), while the job's members train on untouched.
+TEST(Elastic, AProcessStartedWithAnotherConfigIsRefusedAloneAndTheJobGoesOn) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string join_file = tmp.file("join.env");
+  auto job = elastic_launch({"-n", "2", "--max-ranks", "3", "--join-file", join_file},
+                            run_args(tmp, 3000));
+  HangGuard guard(job->pid(), kHangLimit);
+  ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
+  std::map<std::string, std::string> vars;
+  std::ifstream in(join_file);
+  for (std::string line; std::getline(in, line);)
+    vars[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+  Process guest({"/bin/sh", "-c", train_command(run_args(tmp, 3000) + " --lr 0.5")}, vars);
+  EXPECT_NE(guest.finish(), 0) << guest.output();
+  EXPECT_TRUE(
+      has_text(guest.output(), "another config than the elastic job it joins: optimizer.lr"))
+      << guest.output();
+  EXPECT_EQ(job->finish(), 0) << job->output();
+  ASSERT_FALSE(guard.fired()) << job->output();
+  EXPECT_FALSE(has_text(job->output(), "elastic round 2")) << job->output();
+  EXPECT_TRUE(has_text(job->output(), "done: 3000 steps")) << job->output();
+}
+
 // A rank stopped with SIGSTOP: the others time out waiting for it (BRAID_TIMEOUT_S 3), ask
 // for a new round, and the round closes without it after the rendezvous timeout; the
 // launcher kills it and restarts it.

@@ -6,6 +6,7 @@
 
 #include "comm/collectives.h"
 #include "comm/group.h"
+#include "comm/store.h"
 #include "core/checksum.h"
 #include "core/error.h"
 #include "train/settings.h"
@@ -91,6 +92,28 @@ void check_same_config(comm::Group& world, const TrainConfig& config) {
   BRAID_THROW(Error, "the ranks of this job were started with different configs: ", differences,
               ". Start every rank with the same config and flags (only ", per_rank,
               " may differ between ranks)");
+}
+
+void check_config_of_job(comm::Store& store, const TrainConfig& config) {
+  const std::string mine = joined(agreed_settings(config));
+  const auto bytes = [](const std::string& t) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(t.data()), t.size());
+  };
+  const comm::Bytes stored = store.compare_set("elastic/config", {}, bytes(mine));
+  const std::string job(stored.begin(), stored.end());
+  if (job == mine) return;
+  const std::map<std::string, std::string> reference = as_map(job);
+  std::string keys;
+  for (const auto& [key, value] : as_map(mine)) {
+    const auto it = reference.find(key);
+    const std::string& there = it == reference.end() ? std::string("(unset)") : it->second;
+    if (there != value)
+      keys += detail::concat(keys.empty() ? "" : ", ", key, " (the job: ", there,
+                             ", this process: ", value, ")");
+  }
+  BRAID_THROW(Error, "this process was started with another config than the elastic job it joins: ",
+              keys.empty() ? std::string("the settings differ") : keys,
+              ". Start it with the job's config and flags; the job goes on without it");
 }
 
 }  // namespace braid::train

@@ -14,7 +14,8 @@
 
 namespace braid::comm {
 class Group;
-}
+class Store;
+}  // namespace braid::comm
 
 namespace braid::train {
 
@@ -24,5 +25,12 @@ std::vector<std::string> agreed_settings(const TrainConfig& config);
 // Collective over `world` (every rank of the job, servers included). Throws braid::Error
 // naming every key where a rank differs from rank 0, with both values.
 void check_same_config(comm::Group& world, const TrainConfig& config);
+
+// Elastic jobs, before a process asks for a place: the first process to get here publishes
+// its settings in `store` as the job's; any later one (a restart, a process started by hand
+// to join) compares its own with them and throws braid::Error naming every differing key
+// with both values, so a process started with another config is refused alone instead of
+// failing the round of every member.
+void check_config_of_job(comm::Store& store, const TrainConfig& config);
 
 }  // namespace braid::train

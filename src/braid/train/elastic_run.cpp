@@ -108,6 +108,8 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
         "elastic.scale_lr with a cosine schedule over epochs: a round of another world "
         "takes another number of steps per epoch, so the horizon moves with it (the lr "
         "jumps at the change); set max_steps to keep one horizon");
+  // A process of another config is refused here, alone, before it asks for a place.
+  check_config_of_job(*setup.store, base);
   TrainCommit commit;  // this process's newest
   int64_t ask = 0;     // the round to ask for (0: the next to close)
   int fruitless = 0;
