@@ -10,6 +10,7 @@ step the job went on from).
 
   bench/elastic_recovery.py --impl braid --kills 50 --ranks 4 [--model cnn]
   bench/elastic_recovery.py --impl torch --kills 10 --ranks 4
+  bench/elastic_recovery.py --impl braid --kills 20 --train-args '--zero-stage 3'
 
 braid: `braid launch -n R --min-ranks 1 --max-restarts K -- braid train --log-every 1`; steps
 and rounds are read from metrics.jsonl, whose records carry wall-clock `time`.
@@ -88,6 +89,7 @@ def run_braid(args, out):
            "--batch", str(args.batch), "--epochs", "1000", "--log-every", "1",
            "--eval-every", "1000000", "--checkpoint-every", "1000000",
            "--elastic.commit-every", str(args.commit_every), "--out", os.path.join(out, "run")]
+    cmd += args.train_args.split()
     log = open(os.path.join(out, "braid.log"), "w")
     job = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     recoveries, lost, setups = [], [], []
@@ -186,6 +188,8 @@ def main():
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--commit-every", type=int, default=1)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--train-args", default="",
+                   help="braid only: more `braid train` flags, e.g. '--zero-stage 3'")
     args = p.parse_args()
     random.seed(args.seed)
     with tempfile.TemporaryDirectory() as out:

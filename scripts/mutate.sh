@@ -82,6 +82,15 @@ MUTATIONS=(
   "membership-source-not-newest|src/braid/comm/membership.cpp|s/if (a.member == closed.members\[i\] \&\& a.step > newest) {/if (a.member == closed.members[i] \&\& a.step > newest \&\& false) {/|comm_membership_test|Membership.SurvivorsCloseTheNextRoundAloneAndTheNewestCommitIsTheSource"
   # ... an elastic round restores the state but not the loader's place in the epoch.
   "elastic-restore-skips-loader|src/braid/train/trainer_commit.cpp|s/      train_loader_->restore(ls);/      (void)ls;/|test_cli|Elastic.DeterministicJobThatLostARankEqualsTheSameMembershipChangeUndisturbed"
+  # ... elastic ZeRO puts the state together from the members' own shards only, not the
+  # copies of their neighbours' (a lost rank's shard is then lost).
+  "zero-shards-ignore-neighbours|src/braid/train/shard_recovery.cpp|s/    if (shard.empty()) continue;/    if (shard.empty() or s >= 2) continue;/|test_cli|ElasticZero.Stage3JobThatLostARankEqualsTheSameMembershipChangeUndisturbed"
+  # ... elastic local SGD commits between averages, where the ranks' replicas differ.
+  "local-sgd-commits-between-averages|src/braid/parallel/local_sgd.h|s/    return steps_done <= local_.start_step/    return true or steps_done <= local_.start_step/|test_cli|ElasticLocalSgd.JobThatLostARankGoesOnFromTheLastAverageAsTheSameChangeUndisturbed"
+  # ... a pipeline's commit packs parameters not made current from the stages.
+  "mesh-commit-stale-parameters|src/braid/parallel/mesh_strategy.cpp|s/^  synchronize();  \/\/ the whole parameters too/  \/\/ synchronize();/|test_cli|Strategies/ElasticModelParallel.ARestartedRankRebuildsTheMeshAndTheRunIsTheUndisturbedOne"
+  # ... a round short of --min-ranks fails at once though a restart is on its way.
+  "short-round-waits-for-nobody|src/braid/comm/membership.cpp|s/  if (short_of_members \&\& on_their_way \&\& !timed_out) return std::nullopt;/  (void)on_their_way;/|comm_membership_test|Membership.ARoundShortOfMembersWaitsForARestartOnItsWay"
 )
 
 list=0 baseline=0 keep_going=0
