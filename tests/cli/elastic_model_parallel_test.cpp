@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <fstream>
+#include <map>
 #include <random>
 #include <string>
 
@@ -24,6 +26,7 @@ using braid::testing::HangGuard;
 using braid::testing::has_text;
 using braid::testing::kHangLimit;
 using braid::testing::let_it_compute;
+using braid::testing::Process;
 using braid::testing::rank_pid;
 using braid::testing::TempDir;
 
@@ -61,6 +64,47 @@ TEST_P(ElasticModelParallel, ARestartedRankRebuildsTheMeshAndTheRunIsTheUndistur
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, ElasticModelParallel, ::testing::Values("pipeline", "tensor"));
+
+// A spare process started by hand waits beside the full job (asking no regroup), and takes
+// the place of a rank killed with no restart left: the mesh is rebuilt with it and the run
+// ends with the undisturbed run's bits.
+TEST(ElasticModelParallelRounds, ASpareTakesALostStagesPlace) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string args = braid::testing::tiny_mlp_flags(tmp) +
+                           "--optimizer adam --lr 0.001 --strategy pipeline --deterministic "
+                           "--epochs 10 --max-steps 2500 ";
+  const std::string join_file = tmp.file("join.env");
+  auto job = elastic_launch({"-n", "2", "--min-ranks", "2", "--max-ranks", "2", "--max-restarts",
+                             "0", "--join-file", join_file},
+                            args + "--slow-step-ms 2 --out " + tmp.file("elastic"));
+  HangGuard guard(job->pid(), kHangLimit);
+  const pid_t victim = rank_pid(*job, 1);
+  ASSERT_GT(victim, 0) << job->output();
+  ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
+  std::map<std::string, std::string> vars;
+  std::ifstream in(join_file);
+  for (std::string line; std::getline(in, line);)
+    vars[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+  Process spare(
+      {"/bin/sh", "-c",
+       braid::testing::train_command(args + "--slow-step-ms 2 --out " + tmp.file("elastic"))},
+      vars);
+  let_it_compute(victim, 40);  // the spare has asked by then, and no round came of it
+  EXPECT_FALSE(has_text(job->output(), "elastic round 2")) << job->output();
+  ASSERT_EQ(::kill(victim, SIGKILL), 0) << job->output();
+  EXPECT_EQ(job->finish(), 0) << job->output();
+  EXPECT_EQ(spare.finish(), 0) << spare.output();
+  ASSERT_FALSE(guard.fired()) << job->output();
+  EXPECT_TRUE(has_text(job->output(), "elastic round 2: 2 ranks")) << job->output();
+  const auto undisturbed =
+      braid::testing::run_braid("launch -n 2 -- " + std::string(BRAID_BINARY) + " train " + args +
+                                "--out " + tmp.file("reference"));
+  ASSERT_EQ(undisturbed.code, 0) << undisturbed.output;
+  EXPECT_TRUE(braid::testing::same_checkpoint(tmp.file("elastic/checkpoint"),
+                                              tmp.file("reference/checkpoint")))
+      << job->output();
+}
 
 // A mesh cannot shrink: with no restart to wait for, the round fails naming what to do.
 TEST(ElasticModelParallelRounds, AMeshLeftShortOfRanksFailsSayingWhatItNeeds) {

@@ -213,10 +213,30 @@ TEST(Membership, AMemberPastMaxMembersWaitsForTheNextRound) {
   const Round ra = a.get();
   EXPECT_EQ(ra.members, (std::vector<std::string>{"a", "b"}));
   b.get();
-  // x now waits for round 2 (and asked the members to regroup for it).
+  // x now waits for round 2, as a spare: the full job is not asked to regroup for it.
   EXPECT_EQ(x.wait_for(100ms), std::future_status::timeout);
+  EXPECT_EQ(pending_round(*store), 0);
   mark_finished(*store, 7);
   EXPECT_TRUE(x.get().finished);
+}
+
+// A spare waiting beside a full job takes the place of a member lost later: the round the
+// survivors ask for closes with it (a pipeline's mesh is whole again at once).
+TEST(Membership, ASpareTakesTheLostMembersPlaceInTheNextRound) {
+  auto store = std::make_shared<MemoryStore>();
+  RoundRules rules;
+  rules.min_members = rules.max_members = 2;
+  CoordinatorThread coordinator(store, rules, {"a", "b"});
+  auto a1 = ask(*store, "a", 0, kNoCommit), b1 = ask(*store, "b", 0, kNoCommit);
+  a1.get();
+  b1.get();
+  auto spare = ask(*store, "s", 0, kNoCommit);
+  EXPECT_EQ(spare.wait_for(100ms), std::future_status::timeout);
+  EXPECT_EQ(pending_round(*store), 0);
+  coordinator.set_gone("b");
+  const Round r = ask(*store, "a", 2, 10).get();
+  EXPECT_EQ(r.members, (std::vector<std::string>{"a", "s"}));
+  EXPECT_EQ(spare.get().members, r.members);
 }
 
 TEST(Membership, AProcessAskingAfterTheJobFinishedIsToldSo) {

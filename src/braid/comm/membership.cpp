@@ -188,8 +188,14 @@ std::optional<ClosedRound> RoundCoordinator::poll(
                                         [&](const std::string& m) { return !asked(m); });
   if (short_of_members && on_their_way && !timed_out) return std::nullopt;
   if (!waiting_for.empty() && !timed_out) {
-    // A newcomer asked while the members train: ask them to regroup at their next commit.
-    if (round_ > 0 && pending_set_ < next) {
+    // A newcomer asked while the members train: ask them to regroup at their next commit,
+    // where there is room for it (a spare waiting for a full job's next loss must not make
+    // it regroup at every step).
+    const int staying =
+        static_cast<int>(std::count_if(members_.begin(), members_.end(), [&](const std::string& m) {
+          return !left(m) && liveness(m) != Liveness::gone;
+        }));
+    if (round_ > 0 && pending_set_ < next && staying < rules_.max_members) {
       store_->add("elastic/pending", next - read_int(*store_, "elastic/pending"));
       pending_set_ = next;
     }
