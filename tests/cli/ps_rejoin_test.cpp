@@ -206,6 +206,63 @@ TEST(PsRejoin, KilledServerRestartsFromTheCheckpointAndTheWorkersGoOn) {
   EXPECT_GT(eval["accuracy"].get<double>(), 0.5) << eval.dump();
 }
 
+// Federated averaging: a worker killed mid-round comes back as a new process and takes part
+// from the open round on, pulling the current model; the run's rounds all complete.
+TEST(PsRejoin, FedAvgKilledClientProcessJoinsTheNextRound) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  auto job = launch_ps(1, 3, 1,
+                       "--model mlp --strategy fedavg --fedavg.clients 60 --fedavg.fraction 0.1 "
+                       "--fedavg.rounds 10 --batch 32 --optimizer sgd --lr 0.05 --eval-every 5 "
+                       "--eval-batches 4 --log-every 1 --threads 1 --overwrite --out " +
+                           tmp.file("out"));
+  HangGuard guard(job->pid(), kHangLimit);
+  const pid_t victim = nth_pid(*job, "worker 1");
+  ASSERT_GT(victim, 0) << job->output();
+  ASSERT_TRUE(job->wait_for("[worker 0] round 3/10")) << job->output();
+  let_it_compute(victim, 3);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  const int code = job->finish();
+  ASSERT_FALSE(guard.fired()) << "the job hung after worker 1 died:\n" << job->output();
+  EXPECT_EQ(code, 0) << job->output();
+  EXPECT_TRUE(has_text(job->output(), "ps server 0: worker 1 rejoined (restart 1) at step"));
+  EXPECT_TRUE(has_text(job->output(), "[worker 0] done: 10 rounds"));
+  const nlohmann::json stats = read_json(tmp.file("out/ps-server-0.json"));
+  EXPECT_EQ(stats["updates"].get<int64_t>(), 10) << stats.dump();
+  ASSERT_EQ(stats["rejoined_workers"].size(), 1u) << stats.dump();
+  EXPECT_GT(stats["worker_pushes"][1].get<int64_t>(),
+            stats["rejoined_workers"][0]["pushes_before"].get<int64_t>())
+      << stats.dump();
+}
+
+// Over tcp: a restarted worker listens and the server connects to it; a restarted server
+// listens and the workers connect to it.
+TEST(PsRejoin, OverTcpAKilledWorkerRejoinsAndAKilledServerRestarts) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string script = "echo pid $$; exec " + std::string(BRAID_BINARY) + " train " +
+                             ps_args(tmp, "async", 300, "--checkpoint-every 50");
+  auto job = std::make_unique<Process>(
+      std::vector<std::string>{BRAID_BINARY, "launch", "--servers", "2", "--workers", "3",
+                               "--max-restarts", "2", "--transport", "tcp", "--", "sh", "-c",
+                               script},
+      std::map<std::string, std::string>{{"BRAID_TIMEOUT_S", "60"}});
+  HangGuard guard(job->pid(), kHangLimit);
+  kill_mid_run(*job, "worker 2", 40);
+  ASSERT_TRUE(job->wait_for("ps server 1: worker 2 rejoined")) << job->output();
+  const pid_t server = nth_pid(*job, "ps 1");
+  ASSERT_TRUE(job->wait_for("[worker 0] epoch 1/1  step 60/")) << job->output();
+  ASSERT_EQ(::kill(server, SIGKILL), 0);
+  const int code = job->finish();
+  ASSERT_FALSE(guard.fired()) << "the job hung:\n" << job->output();
+  EXPECT_EQ(code, 0) << job->output();
+  const std::string& out = job->output();
+  EXPECT_TRUE(has_text(out, "ps server 0: worker 2 rejoined (restart 1) at step"));
+  EXPECT_TRUE(has_text(out, "ps server 1: restarted (restart 1); reloaded its range"));
+  EXPECT_TRUE(has_text(out, "[worker 2] [braid W] ps worker 2: reconnected to ps 1 (restart 1)"));
+  EXPECT_TRUE(has_text(out, "[worker 0] done: 300 steps"));
+}
+
 // Restarts used up: the restarted worker killed again is lost as in a job without restarts
 // (async goes on), and the servers are told not to wait for it.
 TEST(PsRejoin, AWorkerKilledWithNoRestartsLeftIsLostAsBefore) {
