@@ -206,6 +206,33 @@ TEST(PsRejoin, KilledServerRestartsFromTheCheckpointAndTheWorkersGoOn) {
   EXPECT_GT(eval["accuracy"].get<double>(), 0.5) << eval.dump();
 }
 
+// A server has nothing to restart from before the chief's first checkpoint: its new process
+// says so, the workers stop waiting for it at once, and the job fails.
+TEST(PsRejoin, AServerKilledBeforeTheFirstCheckpointCannotRestartAndTheJobFailsSaying) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const auto launched = std::chrono::steady_clock::now();
+  auto job = launch_ps(1, 2, 1, ps_args(tmp, "async", 300));
+  HangGuard guard(job->pid(), kHangLimit);
+  kill_mid_run(*job, "ps 0", 40);
+  const int code = job->finish();
+  ASSERT_FALSE(guard.fired()) << "the job hung after ps 0 died:\n" << job->output();
+  EXPECT_EQ(code, 1) << job->output();
+  // Well within the communication deadline (60 s): nobody waited it out.
+  EXPECT_LT(std::chrono::steady_clock::now() - launched, std::chrono::seconds(40));
+  const std::string& out = job->output();
+  EXPECT_TRUE(
+      has_text(out, "ps server 0 was restarted (restart 1), but the run has no checkpoint"));
+  for (const char* worker : {"[worker 0] ", "[worker 1] "})
+    EXPECT_TRUE(has_text(out, std::string(worker) + "braid: I/O error: ps worker " + worker[8] +
+                                  ": a parameter server failed: ps 0 (rank 2)"));
+  EXPECT_TRUE(has_text(out, "the launcher does not restart it"));
+  EXPECT_TRUE(has_text(braid::testing::last_line(out), "Last line ps 0 (restart 1) wrote"));
+  EXPECT_TRUE(has_text(braid::testing::last_line(out),
+                       "braid launch: ps 0 (restart 1) exited with "
+                       "code 1"));
+}
+
 // Federated averaging: a worker killed mid-round comes back as a new process and takes part
 // from the open round on, pulling the current model; the run's rounds all complete.
 TEST(PsRejoin, FedAvgKilledClientProcessJoinsTheNextRound) {

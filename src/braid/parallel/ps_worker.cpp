@@ -158,7 +158,8 @@ void PsWorker::reconnect(int s, int incarnation, const comm::PeerError& e) {
                 "; the launcher said nothing about restarting it within 10 s");
   if (!word->restarted)
     BRAID_THROW(comm::PeerError, e.what(),
-                "; the launcher does not restart it (no restarts left: --max-restarts)");
+                "; the launcher does not restart it (no restarts left, or it exited with an "
+                "error of its own: see its output)");
   log_warn("ps worker ", world_->rank(), ": ps ", s, " (rank ", rank,
            ") died and is being restarted (restart ", word->incarnation + 1,
            "); waiting for it (within ", world_->timeout().count() / 1000.0, " s)");
