@@ -233,6 +233,21 @@ TEST(PsRejoin, AServerKilledBeforeTheFirstCheckpointCannotRestartAndTheJobFailsS
                        "code 1"));
 }
 
+// Sync mode's steps went on without the range: a restarted server cannot rejoin, and says so.
+TEST(PsRejoin, ASyncJobsKilledServerIsNotTakenBackAndSaysWhy) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  auto job = launch_ps(1, 2, 1, ps_args(tmp, "sync", 300, "--checkpoint-every 20"));
+  HangGuard guard(job->pid(), kHangLimit);
+  kill_mid_run(*job, "ps 0", 40);
+  const int code = job->finish();
+  ASSERT_FALSE(guard.fired()) << "the job hung after ps 0 died:\n" << job->output();
+  EXPECT_EQ(code, 1) << job->output();
+  EXPECT_TRUE(has_text(job->output(),
+                       "ps server 0: restarted, but a sync job's server cannot "
+                       "rejoin it"));
+}
+
 // Federated averaging: a worker killed mid-round comes back as a new process and takes part
 // from the open round on, pulling the current model; the run's rounds all complete.
 TEST(PsRejoin, FedAvgKilledClientProcessJoinsTheNextRound) {

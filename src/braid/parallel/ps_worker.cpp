@@ -58,14 +58,13 @@ PsWorker::Ids PsWorker::start_pull_from(int s, int64_t step) {
              world_->irecv(rank, kParamsTag, params_.params() + r.begin,
                            static_cast<size_t>(r.size()) * sizeof(float))};
   const PsRequest request{.kind = PsRequestKind::pull, .worker = world_->rank(), .step = step};
-  ids.push_back(world_->isend(rank, kRequestTag, &request, sizeof request));
   // The request is on its way before it leaves scope.
   try {
-    world_->wait(std::span<const comm::RequestId>(&ids.back(), 1));
+    wait_server(s, {world_->isend(rank, kRequestTag, &request, sizeof request)},
+                "a pull's request");
   } catch (const comm::PeerError&) {
     // The receives fail with it: the caller's wait on them sees the server gone.
   }
-  ids.pop_back();
   return ids;
 }
 
