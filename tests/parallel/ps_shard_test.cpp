@@ -77,6 +77,36 @@ TEST(PsShard, StalenessAwareRateDividesByOnePlusStaleness) {
   for (float p : s.params()) EXPECT_FLOAT_EQ(p, 1.0f - 0.6f);
 }
 
+// A restarted worker's step (rejoin_worker): async its own pushes, ssp not behind the
+// slowest live worker, sync the open step; it counts again in each.
+TEST(PsShard, ARestartedWorkerGoesOnAtItsOwnStepTheSlowestsOrTheOpenOne) {
+  PsShard async = shard({.mode = PsMode::async, .workers = 2});
+  for (int64_t t = 0; t < 3; ++t) async.push({.worker = 0, .step = t, .lr = 0.1f}, filled(0.0f));
+  async.push({.worker = 1, .step = 0, .lr = 0.1f}, filled(0.0f));
+  async.lose_worker(1);
+  EXPECT_EQ(async.rejoin_worker(1), 1) << "async: the steps it pushed, nothing skipped";
+  EXPECT_EQ(async.live_workers(), 2);
+
+  PsShard ssp = shard({.mode = PsMode::ssp, .workers = 3, .staleness_bound = 1});
+  for (int w = 0; w < 2; ++w)
+    for (int64_t t = 0; t < 4; ++t) ssp.push({.worker = w, .step = t, .lr = 0.1f}, filled(0.0f));
+  ssp.push({.worker = 2, .step = 0, .lr = 0.1f}, filled(0.0f));
+  ssp.lose_worker(2);
+  EXPECT_EQ(ssp.rejoin_worker(2), 4) << "ssp: at the slowest live worker, nobody waits for it";
+  EXPECT_EQ(ssp.clock(2), 4);
+  EXPECT_TRUE(ssp.may_pull(5)) << "the rejoined worker holds the others back";
+
+  PsShard sync = shard({.mode = PsMode::sync, .workers = 3, .backup_workers = 1});
+  sync.lose_worker(2);
+  for (int64_t t = 0; t < 2; ++t)
+    for (int w = 0; w < 2; ++w) sync.push({.worker = w, .step = t, .lr = 0.1f}, filled(0.0f));
+  EXPECT_EQ(sync.rejoin_worker(2), 2) << "sync: the open step";
+  EXPECT_EQ(sync.live_workers(), 3);
+  EXPECT_EQ(sync.push({.worker = 2, .step = 2, .lr = 0.1f}, filled(0.0f)), 0);
+  EXPECT_EQ(sync.push({.worker = 0, .step = 2, .lr = 0.1f}, filled(0.0f)), 1)
+      << "its gradient counts in the open step";
+}
+
 TEST(PsShard, SspHoldsBackAWorkerTooFarAheadOfTheSlowest) {
   PsShard s = shard({.mode = PsMode::ssp, .workers = 2, .staleness_bound = 1});
   EXPECT_TRUE(s.may_pull(0));

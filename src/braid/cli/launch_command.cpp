@@ -1,7 +1,8 @@
 // `braid launch -n N [--timeout S] [--transport auto|shm|tcp] [--grace S] -- CMD ARGS...`:
 // runs N ranks of a job on this machine (launch/launcher.h) and exits with the job's status.
-// `braid launch --servers S --workers W -- CMD ARGS...` runs a parameter-server job of W
-// workers and S servers (W + S ranks, each told its role).
+// `braid launch --servers S --workers W [--max-restarts K] -- CMD ARGS...` runs a
+// parameter-server job of W workers and S servers (W + S ranks, each told its role); with
+// K, a worker or server killed by a signal is restarted and rejoins the job.
 // `braid launch -n N --min-ranks M [--max-ranks X] [--max-restarts K] -- CMD ARGS...` runs an
 // elastic job: a rank killed by a signal is restarted (K times over the job) while the others
 // go on without it, and the job fails only when fewer than M ranks are left.
@@ -102,6 +103,11 @@ void run_launch(const CLI::App& cmd, const LaunchFlags& f) {
     options.ranks = ranks;
     options.servers = f.servers;
     options.evaluator = f.evaluator;
+    if (cmd.count("--min-ranks") + cmd.count("--max-ranks") + cmd.count("--join-file") > 0)
+      throw CLI::ValidationError("--min-ranks/--max-ranks/--join-file",
+                                 "a parameter-server job's membership is its workers and servers; "
+                                 "of the elastic flags it takes --max-restarts K only");
+    options.ps_max_restarts = f.max_restarts;
   } else {
     if (f.evaluator)
       throw CLI::ValidationError("--evaluator",
@@ -194,7 +200,9 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("--max-restarts", flags->max_restarts,
                   "An elastic job: restart failed ranks this many times over the job, or per host "
                   "with --nnodes (each restart joins the running job and takes its state from a "
-                  "live rank)")
+                  "live rank). A parameter-server job: restart a worker or server killed by a "
+                  "signal this many times (a worker rejoins at the servers' step; a server "
+                  "reloads its range from the run's last checkpoint)")
       ->check(CLI::Range(0, 1000000));
   cmd->add_option("--rendezvous-timeout", flags->rendezvous_timeout_s,
                   "An elastic job: seconds a new round waits for a silent member (stopped, hung) "

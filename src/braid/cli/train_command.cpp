@@ -13,6 +13,8 @@
 #include "launch/cluster_spec.h"
 #include "launch/env.h"
 #include "launch/job.h"
+#include "parallel/ps_restarts.h"
+#include "parallel/ps_worker.h"
 #include "train/atomic_file.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -182,12 +184,26 @@ std::string existing_outputs(const std::string& out) {
 // keeps serving through SIGTERM (the workers save their checkpoint with its help, then
 // finish, which ends it).
 void run_server(const train::TrainConfig& config, const launch::ClusterSpec& spec, launch::Job& job,
-                const std::string& resume_dir) {
+                const parallel::PsLayout& layout, const std::string& resume_dir,
+                std::shared_ptr<parallel::PsRestarts> restarts) {
   const train::StopOnSignal keep_serving;
-  train::serve_parameters(
-      config, job.world,
-      parallel::PsLayout{spec.num_workers, spec.num_servers, spec.has_evaluator ? 1 : 0},
-      spec.index, resume_dir);
+  train::serve_parameters(config, job.world, layout, spec.index, resume_dir, std::move(restarts));
+}
+
+// A restarted worker of a parameter-server job (a new process in a dead worker's place):
+// the servers say at which step it goes on, and it reads its data from there. Restarted in
+// the chief's place it keeps the chief's duties (evaluating, checkpointing, deciding stops,
+// the run's outputs), with what the chief kept beside the model (its stop rules' history,
+// the weight average) from the run's last checkpoint.
+void rejoin_as_worker(train::Trainer& trainer, const train::TrainConfig& config, int incarnation) {
+  auto& worker = dynamic_cast<parallel::PsWorker&>(trainer.strategy());
+  if (trainer.writes_outputs() && !config.out.empty() &&
+      fs::exists(fs::path(config.out) / "checkpoint" / "state.json"))
+    trainer.load_checkpoint(config.out);
+  const int64_t step = worker.rejoin();
+  trainer.continue_at(step);
+  log_warn("ps worker ", trainer.rank(), ": restarted (restart ", incarnation,
+           "); rejoined the job at step ", step, " (the servers' step for it)");
 }
 
 // On the rank that writes outputs, with everything loaded (--overwrite may name the run
@@ -285,8 +301,14 @@ void run_train(const TrainFlags& f) {
   // A rank of an elastic job restarted or added while it runs joins the job's own run.
   const bool elastic = !cluster && launch::elastic_requested(job_getenv);
   const char* restarts = job_getenv("BRAID_RESTART_COUNT");
-  const bool joins_running_job = elastic && (job_getenv("BRAID_ELASTIC_MEMBER") == nullptr ||
-                                             (restarts != nullptr && std::string(restarts) != "0"));
+  // A parameter-server job whose launcher restarts its dead processes, and whether this
+  // process is such a restart (it joins the running job instead of starting it).
+  const launch::PsRestartEnv ps_restarts =
+      cluster ? launch::read_ps_restart_env(job_getenv) : launch::PsRestartEnv{};
+  const int incarnation = ps_restarts.enabled() ? ps_restarts.incarnation : 0;
+  const bool joins_running_job =
+      incarnation > 0 || (elastic && (job_getenv("BRAID_ELASTIC_MEMBER") == nullptr ||
+                                      (restarts != nullptr && std::string(restarts) != "0")));
   const std::string existing = existing_outputs(config.out);
   if (!existing.empty() && !continues && !f.overwrite && !joins_running_job)
     BRAID_THROW(Error, "--out '", config.out, "' already holds a run (", existing,
@@ -303,18 +325,33 @@ void run_train(const TrainFlags& f) {
   if (env.world_size > 1 || cluster) {
     launch::JoinOptions join;
     join.getenv = job_getenv;
-    job.emplace(launch::join_job(join));
-    // Every rank, servers included, trains or serves under one config.
-    train::check_same_config(*job->world, config);
+    if (incarnation > 0) {
+      // The others run already: no collective, not even the config's check (a restart runs
+      // the first start's command line).
+      job.emplace(launch::rejoin_ps_job(join, incarnation));
+    } else {
+      job.emplace(launch::join_job(join));
+      // Every rank, servers included, trains or serves under one config.
+      train::check_same_config(*job->world, config);
+    }
   }
+  std::shared_ptr<parallel::PsRestarts> ps_restart_log;
+  if (cluster && ps_restarts.enabled())
+    ps_restart_log = std::make_shared<parallel::PsRestarts>(
+        job->store, launch::transport_store(*job), job->world->size());
+  const parallel::PsLayout layout =
+      cluster ? parallel::PsLayout{cluster->num_workers, cluster->num_servers,
+                                   cluster->has_evaluator ? 1 : 0, incarnation}
+              : parallel::PsLayout{};
   if (cluster && cluster->role == launch::Role::server)
-    return run_server(config, *cluster, *job, resume_dir);
-  train::Trainer trainer =
-      cluster ? train::Trainer(config, job->world,
-                               parallel::PsLayout{cluster->num_workers, cluster->num_servers,
-                                                  cluster->has_evaluator ? 1 : 0})
-      : job   ? train::Trainer(config, job->world)
-              : train::Trainer(config);
+    return run_server(config, *cluster, *job, layout, resume_dir, ps_restart_log);
+  train::Trainer trainer = cluster ? train::Trainer(config, job->world, layout)
+                           : job   ? train::Trainer(config, job->world)
+                                   : train::Trainer(config);
+  if (ps_restart_log)
+    if (auto* worker = dynamic_cast<parallel::PsWorker*>(&trainer.strategy()))
+      worker->set_restarts(ps_restart_log);
+  if (incarnation > 0) rejoin_as_worker(trainer, config, incarnation);
   if (!resume_dir.empty()) {
     trainer.load_checkpoint(resume_dir);
     log_info("resumed from ", resume_dir, " at step ", trainer.global_step());
@@ -323,7 +360,7 @@ void run_train(const TrainFlags& f) {
     trainer.load_weights(f.init_from);
     log_info("initialised the weights from ", f.init_from);
   }
-  prepare_outputs(f, trainer, config, auto_resumed);
+  prepare_outputs(f, trainer, config, auto_resumed || incarnation > 0);
   const train::StopOnSignal stop_on_signal;
   report(trainer.run(), trainer.writes_outputs(), config);
 }

@@ -429,6 +429,27 @@ void ReceiveMatcher::fail_peer(int peer, const std::string& reason) {
   if (peer != rank_) ++failed_peers_;
 }
 
+void ReceiveMatcher::reset_peer(int peer, std::span<const uint32_t> queued_sends,
+                                const std::string& why) {
+  Peer& p = peers_[peer];
+  const std::string reason = p.failure.empty() ? why : detail::concat(p.failure, "; ", why);
+  const auto fail_with = [&](Request& r) {
+    if (!r.complete) fail(r, std::make_exception_ptr(PeerError(reason)));
+  };
+  for (const uint32_t s : p.posted) fail_with(slots_[s]);
+  p.posted.clear();
+  for (const uint32_t s : queued_sends) fail_with(slots_[s]);
+  if (p.in_message && p.sink == Sink::request) fail_with(slots_[p.target]);
+  for (Early& e : p.early) give_block(std::move(e.block));
+  p.early.clear();
+  p.early_bytes = 0;
+  p.in_message = false;
+  p.sink = Sink::discard;
+  p.carry_len = 0;
+  if (!p.failure.empty() && peer != rank_) --failed_peers_;
+  p.failure.clear();
+}
+
 std::string ReceiveMatcher::failures() const {
   if (failed_peers_ == 0) return detail::concat("rank ", rank_, " is the only rank of the job");
   constexpr int kNamed = 3;  // a large job's list would drown the message

@@ -113,6 +113,12 @@ class ReceiveMatcher {
   void fail_peer(int peer, const std::string& reason);
   bool peer_failed(int peer) const { return !peers_[peer].failure.empty(); }
   const std::string& peer_failure(int peer) const { return peers_[peer].failure; }
+  // A new process took `peer`'s place (Transport::accept_rejoin): what is left of the old
+  // one's stream goes (its early messages, a message under way), every request still tied
+  // to it fails with PeerError saying `why` (receives posted from it, and the sends in
+  // `queued_sends` that the transport had not finished), and the peer counts as live again.
+  // Any-rank receives stay posted: the newcomer may answer them.
+  void reset_peer(int peer, std::span<const uint32_t> queued_sends, const std::string& why);
 
   // Describes a request for errors: "a receive of 8 bytes from rank 1 for allreduce #7
   // (f32 sum, ...) step 0", or "... from any rank ..." while an any-rank one is unmatched.

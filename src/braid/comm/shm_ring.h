@@ -36,7 +36,12 @@ inline constexpr uint32_t kRingSkip = 0x50494b53;  // "SKIP"
 struct RingHeader {
   alignas(64) std::atomic<uint64_t> head{0};  // written by the producer
   alignas(64) std::atomic<uint64_t> tail{0};  // written by the consumer
+  // A restarted process's rings start unattached: the producer sets this once it has
+  // mapped the newcomer's segment and published its own (Transport::accept_rejoin), and
+  // the newcomer then maps it back.
+  alignas(64) std::atomic<uint32_t> attached{0};
 };
+static_assert(sizeof(RingHeader) <= kPageBytes);
 
 // A rank's futex word. Peers ring it after giving the rank something to do (data in one of
 // its rings, space in a ring it writes, a peer closing); a ring costs one load unless the

@@ -140,9 +140,32 @@ struct UnlinkGuard {
   }
 };
 
+// Bytes of each ring for a job of `size` local ranks.
+size_t ring_bytes_for(int size, const TransportOptions& options) {
+  size_t ring_bytes = round_up(std::max(options.shm_ring_bytes, kMinRingBytes), kPageBytes);
+  const size_t cap = round_up(
+      std::max(kMaxJobRingBytes / (static_cast<size_t>(size) * static_cast<size_t>(size - 1)),
+               kMinRingBytes),
+      kPageBytes);
+  if (ring_bytes > cap) {
+    log_debug("shm transport: ", size, " local ranks, so rings of ", cap, " bytes instead of ",
+              ring_bytes);
+    ring_bytes = cap;
+  }
+  return ring_bytes;
+}
+
+// How long a newcomer waits for the records of a peer that said it attached (they are
+// published before it says so).
+constexpr auto kAttachTimeout = 10s;
+
 class ShmTransport final : public Transport {
  public:
   ShmTransport(Store& store, int rank, int size, Deadline deadline,
+               const TransportOptions& options);
+  // A restarted process in rank `rank`'s place (connect_rejoining_transport): publishes
+  // itself in `rejoin_store` and is connected to nobody until peers attach.
+  ShmTransport(std::shared_ptr<Store> rejoin_store, int rank, int size,
                const TransportOptions& options);
   ~ShmTransport() override;
 
@@ -161,6 +184,7 @@ class ShmTransport final : public Transport {
   std::string peer_gone(int peer) override {
     return peer == rank_ || peer < 0 || peer >= size_ ? std::string() : gone_reason(peer);
   }
+  void accept_rejoin(int peer, Store& store, Deadline deadline) override;
 
  private:
   struct Peer {
@@ -173,6 +197,7 @@ class ShmTransport final : public Transport {
     bool header_written = false;
     bool out_broken = false;  // a half-written frame was abandoned
     // Inbound: the peer's ring in this rank's segment.
+    shm::RingHeader* in_header = nullptr;
     shm::Consumer in;
     bool parked = false;  // `parked_header` is read but its receive is not posted
     FrameHeader parked_header;
@@ -180,10 +205,24 @@ class ShmTransport final : public Transport {
     int pid = 0;
     Fd pidfd;
     uint64_t checked = 0;  // the liveness round that last looked at this peer
+    // False on a restarted process until the peer connects (accept_rejoin on its side):
+    // nothing moves to or from it, and it is not looked at for liveness.
+    bool attached = true;
   };
 
   class Steps;  // this transport's part of the wait/test loop (comm/wait_loop.h)
 
+  shm::SegmentLayout own_layout() const { return {ring_bytes_, rank_, size_}; }
+  // Creates this rank's segment (an anonymous one when anonymous_) and its inbound rings.
+  void create_segment();
+  // This rank's records in `store`: where it runs, and where its segment is.
+  void publish_host(Store& store) const;
+  void publish_segment(Store& store) const;
+  // Maps peer p's header page and the ring this rank writes in p's segment, from p's
+  // records in `store`.
+  void map_peer(int p, Store& store, Deadline deadline);
+  // A restarted process: maps back the peers that attached since it last looked.
+  void check_attachments();
   bool progress();
   // Each moves at most about `budget` payload bytes, so one pass interleaves a piece of
   // every send with a piece of every receive.
@@ -208,6 +247,15 @@ class ShmTransport final : public Transport {
   std::vector<Peer> peers_;
   uint64_t liveness_round_ = 0;
   Clock::time_point next_test_check_{};
+  size_t ring_bytes_ = 0;
+  std::string own_name_;  // this rank's segment: its /dev/shm name or anonymous locator
+  std::string boot_id_;
+  uint64_t pidns_ = 0;
+  // TransportOptions::accept_rejoins (always on a restarted process): the anonymous
+  // segment's fd stays open so that a restarted peer can map it.
+  bool accepts_rejoins_ = false;
+  std::shared_ptr<Store> rejoin_store_;  // a restarted process's: where attaching peers publish
+  int unattached_ = 0;                   // peers not attached yet
 };
 
 ShmTransport::ShmTransport(Store& store, int rank, int size, Deadline deadline,
@@ -216,30 +264,17 @@ ShmTransport::ShmTransport(Store& store, int rank, int size, Deadline deadline,
       size_(size),
       matcher_(rank, size, options.max_buffered_bytes),
       policy_(idle_policy(size, options)),
-      peers_(static_cast<size_t>(size)) {
+      peers_(static_cast<size_t>(size)),
+      accepts_rejoins_(options.accept_rejoins) {
   BRAID_CHECK(size >= 1 && rank >= 0 && rank < size, "shm transport: rank ", rank, " of a job of ",
               size, " ranks");
   if (size == 1) return;
-
-  size_t ring_bytes = round_up(std::max(options.shm_ring_bytes, kMinRingBytes), kPageBytes);
-  const size_t cap = round_up(
-      std::max(kMaxJobRingBytes / (static_cast<size_t>(size) * static_cast<size_t>(size - 1)),
-               kMinRingBytes),
-      kPageBytes);
-  if (ring_bytes > cap) {
-    log_debug("shm transport: ", size, " local ranks, so rings of ", cap, " bytes instead of ",
-              ring_bytes);
-    ring_bytes = cap;
-  }
+  ring_bytes_ = ring_bytes_for(size, options);
   // First who is where: anonymous segments need every rank in this pid namespace.
-  const std::string boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
-  const uint64_t pidns = shm::pid_namespace();
-  {
-    std::ostringstream mine;
-    mine << ::getpid() << ' ' << pidns << ' ' << boot_id;
-    store.set("shm/host/" + std::to_string(rank), mine.str());
-  }
-  anonymous_ = pidns != 0;
+  boot_id_ = read_first_line("/proc/sys/kernel/random/boot_id");
+  pidns_ = shm::pid_namespace();
+  publish_host(store);
+  anonymous_ = pidns_ != 0;
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     std::istringstream theirs(store.get_string("shm/host/" + std::to_string(p), deadline));
@@ -248,84 +283,195 @@ ShmTransport::ShmTransport(Store& store, int rank, int size, Deadline deadline,
     uint64_t peer_pidns = 0;
     theirs >> pid >> peer_pidns >> peer_boot;
     BRAID_CHECK(!theirs.fail(), "shm transport: rank ", p, " published a malformed host record");
-    if (peer_boot != boot_id)
+    // Before anything is made: a peer elsewhere cannot map it.
+    if (peer_boot != boot_id_)
       BRAID_THROW(IoError, "shm transport: rank ", p, " runs on another host (boot id ", peer_boot,
-                  ", here ", boot_id,
+                  ", here ", boot_id_,
                   "); shared memory needs every rank on one host: use the tcp or auto transport");
     // A pid means something only in our pid namespace; elsewhere, closing and the
     // deadline still end a wait.
-    if (pid > 0 && peer_pidns == pidns) {
-      peers_[p].pid = pid;
-      peers_[p].pidfd = Fd(pidfd_open(pid));
-    } else {
-      anonymous_ = false;
-    }
+    if (pid <= 0 || peer_pidns != pidns_) anonymous_ = false;
   }
+  create_segment();
+  publish_segment(store);
 
-  const shm::SegmentLayout layout{ring_bytes, rank, size};
-  std::string name;
+  std::vector<std::string> mapped_keys;
+  for (int p = 0; p < size; ++p) {
+    mapped_keys.push_back("shm/mapped/" + std::to_string(p));
+    if (p != rank) map_peer(p, store, deadline);
+  }
+  store.set(mapped_keys[static_cast<size_t>(rank)], std::string("1"));
+  store.wait(mapped_keys, deadline);
+  // Every peer has it mapped: neither the name nor the fd is needed any more, unless a
+  // restarted peer will map it again.
+  unlink_.unlink();
+  if (!accepts_rejoins_) own_fd_ = Fd();
+}
+
+ShmTransport::ShmTransport(std::shared_ptr<Store> rejoin_store, int rank, int size,
+                           const TransportOptions& options)
+    : rank_(rank),
+      size_(size),
+      matcher_(rank, size, options.max_buffered_bytes),
+      policy_(idle_policy(size, options)),
+      peers_(static_cast<size_t>(size)),
+      accepts_rejoins_(true),
+      rejoin_store_(std::move(rejoin_store)) {
+  BRAID_CHECK(size >= 2 && rank >= 0 && rank < size, "shm transport: a restarted rank ", rank,
+              " of a job of ", size, " ranks");
+  ring_bytes_ = ring_bytes_for(size, options);
+  boot_id_ = read_first_line("/proc/sys/kernel/random/boot_id");
+  pidns_ = shm::pid_namespace();
+  // Its peers' segments lost their names once mapped: only anonymous ones can be found
+  // again, and only from this pid namespace.
+  if (pidns_ == 0)
+    BRAID_THROW(IoError,
+                "shm transport: a restarted process reconnects through anonymous shared memory, "
+                "which needs /proc/self/ns/pid; run the job on the tcp transport");
+  anonymous_ = true;
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    peers_[p].attached = false;
+    ++unattached_;
+  }
+  create_segment();
+  publish_host(*rejoin_store_);
+  publish_segment(*rejoin_store_);
+}
+
+void ShmTransport::publish_host(Store& store) const {
+  std::ostringstream mine;
+  mine << ::getpid() << ' ' << pidns_ << ' ' << boot_id_;
+  store.set("shm/host/" + std::to_string(rank_), mine.str());
+}
+
+void ShmTransport::publish_segment(Store& store) const {
+  std::ostringstream mine;
+  mine << own_name_ << ' ' << ring_bytes_;
+  store.set("shm/seg/" + std::to_string(rank_), mine.str());
+}
+
+void ShmTransport::create_segment() {
+  const shm::SegmentLayout layout = own_layout();
   {
     Fd fd;
     if (anonymous_) {
-      fd = Fd(shm::create_anonymous_segment("ring", layout.total(), name));
+      fd = Fd(shm::create_anonymous_segment("ring", layout.total(), own_name_));
     } else {
-      name = "/braid-ring-" + std::to_string(::getpid()) + "-" + random_hex(8);
-      fd = Fd(shm::create_segment(name, layout.total()));
-      unlink_.name = name;
+      own_name_ = "/braid-ring-" + std::to_string(::getpid()) + "-" + random_hex(8);
+      fd = Fd(shm::create_segment(own_name_, layout.total()));
+      unlink_.name = own_name_;
     }
     own_ = shm::Mapping(fd.get(), 0, layout.total(), "this rank's shared-memory segment");
     // Peers open an anonymous segment through this process's fd until all have mapped it.
     if (anonymous_) own_fd_ = std::move(fd);
   }
   own_header_ = new (own_.data()) shm::SegmentHeader{};
-  own_header_->rank = rank;
-  own_header_->size = size;
+  own_header_->rank = rank_;
+  own_header_->size = size_;
   own_header_->pid = static_cast<int32_t>(::getpid());
-  own_header_->ring_bytes = ring_bytes;
-  for (int p = 0; p < size; ++p) {
-    if (p == rank) continue;
+  own_header_->ring_bytes = ring_bytes_;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
     uint8_t* at = own_.data() + layout.ring_offset(p);
-    peers_[p].in = shm::Consumer(new (at) shm::RingHeader{}, at + kPageBytes, ring_bytes);
+    peers_[p].in_header = new (at) shm::RingHeader{};
+    peers_[p].in = shm::Consumer(peers_[p].in_header, at + kPageBytes, ring_bytes_);
   }
+}
 
+void ShmTransport::map_peer(int p, Store& store, Deadline deadline) {
+  std::istringstream host(store.get_string("shm/host/" + std::to_string(p), deadline));
+  std::string peer_boot;
+  int pid = 0;
+  uint64_t peer_pidns = 0;
+  host >> pid >> peer_pidns >> peer_boot;
+  BRAID_CHECK(!host.fail(), "shm transport: rank ", p, " published a malformed host record");
+  if (peer_boot != boot_id_)
+    BRAID_THROW(IoError, "shm transport: rank ", p, " runs on another host (boot id ", peer_boot,
+                ", here ", boot_id_,
+                "); shared memory needs every rank on one host: use the tcp or auto transport");
+  std::istringstream seg(store.get_string("shm/seg/" + std::to_string(p), deadline));
+  std::string peer_name;
+  size_t peer_ring = 0;
+  seg >> peer_name >> peer_ring;
+  BRAID_CHECK(!seg.fail() && peer_ring >= kMinRingBytes && peer_ring % kPageBytes == 0,
+              "shm transport: rank ", p, " published a malformed segment record");
+  const std::string what = "rank " + std::to_string(p) + "'s shared-memory segment";
+  const shm::SegmentLayout theirs_layout{peer_ring, p, size_};
+  Peer& q = peers_[p];
   {
-    std::ostringstream mine;
-    mine << name << ' ' << ring_bytes;
-    store.set("shm/seg/" + std::to_string(rank), mine.str());
+    const Fd fd(shm::open_segment(peer_name, theirs_layout.total(), what));
+    q.header_map = shm::Mapping(fd.get(), 0, kPageBytes, what);
+    q.ring_map =
+        shm::Mapping(fd.get(), theirs_layout.ring_offset(rank_), theirs_layout.ring_stride(), what);
   }
+  q.header = reinterpret_cast<shm::SegmentHeader*>(q.header_map.data());
+  if (q.header->magic != shm::kSegmentMagic || q.header->version != shm::kSegmentVersion ||
+      q.header->rank != p || q.header->size != size_ || q.header->ring_bytes != peer_ring)
+    BRAID_THROW(IoError, what, " (/dev/shm", peer_name,
+                ") is not a braid segment of this job (another braid version?)");
+  q.out = shm::Producer(reinterpret_cast<shm::RingHeader*>(q.ring_map.data()),
+                        q.ring_map.data() + kPageBytes, peer_ring);
+  q.pid = 0;
+  q.pidfd = Fd();
+  if (pid > 0 && peer_pidns == pidns_) {
+    q.pid = pid;
+    q.pidfd = Fd(pidfd_open(pid));
+  }
+}
 
-  std::vector<std::string> mapped_keys;
-  for (int p = 0; p < size; ++p) {
-    mapped_keys.push_back("shm/mapped/" + std::to_string(p));
-    if (p == rank) continue;
-    std::istringstream theirs(store.get_string("shm/seg/" + std::to_string(p), deadline));
-    std::string peer_name;
-    size_t peer_ring = 0;
-    theirs >> peer_name >> peer_ring;
-    BRAID_CHECK(!theirs.fail() && peer_ring >= kMinRingBytes && peer_ring % kPageBytes == 0,
-                "shm transport: rank ", p, " published a malformed segment record");
-    const std::string what = "rank " + std::to_string(p) + "'s shared-memory segment";
-    const shm::SegmentLayout theirs_layout{peer_ring, p, size};
+// The peer that accepts a restarted process drops what is left of the earlier one, resets
+// the ring the newcomer will write in this rank's segment, maps the newcomer's, publishes
+// its own records beside the newcomer's and only then marks the newcomer's ring attached:
+// by the time the newcomer maps this rank back, everything it will touch is fresh.
+void ShmTransport::accept_rejoin(int peer, Store& store, Deadline deadline) {
+  BRAID_CHECK(peer >= 0 && peer < size_ && peer != rank_, "shm transport: accept_rejoin(", peer,
+              ") on rank ", rank_, " of ", size_);
+  if (!accepts_rejoins_ || !anonymous_)
+    BRAID_THROW(Error, "shm transport: rank ", rank_, " cannot take a restarted process as rank ",
+                peer,
+                !accepts_rejoins_
+                    ? " (the transport was made without TransportOptions::accept_rejoins)"
+                    : " (its segment has a /dev/shm name, gone once mapped: restarts over shared "
+                      "memory need every rank in one pid namespace; run the job on the tcp "
+                      "transport)");
+  Peer& q = peers_[peer];
+  if (q.attached && gone_reason(peer).empty())
+    BRAID_THROW(IoError, "shm transport: rank ", peer, "'s earlier process (", q.pid,
+                ") still runs; a restarted process takes its place only once it is gone");
+  const std::vector<uint32_t> queued(q.sends.begin(), q.sends.end());
+  q.sends.clear();
+  matcher_.reset_peer(
+      peer, queued, detail::concat("rank ", peer, " was restarted: a new process took its place"));
+  q.header_written = false;
+  q.out_broken = false;
+  q.parked = false;
+  q.checked = 0;
+  uint8_t* at = own_.data() + own_layout().ring_offset(peer);
+  q.in_header = new (at) shm::RingHeader{};
+  q.in = shm::Consumer(q.in_header, at + kPageBytes, ring_bytes_);
+  map_peer(peer, store, deadline);
+  publish_host(store);
+  publish_segment(store);
+  reinterpret_cast<shm::RingHeader*>(q.ring_map.data())
+      ->attached.store(1, std::memory_order_release);
+  if (!q.attached) --unattached_;
+  q.attached = true;
+  shm::ring(q.header->doorbell);
+}
+
+void ShmTransport::check_attachments() {
+  if (unattached_ == 0) return;
+  for (int p = 0; p < size_; ++p) {
     Peer& q = peers_[p];
-    {
-      const Fd fd(shm::open_segment(peer_name, theirs_layout.total(), what));
-      q.header_map = shm::Mapping(fd.get(), 0, kPageBytes, what);
-      q.ring_map = shm::Mapping(fd.get(), theirs_layout.ring_offset(rank),
-                                theirs_layout.ring_stride(), what);
-    }
-    q.header = reinterpret_cast<shm::SegmentHeader*>(q.header_map.data());
-    if (q.header->magic != shm::kSegmentMagic || q.header->version != shm::kSegmentVersion ||
-        q.header->rank != p || q.header->size != size || q.header->ring_bytes != peer_ring)
-      BRAID_THROW(IoError, what, " (/dev/shm", peer_name,
-                  ") is not a braid segment of this job (another braid version?)");
-    q.out = shm::Producer(reinterpret_cast<shm::RingHeader*>(q.ring_map.data()),
-                          q.ring_map.data() + kPageBytes, peer_ring);
+    if (q.attached || q.in_header == nullptr ||
+        q.in_header->attached.load(std::memory_order_acquire) == 0)
+      continue;
+    map_peer(p, *rejoin_store_, Deadline::after(kAttachTimeout));
+    q.attached = true;
+    --unattached_;
+    log_debug("shm transport: rank ", p, " connected to restarted rank ", rank_);
   }
-  store.set(mapped_keys[static_cast<size_t>(rank)], std::string("1"));
-  store.wait(mapped_keys, deadline);
-  // Every peer has it mapped: neither the name nor the fd is needed any more.
-  unlink_.unlink();
-  own_fd_ = Fd();
 }
 
 ShmTransport::~ShmTransport() {
@@ -341,7 +487,7 @@ RequestId ShmTransport::isend(int peer, const Tag& tag, const CallSignature& sig
   if (peer != rank_) {
     Peer& q = peers_[peer];
     q.sends.push_back(matcher_.slot_of(id));
-    if (q.sends.size() == 1 && !q.out_broken) push(peer, kPieceBytes);  // start copying now
+    if (q.sends.size() == 1 && !q.out_broken && q.attached) push(peer, kPieceBytes);
   }
   return id;
 }
@@ -442,10 +588,12 @@ bool ShmTransport::pull(int p, bool absorb, size_t budget) {
 // Reads from a peer only while a receive it could satisfy is posted (its own or an
 // any-rank one) or its message is under way; otherwise its messages wait in the ring.
 bool ShmTransport::progress() {
+  check_attachments();
   bool moved = false;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     Peer& q = peers_[p];
+    if (!q.attached) continue;
     if (!q.sends.empty() && !q.out_broken) moved |= push(p, kPieceBytes);
     if ((matcher_.in_message(p) || matcher_.has_posted(p)) && !matcher_.peer_failed(p))
       moved |= pull(p, false, kPieceBytes);
@@ -457,12 +605,14 @@ bool ShmTransport::absorb_stalled() {
   // A sender blocked on a full ring may be what everyone waits for: buffer its message.
   bool moved = false;
   for (int p = 0; p < size_; ++p)
-    if (p != rank_ && !matcher_.peer_failed(p) && peers_[p].in.full()) moved |= pull(p, true);
+    if (p != rank_ && peers_[p].attached && !matcher_.peer_failed(p) && peers_[p].in.full())
+      moved |= pull(p, true);
   return moved;
 }
 
 std::string ShmTransport::gone_reason(int p) {
   Peer& q = peers_[p];
+  if (!q.attached) return {};  // a restarted process cannot tell yet
   if (q.header->closed.load(std::memory_order_acquire))
     return detail::concat("rank ", p, " closed its shm transport (it finished or failed)");
   bool dead = false;
@@ -511,6 +661,10 @@ std::string ShmTransport::timeout_hint(std::span<const RequestId> ids) {
     if (r.complete || r.peer == rank_) continue;
     if (r.peer == kAnyRank) return {};  // no one peer to blame
     const Peer& q = peers_[r.peer];
+    if (!q.attached)
+      return detail::concat("rank ", r.peer,
+                            " has not connected to this restarted process (it connects once it "
+                            "learns of the restart)");
     if (r.is_send)
       return detail::concat("rank ", r.peer, " (process ", q.pid,
                             ") is alive but did not take the message");
@@ -607,6 +761,12 @@ std::shared_ptr<Transport> connect_shm_transport(Store& store, int rank, int siz
                                                  Deadline deadline,
                                                  const TransportOptions& options) {
   return std::make_shared<ShmTransport>(store, rank, size, deadline, options);
+}
+
+std::shared_ptr<Transport> connect_rejoining_shm_transport(std::shared_ptr<Store> rejoin_store,
+                                                           int rank, int size,
+                                                           const TransportOptions& options) {
+  return std::make_shared<ShmTransport>(std::move(rejoin_store), rank, size, options);
 }
 
 }  // namespace braid::comm

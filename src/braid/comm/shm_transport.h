@@ -27,6 +27,15 @@
 // so a peer killed with SIGKILL fails the wait with PeerError within about 0.1 s (an
 // any-rank receive: once every other peer is gone).
 //
+// Restarted processes (TransportOptions::accept_rejoins): every rank keeps its anonymous
+// segment's fd open, so a new process in a dead rank's place can map it. The newcomer
+// publishes its own segment and waits, connected to nobody; a peer that learns of it
+// (accept_rejoin) drops the dead process's ring state, maps the newcomer's segment,
+// publishes its own records beside the newcomer's and sets the `attached` word of the ring
+// it writes there, ringing the newcomer's doorbell; the newcomer then maps that peer back.
+// A newcomer's wait never blocks on a peer that has not attached; it times out naming it.
+// Needs every rank in one pid namespace (segments found by their fds).
+//
 // Tuning (for benchmarks): TransportOptions::shm_spin and shm_yield (launch/ reads them
 // from BRAID_SHM_SPIN_US and BRAID_SHM_YIELD_US) override how long an idle wait spins, and
 // then yields, before it sleeps.
@@ -47,5 +56,11 @@ namespace braid::comm {
 std::shared_ptr<Transport> connect_shm_transport(Store& store, int rank, int size,
                                                  Deadline deadline,
                                                  const TransportOptions& options = {});
+
+// A restarted process in rank `rank`'s place (connect_rejoining_transport): publishes
+// itself in `rejoin_store`, which it keeps to read the records of the peers that attach.
+std::shared_ptr<Transport> connect_rejoining_shm_transport(std::shared_ptr<Store> rejoin_store,
+                                                           int rank, int size,
+                                                           const TransportOptions& options = {});
 
 }  // namespace braid::comm

@@ -96,6 +96,10 @@ class TcpTransport final : public Transport {
  public:
   TcpTransport(Store& store, int rank, int size, const Secret& secret, Deadline deadline,
                const TransportOptions& options);
+  // A restarted process in rank `rank`'s place (connect_rejoining_transport): listens,
+  // publishes its address in `rejoin_store` and takes peers' connections as they come.
+  TcpTransport(std::shared_ptr<Store> rejoin_store, int rank, int size, const Secret& secret,
+               const TransportOptions& options);
   ~TcpTransport() override;
 
   int rank() const override { return rank_; }
@@ -108,6 +112,14 @@ class TcpTransport final : public Transport {
                   std::optional<Reduction> reduce, int* source) override;
   void wait(std::span<const RequestId> requests, Deadline deadline) override;
   bool test(RequestId request) override;
+  // Gone once its connection closed or failed (learnt as the transport reads it).
+  std::string peer_gone(int peer) override {
+    return peer >= 0 && peer < size_ && peer != rank_ && !peers_[peer].open &&
+                   matcher_.peer_failed(peer)
+               ? matcher_.peer_failure(peer)
+               : std::string();
+  }
+  void accept_rejoin(int peer, Store& store, Deadline deadline) override;
 
  private:
   struct Out {
@@ -133,6 +145,10 @@ class TcpTransport final : public Transport {
   bool pull(int p);
   bool consume_rx(int p);
   void lose(int p, const std::string& reason);
+  // Makes `s` (authenticated, hello exchanged) peer p's connection.
+  void open_peer(int p, Socket s, const std::string& address);
+  // A restarted process: takes one waiting connection from a peer that learnt of it.
+  bool accept_peer();
   void release_all(std::span<const RequestId> ids);
 
   int rank_;
@@ -141,6 +157,16 @@ class TcpTransport final : public Transport {
   std::vector<Peer> peers_;
   std::vector<pollfd> pollfds_;
   std::vector<int> poll_peers_;
+  Secret secret_;
+  Socket listener_;  // a restarted process's, open for the peers that have not connected
+  // A restarted process's store until its first wait: a peer's connect needs this process
+  // in its wait loop to answer, so it says it is ready only then (mark_rejoin_published).
+  std::shared_ptr<Store> unannounced_;
+  void announce() {
+    if (!unannounced_) return;
+    mark_rejoin_published(*unannounced_);
+    unannounced_.reset();
+  }
   // How long an idle wait polls without blocking; none when the job may have more ranks
   // on this host than it has cores (a spinning rank would take its peer's core).
   std::chrono::nanoseconds spin_ =
@@ -151,7 +177,11 @@ class TcpTransport final : public Transport {
 
 TcpTransport::TcpTransport(Store& store, int rank, int size, const Secret& secret,
                            Deadline deadline, const TransportOptions& options)
-    : rank_(rank), size_(size), matcher_(rank, size, options.max_buffered_bytes), peers_(size) {
+    : rank_(rank),
+      size_(size),
+      matcher_(rank, size, options.max_buffered_bytes),
+      peers_(size),
+      secret_(secret) {
   BRAID_CHECK(size >= 1 && rank >= 0 && rank < size, "tcp transport: rank ", rank, " of a job of ",
               size, " ranks");
   if (size == 1) return;
@@ -215,11 +245,107 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const Secret& secre
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     Peer& q = peers_[p];
-    tune(q.socket);
-    q.socket.set_nonblocking(true);
-    q.open = true;
-    q.rx.reset(new uint8_t[kRxBytes]);
+    open_peer(p, std::move(q.socket), q.address);
   }
+}
+
+TcpTransport::TcpTransport(std::shared_ptr<Store> rejoin_store, int rank, int size,
+                           const Secret& secret, const TransportOptions& options)
+    : rank_(rank),
+      size_(size),
+      matcher_(rank, size, options.max_buffered_bytes),
+      peers_(size),
+      secret_(secret),
+      unannounced_(std::move(rejoin_store)) {
+  BRAID_CHECK(size >= 2 && rank >= 0 && rank < size, "tcp transport: a restarted rank ", rank,
+              " of a job of ", size, " ranks");
+  listener_ = listen_tcp(options.listen_host, 0);
+  listener_.set_nonblocking(true);
+  unannounced_->set("tcp/addr/" + std::to_string(rank),
+                    join_host_port(tcp_advertise_host(options), listener_.local_port()));
+}
+
+void TcpTransport::open_peer(int p, Socket s, const std::string& address) {
+  Peer& q = peers_[p];
+  q.socket = std::move(s);
+  q.address = address;
+  tune(q.socket);
+  q.socket.set_nonblocking(true);
+  q.open = true;
+  q.writable = true;
+  q.readable = true;
+  q.rx_begin = q.rx_end = 0;
+  if (!q.rx) q.rx.reset(new uint8_t[kRxBytes]);
+}
+
+bool TcpTransport::accept_peer() {
+  Socket s;
+  try {
+    s = accept_tcp(listener_, Deadline::after(std::chrono::milliseconds(0)));
+  } catch (const TimeoutError&) {
+    return false;  // the connection went away before it was taken
+  }
+  const std::string from = s.peer_address();
+  const Deadline deadline = Deadline::after(std::chrono::milliseconds(kAuthTimeout));
+  Hello theirs;
+  try {
+    authenticate(s, secret_, AuthRole::server, "tcp-transport", deadline);
+    s.read_exact(&theirs, sizeof(theirs), deadline, "tcp transport hello from " + from);
+  } catch (const Error& e) {  // AuthError, IoError, TimeoutError: not one of ours
+    log_warn("tcp transport: restarted rank ", rank_, " refused a connection from ", from, ": ",
+             e.what());
+    return true;
+  }
+  if (theirs.magic != kHelloMagic || theirs.size != size_ || theirs.rank < 0 ||
+      theirs.rank >= size_ || theirs.rank == rank_ || peers_[theirs.rank].open) {
+    log_warn("tcp transport: restarted rank ", rank_, " refused a connection from ", from,
+             ": it claims to be rank ", theirs.rank, " of ", theirs.size);
+    return true;
+  }
+  Hello hello;
+  hello.rank = rank_;
+  hello.size = size_;
+  s.write_all(&hello, sizeof(hello), deadline, "tcp transport hello to " + from);
+  open_peer(theirs.rank, std::move(s), from);
+  log_debug("tcp transport: rank ", theirs.rank, " connected to restarted rank ", rank_);
+  return true;
+}
+
+// The surviving side always connects: the newcomer listens at the address it published.
+void TcpTransport::accept_rejoin(int peer, Store& store, Deadline deadline) {
+  BRAID_CHECK(peer >= 0 && peer < size_ && peer != rank_, "tcp transport: accept_rejoin(", peer,
+              ") on rank ", rank_, " of ", size_);
+  Peer& q = peers_[peer];
+  if (q.open) {
+    // The caller knows the earlier process is gone (the launcher restarted it).
+    q.open = false;
+    q.socket.close();
+  }
+  std::vector<uint32_t> queued;
+  for (const Out& o : q.sends) queued.push_back(o.slot);
+  q.sends.clear();
+  matcher_.reset_peer(
+      peer, queued, detail::concat("rank ", peer, " was restarted: a new process took its place"));
+  const std::string address = store.get_string("tcp/addr/" + std::to_string(peer), deadline);
+  const HostPort hp = parse_host_port(address);
+  const std::string what = detail::concat("tcp transport: rank ", rank_,
+                                          " connecting to restarted rank ", peer, " at ", address);
+  Socket s = connect_tcp(hp.host, hp.port, deadline);
+  try {
+    authenticate(s, secret_, AuthRole::client, "tcp-transport", deadline);
+  } catch (const AuthError& e) {
+    throw AuthError(what + ": " + e.what());
+  }
+  Hello hello;
+  hello.rank = rank_;
+  hello.size = size_;
+  s.write_all(&hello, sizeof(hello), deadline, what);
+  Hello theirs;
+  s.read_exact(&theirs, sizeof(theirs), deadline, what);
+  if (theirs.magic != kHelloMagic || theirs.rank != peer || theirs.size != size_)
+    BRAID_THROW(IoError, what, ": the listener there is rank ", theirs.rank, " of ", theirs.size,
+                ", not rank ", peer, " of ", size_);
+  open_peer(peer, std::move(s), address);
 }
 
 TcpTransport::~TcpTransport() {
@@ -414,11 +540,13 @@ bool TcpTransport::progress(int timeout_ms) {
     pollfds_.push_back({q.socket.fd(), events, 0});
     poll_peers_.push_back(p);
   }
+  if (listener_.valid()) pollfds_.push_back({listener_.fd(), POLLIN, 0});
   if (!pollfds_.empty()) {
     const int n = ::poll(pollfds_.data(), pollfds_.size(), timeout_ms);
     if (n < 0 && errno != EINTR)
       BRAID_THROW(IoError, "tcp transport: poll failed: ", std::strerror(errno));
-    for (size_t i = 0; n > 0 && i < pollfds_.size(); ++i) {
+    if (n > 0 && listener_.valid() && (pollfds_.back().revents & POLLIN)) accept_peer();
+    for (size_t i = 0; n > 0 && i < poll_peers_.size(); ++i) {
       Peer& q = peers_[poll_peers_[i]];
       if (pollfds_[i].revents & (POLLIN | POLLHUP | POLLERR)) q.readable = true;
       if (pollfds_[i].revents & (POLLOUT | POLLHUP | POLLERR)) q.writable = true;
@@ -487,12 +615,14 @@ class TcpTransport::Steps final : public WaitSteps {
 };
 
 void TcpTransport::wait(std::span<const RequestId> ids, Deadline deadline) {
+  announce();
   if (ids.empty()) return;
   Steps steps(*this, ids, deadline);
   run_wait(steps, rank_, deadline);
 }
 
 bool TcpTransport::test(RequestId request) {
+  announce();
   Steps steps(*this, std::span<const RequestId>(&request, 1), Deadline::never());
   return run_test(steps);
 }
@@ -513,6 +643,12 @@ std::shared_ptr<Transport> connect_tcp_transport(Store& store, int rank, int siz
                                                  const Secret& secret, Deadline deadline,
                                                  const TransportOptions& options) {
   return std::make_shared<TcpTransport>(store, rank, size, secret, deadline, options);
+}
+
+std::shared_ptr<Transport> connect_rejoining_tcp_transport(std::shared_ptr<Store> rejoin_store,
+                                                           int rank, int size, const Secret& secret,
+                                                           const TransportOptions& options) {
+  return std::make_shared<TcpTransport>(std::move(rejoin_store), rank, size, secret, options);
 }
 
 }  // namespace braid::comm

@@ -13,6 +13,12 @@
 // in blocks that grow as bytes arrive (never to a size a header merely claims). End of
 // stream, a reset or a corrupt frame fails every wait on that peer with PeerError naming
 // it; a clean shutdown sends a goodbye frame first.
+//
+// Restarted processes: a new process in a dead rank's place listens and publishes its
+// address in its rejoin store; each peer that learns of it closes what is left of the old
+// connection and connects (accept_rejoin, the same authentication and hello), and the
+// newcomer takes those connections in its wait loop as they come (a peer connects only once
+// the newcomer has begun waiting: its published mark comes then).
 #pragma once
 
 #include <memory>
@@ -31,6 +37,14 @@ namespace braid::comm {
 std::shared_ptr<Transport> connect_tcp_transport(Store& store, int rank, int size,
                                                  const Secret& secret, Deadline deadline,
                                                  const TransportOptions& options = {});
+
+// A restarted process in rank `rank`'s place (connect_rejoining_transport): returns at
+// once, listening; peers connect as they learn of it. A peer's connect needs this process
+// to answer from its wait loop, so it marks itself published (mark_rejoin_published) at
+// its first wait, not before.
+std::shared_ptr<Transport> connect_rejoining_tcp_transport(std::shared_ptr<Store> rejoin_store,
+                                                           int rank, int size, const Secret& secret,
+                                                           const TransportOptions& options = {});
 
 // The address peers should use to reach this rank: options.advertise_host, else
 // listen_host when it names one interface, else the local address of the route to

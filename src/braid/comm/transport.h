@@ -62,6 +62,8 @@ class CollectiveMismatch : public Error {
 
 using RequestId = uint64_t;
 
+class Store;
+
 // The peer of a receive that takes a message from whichever rank sends first.
 inline constexpr int kAnyRank = -1;
 
@@ -105,6 +107,20 @@ class Transport {
   // watch shared memory instead of going through the transport; cheap enough to poll
   // every 0.1 s.
   virtual std::string peer_gone(int /*peer*/) { return {}; }
+
+  // Restarted processes (a parameter-server job's: TransportOptions::accept_rejoins). Takes
+  // a new process in the place of global rank `peer`, whose earlier process is gone: what
+  // is left of the old one goes (its unread messages; every request still tied to it fails
+  // with PeerError), then this rank connects to the newcomer through `store`, where
+  // connect_rejoining_transport() published it (rejoin_store(): one per rank and
+  // incarnation). From then on `peer`'s messages are the newcomer's. Returns once
+  // connected; IoError when the newcomer cannot be reached or the earlier process still
+  // runs, TimeoutError at the deadline, braid::Error where this transport cannot take a
+  // newcomer (inproc, MPI, one made without accept_rejoins).
+  virtual void accept_rejoin(int peer, Store& /*store*/, Deadline /*deadline*/) {
+    BRAID_THROW(Error, "the ", name(), " transport cannot take a restarted process as rank ", peer,
+                " (only shm and tcp made with TransportOptions::accept_rejoins can)");
+  }
 
   // Conveniences.
   void wait(RequestId request, Deadline deadline) {

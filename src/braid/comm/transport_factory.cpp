@@ -16,6 +16,9 @@ namespace braid::comm {
 
 namespace {
 
+// Set by connect_rejoining_transport once the newcomer's records are all in place.
+constexpr const char* kPublishedKey = "published";
+
 std::string host_identity() {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
@@ -70,6 +73,46 @@ std::shared_ptr<Transport> connect_transport(TransportKind kind, Store& store, i
   if (kind == TransportKind::shm)
     return connect_shm_transport(store, rank, size, deadline, options);
   return connect_tcp_transport(store, rank, size, secret, deadline, options);
+}
+
+std::shared_ptr<Store> rejoin_store(std::shared_ptr<Store> transport_store, int rank,
+                                    int incarnation) {
+  return prefixed(std::move(transport_store),
+                  "rejoin/" + std::to_string(rank) + "." + std::to_string(incarnation));
+}
+
+bool rejoin_published(Store& rejoin_store) { return rejoin_store.add(kPublishedKey, 0) > 0; }
+
+void mark_rejoin_published(Store& rejoin_store) { rejoin_store.add(kPublishedKey, 1); }
+
+std::shared_ptr<Transport> connect_rejoining_transport(TransportKind kind,
+                                                       std::shared_ptr<Store> transport_store,
+                                                       int rank, int size, int incarnation,
+                                                       const Secret& secret, Deadline deadline,
+                                                       const TransportOptions& options) {
+  BRAID_CHECK(size >= 2 && rank >= 0 && rank < size && incarnation > 0,
+              "connect_rejoining_transport: rank ", rank, " of ", size, ", incarnation ",
+              incarnation);
+  if (kind == TransportKind::automatic) {
+    // The job's first processes chose shm only when all were on one host; their records
+    // are still in the store (this rank's earlier process's too, on the same host).
+    const std::string mine = host_identity();
+    kind = TransportKind::shm;
+    for (int p = 0; p < size && kind == TransportKind::shm; ++p)
+      if (transport_store->get_string("host/" + std::to_string(p), deadline) != mine)
+        kind = TransportKind::tcp;
+  }
+  std::shared_ptr<Store> store = rejoin_store(transport_store, rank, incarnation);
+  std::shared_ptr<Transport> t;
+  if (kind == TransportKind::tcp) {
+    t = connect_rejoining_tcp_transport(store, rank, size, secret, options);
+  } else {
+    t = connect_rejoining_shm_transport(store, rank, size, options);
+    mark_rejoin_published(*store);
+  }
+  log_debug("restarted rank ", rank, " (restart ", incarnation, "): ", transport_kind_name(kind),
+            " transport published; waiting for its peers to connect");
+  return t;
 }
 
 }  // namespace braid::comm

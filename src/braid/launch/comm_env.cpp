@@ -36,6 +36,10 @@ comm::TransportOptions read_transport_options(const GetEnv& getenv, comm::Transp
   if (!given.shm_yield)
     if (const char* v = value_of(getenv, "BRAID_SHM_YIELD_US"))
       given.shm_yield = microseconds_var("BRAID_SHM_YIELD_US", v);
+  // A job whose launcher restarts dead processes (a parameter-server job with
+  // --max-restarts): every rank may have to take a restarted peer.
+  if (const char* v = value_of(getenv, "BRAID_PS_RESTARTS"); v != nullptr && std::string(v) != "0")
+    given.accept_rejoins = true;
   return given;
 }
 

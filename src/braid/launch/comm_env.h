@@ -8,6 +8,8 @@
 //   BRAID_SHM_YIELD_US     yields the core, before it sleeps (benchmark tuning)
 //   BRAID_ALGORITHM_TABLE  a selection table file (`braid bench allreduce --write-table`)
 //                          for the world group and every group split from it
+//   BRAID_PS_RESTARTS      nonzero: the launcher restarts dead processes of this
+//                          parameter-server job (TransportOptions::accept_rejoins)
 //
 // An empty value counts as unset. A malformed value is braid::Error naming the variable,
 // its value and what is accepted.

@@ -176,10 +176,41 @@ Job join_job(const JoinOptions& options) {
   if (job.world) return job;  // MPI placed the ranks
   const RankEnv& env = job.env;
   const comm::Deadline deadline = comm::Deadline::after(group_options.timeout);
-  auto transport_store = comm::prefixed(job.store, "transport/0");
   auto transport =
-      comm::connect_transport(job.transport_kind, *transport_store, env.rank, env.world_size,
+      comm::connect_transport(job.transport_kind, *transport_store(job), env.rank, env.world_size,
                               job.secret, deadline, job.transport_options);
+  job.world = comm::Group::world(std::move(transport), std::move(group_options));
+  return job;
+}
+
+std::shared_ptr<comm::Store> transport_store(const Job& job) {
+  return comm::prefixed(job.store, "transport/0");
+}
+
+PsRestartEnv read_ps_restart_env(const GetEnv& getenv) {
+  const auto count = [&](const char* name) {
+    const char* v = getenv(name);
+    if (v == nullptr || *v == '\0') return 0;
+    try {
+      size_t used = 0;
+      const int n = std::stoi(v, &used);
+      if (used == std::string(v).size() && n >= 0) return n;
+    } catch (const std::exception&) {
+    }
+    BRAID_THROW(Error, name, "='", v, "' is not a count (a whole number >= 0)");
+  };
+  return {count("BRAID_PS_RESTARTS"), count("BRAID_RESTART_COUNT")};
+}
+
+Job rejoin_ps_job(const JoinOptions& options, int incarnation) {
+  comm::GroupOptions group_options;
+  Job job = join(options, true, group_options);
+  BRAID_CHECK(!job.world,
+              "a restarted process runs on braid's transports, not under BRAID_BACKEND");
+  const RankEnv& env = job.env;
+  auto transport = comm::connect_rejoining_transport(
+      job.transport_kind, transport_store(job), env.rank, env.world_size, incarnation, job.secret,
+      comm::Deadline::after(group_options.timeout), job.transport_options);
   job.world = comm::Group::world(std::move(transport), std::move(group_options));
   return job;
 }

@@ -74,6 +74,23 @@ struct ElasticJob {
   int restart_count = 0;  // BRAID_RESTART_COUNT: restarts of this rank before this process
 };
 bool elastic_requested(const GetEnv& getenv = ::getenv);
+
+// A parameter-server job whose launcher restarts its dead processes (`braid launch
+// --servers S --workers W --max-restarts K`): BRAID_PS_RESTARTS (K) and this process's
+// incarnation, BRAID_RESTART_COUNT (restarts of its slot before it). braid::Error for a
+// malformed value.
+struct PsRestartEnv {
+  int max_restarts = 0;
+  int incarnation = 0;
+  bool enabled() const { return max_restarts > 0; }
+};
+PsRestartEnv read_ps_restart_env(const GetEnv& getenv = ::getenv);
+// A restarted process of such a job (incarnation > 0): reaches the store like join_job, then
+// publishes a transport of its own (comm::connect_rejoining_transport) that its peers
+// connect to as they learn of the restart; it joins no collective.
+Job rejoin_ps_job(const JoinOptions& options, int incarnation);
+// The store of the job's world transport (where restarted processes publish theirs).
+std::shared_ptr<comm::Store> transport_store(const Job& job);
 ElasticJob join_elastic_job(const JoinOptions& options = {});
 std::shared_ptr<comm::Group> connect_round(ElasticJob& job, const comm::Round& round,
                                            comm::Deadline deadline);

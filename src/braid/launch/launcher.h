@@ -23,7 +23,8 @@
 // (a survivor's "allreduce of gradient bucket 0 failed: ... rank 1 (process N) died").
 //
 // Parameter-server jobs (LaunchOptions::servers) differ in one way: a worker's failure is
-// reported on the launcher's stderr but stops nothing, since whether the job can go on
+// reported on the launcher's stderr but stops nothing (with ps_max_restarts, a worker or
+// server killed by a signal is restarted instead), since whether the job can go on
 // without it is the servers' call (they know the consistency mode). Once every server has
 // exited, a worker still running cannot progress: a stopped one is stopped for good at once,
 // any other after a 30 s grace, each named. Such a job failed when its chief (worker 0) or
@@ -99,6 +100,11 @@ struct LaunchOptions {
   // With servers: the last rank is the job's evaluator (BRAID_ROLE=evaluator,
   // BRAID_NUM_EVALUATORS=1, output "[evaluator] "); its failure stops the job.
   bool evaluator = false;
+  // With servers, > 0: a worker or server killed by a signal is restarted in its slot as a
+  // new process (BRAID_RESTART_COUNT, its incarnation), this many times over the job
+  // (launch/ps_restart_policy.h); every rank gets BRAID_PS_RESTARTS. The survivors
+  // reconnect to it (parallel/ps_restarts.h). A restarted server does not stop the job.
+  int ps_max_restarts = 0;
   std::vector<std::string> command;                  // program and arguments, run through PATH
   std::optional<std::chrono::milliseconds> timeout;  // BRAID_TIMEOUT_S for the ranks
   std::optional<comm::TransportKind> transport;      // BRAID_TRANSPORT for the ranks

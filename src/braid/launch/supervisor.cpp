@@ -28,6 +28,7 @@
 #include "core/error.h"
 #include "launch/child_process.h"
 #include "launch/output_prefixer.h"
+#include "launch/ps_restart_policy.h"
 #include "launch/rank_process.h"
 #include "launch/signal_relay.h"
 
@@ -70,7 +71,9 @@ class Supervisor {
                                      "RANK",
                                      "WORLD_SIZE",
                                      "LOCAL_RANK",
-                                     "LOCAL_WORLD_SIZE"};
+                                     "LOCAL_WORLD_SIZE",
+                                     "BRAID_PS_RESTARTS",
+                                     "BRAID_RESTART_COUNT"};
     if (options_.timeout) ours.push_back("BRAID_TIMEOUT_S");
     if (options_.transport) ours.push_back("BRAID_TRANSPORT");
     std::vector<std::string> base;
@@ -91,6 +94,11 @@ class Supervisor {
       base.push_back("BRAID_TRANSPORT=" +
                      std::string(comm::transport_kind_name(*options_.transport)));
     if (elastic_) base.push_back("BRAID_ELASTIC=1");
+    if (ps_restarts_enabled()) {
+      base.push_back("BRAID_PS_RESTARTS=" + std::to_string(options_.ps_max_restarts));
+      ps_restarts_ = std::make_unique<PsRestartPolicy>(options_.ps_max_restarts, store_address,
+                                                       secret, job_id);
+    }
     if (elastic_ && !options_.elastic->join_file.empty()) write_join_file(base);
     base_env_ = std::move(base);
     for (int r = 0; r < options_.ranks; ++r) spawn(r, 0);
@@ -154,6 +162,8 @@ class Supervisor {
         spec.env.push_back("BRAID_ELASTIC_MEMBER=" + elastic_->member_id(r, incarnation));
         spec.env.push_back("BRAID_RESTART_COUNT=" + std::to_string(incarnation));
       }
+      if (ps_restarts_enabled())
+        spec.env.push_back("BRAID_RESTART_COUNT=" + std::to_string(incarnation));
       ::pthread_sigmask(SIG_BLOCK, &block, &spec.mask);
       ChildProcess proc;
       try {
@@ -264,7 +274,34 @@ class Supervisor {
     return options_.ranks - options_.servers - (options_.evaluator ? 1 : 0);
   }
   bool is_worker_of_ps_job(size_t i) const {
-    return options_.servers > 0 && static_cast<int>(i) < workers_of_ps_job();
+    return options_.servers > 0 && ranks_[i].slot < workers_of_ps_job();
+  }
+  bool ps_restarts_enabled() const { return options_.servers > 0 && options_.ps_max_restarts > 0; }
+  // The latest process of `slot` (a restart's, if it was restarted).
+  size_t current(int slot) const {
+    size_t at = 0;
+    for (size_t i = 0; i < ranks_.size(); ++i)
+      if (ranks_[i].slot == slot) at = i;
+    return at;
+  }
+  // A parameter-server job's worker or server that failed: restarted when the policy says
+  // so (the return), else the decision "none" is logged for the survivors.
+  bool restart_ps_rank(size_t i) {
+    Rank& r = ranks_[i];
+    if (options_.evaluator && r.slot == options_.ranks - 1) return false;
+    const bool restart = ps_restarts_->decide(r.slot, r.incarnation, r.signal != 0);
+    if (!ps_restarts_->error().empty())
+      say("braid launch: cannot record the fate of " + name_of(i) +
+          " in the job's store, so it is not restarted: " + ps_restarts_->error());
+    if (!restart) return false;
+    r.absorbed = true;
+    respawn_.push_back(r.slot);
+    say("braid launch: " + name_of(i) + " " + r.how() + "; restarting it (restart " +
+        std::to_string(ps_restarts_->used()) + " of " + std::to_string(ps_restarts_->max()) +
+        (is_worker_of_ps_job(i) ? "); it rejoins the job and the servers count it again"
+                                : "); it reloads its range from the run's last checkpoint and "
+                                  "the workers reconnect to it"));
+    return true;
   }
   // ranks_[i]'s label: its slot's, and which restart it is.
   std::string name_of(size_t i) const {
@@ -382,8 +419,10 @@ class Supervisor {
         r.exited_at = Clock::now();
         if (r.stranded) {
           // Stopped by the launcher after the servers finished: already reported.
+        } else if (ps_restarts_ && r.failed() && !kill_at_ && restart_ps_rank(i)) {
+          // Started again below, once the reaping is done.
         } else if (r.failed() && !kill_at_ && is_worker_of_ps_job(i)) {
-          lost_workers_.push_back(label(static_cast<int>(i)) + " " + r.how());
+          lost_workers_.push_back(name_of(i) + " " + r.how());
           const std::string line = "braid launch: " + lost_workers_.back() +
                                    "; the servers decide whether the job goes on without it "
                                    "(ps.mode async and ssp do, sync fails naming it)\n";
@@ -473,9 +512,11 @@ class Supervisor {
     if (options_.servers == 0 || kill_at_) return;
     const int workers = workers_of_ps_job();
     std::vector<int> running;
+    // A server restarting counts as running: its slot is started again after the reaping.
+    if (!respawn_.empty()) return;
     for (size_t i = 0; i < ranks_.size(); ++i) {
-      if (static_cast<int>(i) >= workers && !ranks_[i].exited) return;  // a server still runs
-      if (static_cast<int>(i) < workers && !ranks_[i].exited && !ranks_[i].stranded)
+      if (ranks_[i].slot >= workers && !ranks_[i].exited) return;  // a server still runs
+      if (ranks_[i].slot < workers && !ranks_[i].exited && !ranks_[i].stranded)
         running.push_back(int(i));
     }
     if (running.empty()) return;
@@ -493,8 +534,9 @@ class Supervisor {
     for (const int w : stranded) {
       Rank& r = ranks_[static_cast<size_t>(w)];
       r.stranded = true;
-      names += (names.empty() ? "" : ", ") + label(w) + state_note(r);
-      lost_workers_.push_back(label(w) + " could make no progress after every server finished" +
+      names += (names.empty() ? "" : ", ") + label(r.slot) + state_note(r);
+      lost_workers_.push_back(label(r.slot) +
+                              " could make no progress after every server finished" +
                               state_note(r) + "; the launcher stopped it");
     }
     // Only these: a worker that said done may still be exiting, and must exit by itself.
@@ -580,13 +622,18 @@ class Supervisor {
 
   // A parameter-server job that went on without failed workers: it failed all the same
   // when its chief (worker 0, which saves the run) or every worker failed.
+  // A restarted slot is judged by its latest process.
   std::optional<size_t> failed_worker_that_fails_the_job() const {
     if (options_.servers == 0) return std::nullopt;
-    const auto workers = static_cast<size_t>(workers_of_ps_job());
-    size_t failed = 0;
-    for (size_t i = 0; i < workers; ++i) failed += ranks_[i].failed() || ranks_[i].stranded;
-    if (ranks_[0].failed() || ranks_[0].stranded) return 0;
-    if (failed == workers) return workers - 1;
+    const int workers = workers_of_ps_job();
+    int failed = 0;
+    for (int w = 0; w < workers; ++w) {
+      const Rank& r = ranks_[current(w)];
+      failed += r.failed() || r.stranded;
+    }
+    const Rank& chief = ranks_[current(0)];
+    if (chief.failed() || chief.stranded) return current(0);
+    if (failed == workers) return current(workers - 1);
     return std::nullopt;
   }
 
@@ -619,14 +666,13 @@ class Supervisor {
       const Rank& r = ranks_[*w];
       res.exit_code = r.stranded ? 128 + SIGTERM : r.signal != 0 ? 128 + r.signal : r.code;
       if (res.exit_code == 0) res.exit_code = 1;
-      res.message = "braid launch: the job failed: " +
-                    std::string(*w == 0 ? "its chief, worker 0, "
-                                        : "every worker failed; the last, " +
-                                              label(static_cast<int>(*w)) + ", ") +
-                    (r.stranded ? "could make no progress after every server finished" : r.how());
+      res.message =
+          "braid launch: the job failed: " +
+          std::string(r.slot == 0 ? "its chief, worker 0, "
+                                  : "every worker failed; the last, " + name_of(*w) + ", ") +
+          (r.stranded ? "could make no progress after every server finished" : r.how());
       if (!r.stranded && r.signal == 0 && !r.err->last_line().empty())
-        res.message += ". Last line " + label(static_cast<int>(*w)) +
-                       " wrote to stderr: " + r.err->last_line();
+        res.message += ". Last line " + name_of(*w) + " wrote to stderr: " + r.err->last_line();
       return res;
     } else if (interrupted_by_ != 0) {
       res.exit_code = 128 + interrupted_by_;
@@ -639,10 +685,11 @@ class Supervisor {
     if (!failure_note_.empty()) res.message += ". " + failure_note_;
     if (failed_) res.message += error_line(static_cast<size_t>(*failed_));
     // A server that failed because the chief did: the chief's own words too.
+    const Rank& chief = ranks_[current(0)];
     if (failed_ && options_.servers > 0 && !is_worker_of_ps_job(static_cast<size_t>(*failed_)) &&
-        ranks_[0].failed() && ranks_[0].signal == 0 && !ranks_[0].err->last_line().empty())
+        chief.failed() && chief.signal == 0 && !chief.err->last_line().empty())
       res.message += ". Worker 0 had failed before; the last line it wrote to stderr: " +
-                     ranks_[0].err->last_line();
+                     chief.err->last_line();
     return res;
   }
 
@@ -653,8 +700,7 @@ class Supervisor {
   std::string error_line(size_t failed) const {
     const Rank& f = ranks_[failed];
     if (f.signal == 0 && !f.err->error_line().empty())
-      return ". Last line " + label(static_cast<int>(failed)) +
-             " wrote to stderr: " + f.err->error_line();
+      return ". Last line " + name_of(failed) + " wrote to stderr: " + f.err->error_line();
     const Rank* first = nullptr;
     for (const Rank& r : ranks_)
       if (&r != &f && r.exited && r.signal == 0 && r.code != 0 && !r.err->error_line().empty() &&
@@ -679,13 +725,14 @@ class Supervisor {
   int signal_fd_;
   OomWatch& oom_;
   std::vector<Rank> ranks_;
-  std::optional<int> failed_;              // the first rank that failed
-  std::vector<std::string> lost_workers_;  // parameter-server jobs: workers that failed
-  std::string failure_note_;               // why it may have died (SIGKILL)
-  std::optional<SignalRecord> request_;    // the signal that asked the launcher to stop
-  int interrupted_by_ = 0;                 // SIGINT or SIGTERM received by the launcher
-  int stopped_ = 0;                        // ranks running when stopping began
-  int stop_signal_ = 0;                    // what they were sent then
+  std::optional<int> failed_;                     // the first rank that failed
+  std::vector<std::string> lost_workers_;         // parameter-server jobs: workers that failed
+  std::unique_ptr<PsRestartPolicy> ps_restarts_;  // parameter-server jobs with restarts
+  std::string failure_note_;                      // why it may have died (SIGKILL)
+  std::optional<SignalRecord> request_;           // the signal that asked the launcher to stop
+  int interrupted_by_ = 0;                        // SIGINT or SIGTERM received by the launcher
+  int stopped_ = 0;                               // ranks running when stopping began
+  int stop_signal_ = 0;                           // what they were sent then
   std::optional<Clock::time_point> stop_began_;
   std::optional<Clock::time_point> kill_at_;           // set once stopping began
   std::optional<Clock::time_point> servers_done_at_;   // ps jobs: when every server had exited

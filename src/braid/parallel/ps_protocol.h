@@ -21,7 +21,10 @@
 //         by a signal, with its checkpoint); a server stops once every worker is done or
 //         lost;
 //   fail  the worker's run failed (an error, a deadline): the server counts it lost at once
-//         and never as finished, so a failed worker cannot make a job look complete.
+//         and never as finished, so a failed worker cannot make a job look complete;
+//   rejoin a restarted worker (a new process in a dead worker's place, ps_restarts.h) asks
+//         where to go on: the server counts it again and answers (kRejoinTag) with a
+//         PsRejoinReply, the worker having posted that receive before it asked.
 // Messages from one peer with one tag arrive in send order, so a push's gradient is the
 // next kPushTag message from that worker.
 #pragma once
@@ -40,7 +43,8 @@ enum class PsRequestKind : uint32_t {
   done = 4,
   stop = 5,
   save = 6,
-  fail = 7
+  fail = 7,
+  rejoin = 8
 };
 
 struct PsRequest {
@@ -75,6 +79,16 @@ struct PsPullReply {
 };
 static_assert(sizeof(PsPullReply) == 32);
 
+// The answer to a restarted worker's rejoin.
+struct PsRejoinReply {
+  int64_t step = 0;     // the step it continues at (PsShard::rejoin_worker)
+  int64_t version = 0;  // updates applied to the range
+  int64_t stop_at = -1;
+  PsStopReason stop_reason = PsStopReason::none;
+  int32_t stop_worker = -1;
+};
+static_assert(sizeof(PsRejoinReply) == 32);
+
 // Named tags (comm::named_tag): a failed message's error names them ("tag 'pver'").
 inline constexpr uint32_t kRequestTag = comm::named_tag("preq");  // a PsRequest
 inline constexpr uint32_t kInitTag = comm::named_tag("pini");     // the initial parameters
@@ -83,6 +97,7 @@ inline constexpr uint32_t kVersionTag = comm::named_tag("pver");  // a pull's Ps
 inline constexpr uint32_t kParamsTag = comm::named_tag("ppar");   // a pull's parameters
 inline constexpr uint32_t kSaveTag = comm::named_tag("psav");     // a save's directory
 inline constexpr uint32_t kSavedTag = comm::named_tag("pdon");    // a save's answer: done
+inline constexpr uint32_t kRejoinTag = comm::named_tag("prej");   // a rejoin's answer
 
 // Who is who in a job of `workers` workers, `servers` servers and at most one evaluator
 // (the last rank), which pulls the model to evaluate it and makes the stop decisions.
@@ -90,6 +105,9 @@ struct PsLayout {
   int workers = 1;
   int servers = 1;
   int evaluators = 0;  // 0 or 1
+  // This process's restarts before it: > 0 for a new process in the place of a dead worker
+  // or server (ps_restarts.h), which joins the running job instead of starting it.
+  int incarnation = 0;
   int size() const { return workers + servers + evaluators; }
   int server_rank(int server) const { return workers + server; }
   bool is_worker(int rank) const { return rank < workers; }

@@ -1,6 +1,7 @@
 #include "parallel/ps_server.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "comm/blame.h"
 #include "core/error.h"
@@ -13,6 +14,11 @@ namespace {
 // has a silence deadline sooner: cheap (a process check each), and a dead worker in sync
 // mode is reported within this of its death.
 constexpr std::chrono::milliseconds kCheckEvery{500};
+// How often the launcher's restart log is read while a restart is under way.
+constexpr std::chrono::milliseconds kRestartLookEvery{100};
+// How long a worker found dead waits for the launcher's word on it (the launcher writes it
+// as it reaps the process, within milliseconds).
+constexpr std::chrono::milliseconds kWordWait{10000};
 
 }  // namespace
 
@@ -25,8 +31,9 @@ PsServer::PsServer(std::shared_ptr<comm::Group> world, PsServerOptions options)
   BRAID_CHECK(options_.server >= 0 && options_.server < l.servers, "ps server: index ",
               options_.server, " of ", l.servers, " servers");
   validate(options_.rules);
-  // The workers split off a group of their own; a server takes part and keeps nothing.
-  world_->split(1, world_->rank());
+  // The workers split off a group of their own; a server takes part and keeps nothing. A
+  // restarted process joins a running job: no collective.
+  if (l.incarnation == 0) world_->split(1, world_->rank());
   range_ = split_key_ranges(options_.segments, options_.buffer_size,
                             l.servers)[static_cast<size_t>(options_.server)];
   staging_.assign(static_cast<size_t>(range_.size()), 0.0f);
@@ -37,6 +44,36 @@ PsServer::PsServer(std::shared_ptr<comm::Group> world, PsServerOptions options)
   last_heard_.assign(static_cast<size_t>(l.workers), Clock::now());
   why_lost_.assign(static_cast<size_t>(l.workers), "");
   options_.worker_deadline = std::max(options_.worker_deadline, options_.worker_timeout);
+  comebacks_.assign(static_cast<size_t>(l.workers), std::nullopt);
+  awaiting_word_.assign(static_cast<size_t>(l.workers), std::nullopt);
+  silent_since_restart_.assign(static_cast<size_t>(l.workers), false);
+  if (l.incarnation > 0) start_restarted();
+}
+
+void PsServer::start_restarted() {
+  BRAID_CHECK(options_.resume_from, "ps server ", options_.server,
+              ": a restarted server needs the run's checkpoint to start from");
+  BRAID_CHECK(options_.rules.mode != PsMode::sync, "ps server ", options_.server,
+              ": restarted, but a sync job's server cannot rejoin it (its steps went on "
+              "without this range); restarting servers needs ps.mode async or ssp");
+  shard_.emplace(range_, options_.segments, options_.resume_from->params, options_.optimizer,
+                 options_.rules);
+  shard_->restore(*options_.resume_from);
+  options_.resume_from.reset();
+  for (int w = 0; w < options_.layout.workers; ++w) {
+    const auto i = static_cast<size_t>(w);
+    shard_->lose_worker(w);
+    if (options_.restarts && options_.restarts->done(w)) {
+      members_[i] = Member::done;
+    } else if (options_.restarts && options_.restarts->stays_gone(w)) {
+      members_[i] = Member::gone;
+      why_lost_[i] = "it died before this server restarted, with no restarts left";
+    } else {
+      members_[i] = Member::lost;
+      why_lost_[i] = "not heard from since this server restarted";
+      silent_since_restart_[i] = true;
+    }
+  }
 }
 
 void PsServer::run() {
@@ -62,7 +99,11 @@ void PsServer::run() {
       // cannot say which, and the error stands).
       const auto before = live() + (evaluator_live_ ? 1 : 0);
       wait_for = check_workers(true);
-      if (live() + (evaluator_live_ ? 1 : 0) == before) throw;
+      if (live() + (evaluator_live_ ? 1 : 0) == before) {
+        if (!may_come_back()) throw;
+        // Nobody to hear from until a restarted worker connects.
+        std::this_thread::sleep_for(std::min(wait_for, kRestartLookEvery));
+      }
       continue;
     }
     handle(request, source);
@@ -79,7 +120,94 @@ void PsServer::run() {
 }
 
 bool PsServer::may_come_back() const {
-  return std::find(members_.begin(), members_.end(), Member::lost) != members_.end();
+  const auto pending = [](const auto& v) {
+    return std::any_of(v.begin(), v.end(), [](const auto& o) { return o.has_value(); });
+  };
+  return std::find(members_.begin(), members_.end(), Member::lost) != members_.end() ||
+         pending(comebacks_) || pending(awaiting_word_);
+}
+
+std::chrono::milliseconds PsServer::look_at_restarts() {
+  const auto now = Clock::now();
+  if (now < next_restart_look_)
+    return std::chrono::duration_cast<std::chrono::milliseconds>(next_restart_look_ - now);
+  next_restart_look_ = now + kRestartLookEvery;
+  PsRestarts& restarts = *options_.restarts;
+  for (const comm::RankRestart& e : restarts.poll()) {
+    if (!options_.layout.is_worker(e.rank)) continue;  // a server's restart is the workers' to see
+    const auto w = static_cast<size_t>(e.rank);
+    if (members_[w] == Member::live || members_[w] == Member::lost)
+      lose(e.rank, "its process was killed", true);
+    awaiting_word_[w].reset();  // this is the word
+    if (e.restarted) {
+      comebacks_[w] = Comeback{e.incarnation + 1, now, false};
+    } else {
+      comebacks_[w].reset();
+      log_warn("ps server ", options_.server, ": worker ", e.rank,
+               " is not restarted (the launcher has no restarts left); going on without it");
+    }
+  }
+  for (int worker = 0; worker < options_.layout.workers; ++worker) {
+    const auto w = static_cast<size_t>(worker);
+    if (awaiting_word_[w] && now - *awaiting_word_[w] >= kWordWait) awaiting_word_[w].reset();
+    if (silent_since_restart_[w] && members_[w] == Member::lost && restarts.done(worker)) {
+      // It finished (said done to this server's predecessor) before this server restarted.
+      members_[w] = Member::done;
+      silent_since_restart_[w] = false;
+    }
+    std::optional<Comeback>& c = comebacks_[w];
+    if (!c) continue;
+    if (now - c->since >= options_.worker_deadline) {
+      log_warn("ps server ", options_.server, ": restarted worker ", worker, " (restart ",
+               c->incarnation, ") did not rejoin within ",
+               options_.worker_deadline.count() / 1000.0, " s; going on without it");
+      c.reset();
+      continue;
+    }
+    if (c->connected || !restarts.published(world_->global_rank(worker))) continue;
+    try {
+      restarts.connect(*world_, world_->global_rank(worker),
+                       comm::Deadline::after(std::chrono::seconds(10)));
+      c->connected = true;
+    } catch (const Error& e) {
+      log_warn("ps server ", options_.server, ": cannot connect to restarted worker ", worker,
+               " (restart ", c->incarnation, "): ", e.what(), "; going on without it");
+      c.reset();
+    }
+  }
+  return kRestartLookEvery;
+}
+
+void PsServer::rejoin(int worker) {
+  const auto w = static_cast<size_t>(worker);
+  const int incarnation = comebacks_[w] ? comebacks_[w]->incarnation : 0;
+  comebacks_[w].reset();
+  awaiting_word_[w].reset();
+  silent_since_restart_[w] = false;
+  members_[w] = Member::live;
+  why_lost_[w].clear();
+  last_heard_[w] = Clock::now();
+  const int64_t step = shard_ ? shard_->rejoin_worker(worker) : 0;
+  const PsRejoinReply reply{.step = step,
+                            .version = shard_ ? shard_->version() : 0,
+                            .stop_at = stop_at_,
+                            .stop_reason = stop_at_ >= 0 ? stop_reason_ : PsStopReason::none,
+                            .stop_worker = stop_worker_};
+  rejoins_.push_back({worker, incarnation, step, worker_pushes_[w]});
+  const auto live = std::count(members_.begin(), members_.end(), Member::live);
+  log_warn("ps server ", options_.server, ": worker ", worker, " rejoined (restart ", incarnation,
+           ") at step ", step, "; it counts again (", live, " live worker", live == 1 ? "" : "s",
+           ")");
+  const comm::RequestId id = world_->isend(worker, kRejoinTag, &reply, sizeof reply);
+  const BlockedOn blocked(*this, worker);
+  try {
+    world_->wait(std::span<const comm::RequestId>(&id, 1),
+                 comm::Deadline::after(std::max(silence_limit(), std::chrono::milliseconds(1000))));
+  } catch (const Error& e) {
+    lose(worker, detail::concat("did not take its rejoin's answer: ", e.what()), true);
+    return;
+  }
+  answer_waiting_pulls();
 }
 
 void PsServer::check_outcome() const {
@@ -94,8 +222,9 @@ void PsServer::check_outcome() const {
 }
 
 std::chrono::milliseconds PsServer::check_workers(bool may_lose) {
-  const auto now = Clock::now();
   std::chrono::milliseconds next = kCheckEvery;
+  if (options_.restarts) next = std::min(next, look_at_restarts());
+  const auto now = Clock::now();
   if (may_lose && evaluator_live_) {
     const std::string gone = world_->transport().peer_gone(
         world_->global_rank(options_.layout.workers + options_.layout.servers));
@@ -155,6 +284,10 @@ std::chrono::milliseconds PsServer::check_workers(bool may_lose) {
 void PsServer::lose(int worker, const std::string& why, bool gone) {
   const auto w = static_cast<size_t>(worker);
   const bool was_counted = members_[w] == Member::live;
+  // Dead, it may be restarted: wait (bounded) for the launcher's word.
+  if (options_.restarts && gone && (members_[w] == Member::live || members_[w] == Member::lost) &&
+      !comebacks_[w])
+    awaiting_word_[w] = Clock::now();
   members_[w] = gone ? Member::gone : Member::lost;
   why_lost_[w] = why;
   std::erase_if(waiting_, [&](const WaitingPull& p) { return p.worker == worker; });
@@ -210,6 +343,7 @@ void PsServer::handle(const PsRequest& r, int source) {
               " and the evaluator send requests");
   const auto w = static_cast<size_t>(source);
   last_heard_[w] = Clock::now();
+  if (r.kind == PsRequestKind::rejoin) return rejoin(source);
   // Gone for good (failed, died, or silent past the deadline): nothing it says counts.
   if (members_[w] == Member::gone) return;
   if (r.kind == PsRequestKind::fail) {
@@ -217,9 +351,20 @@ void PsServer::handle(const PsRequest& r, int source) {
     return;
   }
   if (members_[w] == Member::lost && r.kind != PsRequestKind::done) {
-    log_warn("ps server ", options_.server, ": worker ", source,
-             " counted lost spoke again; it counts again");
-    if (shard_) shard_->readmit_worker(source);
+    const bool steps = r.kind == PsRequestKind::pull || r.kind == PsRequestKind::push;
+    if (silent_since_restart_[w]) {
+      // This server restarted from a checkpoint older than the worker's last steps.
+      log_info("ps server ", options_.server, ": worker ", source, " reached this restarted server",
+               steps ? detail::concat(" at step ", r.step) : "", "; it counts again");
+      silent_since_restart_[w] = false;
+    } else {
+      log_warn("ps server ", options_.server, ": worker ", source,
+               " counted lost spoke again; it counts again");
+    }
+    if (shard_ && steps)
+      shard_->readmit_worker(source, r.step);
+    else if (shard_)
+      shard_->readmit_worker(source);
     members_[w] = Member::live;
   }
   const size_t bytes = staging_.size() * sizeof(float);
@@ -293,6 +438,7 @@ void PsServer::handle(const PsRequest& r, int source) {
       answer_waiting_pulls();
       return;
     case PsRequestKind::fail:
+    case PsRequestKind::rejoin:
       return;  // handled above
   }
   BRAID_THROW(Error, "ps server ", options_.server, ": worker ", r.worker,
@@ -424,6 +570,7 @@ PsServerStats PsServer::stats() const {
   s.worker_pushes = worker_pushes_;
   s.first_push_s = first_push_s_;
   s.last_push_s = last_push_s_;
+  s.rejoins = rejoins_;
   if (!shard_) return s;
   s.version = shard_->version();
   s.dropped = shard_->dropped();

@@ -25,6 +25,13 @@
 // The run failed, and run() throws saying why, when no worker finished (every one failed
 // or was lost) or when the chief (worker 0, which saves the run) did not: a failed job
 // never looks complete.
+//
+// Restarts (options.restarts, ps_restarts.h): a worker found dead may come back, so the
+// server waits (bounded) for the launcher's word on it; once told of a restart it connects
+// to the new process as soon as that published itself, and the newcomer's `rejoin` makes it
+// count again from PsShard::rejoin_worker's step. A restarted server (layout.incarnation
+// > 0) starts from options.resume_from (the run's checkpoint, not worker 0's init) and
+// counts every worker as lost until it hears from it (or reads that it finished).
 #pragma once
 
 #include <chrono>
@@ -37,6 +44,7 @@
 
 #include "comm/group.h"
 #include "parallel/ps_protocol.h"
+#include "parallel/ps_restarts.h"
 #include "parallel/ps_shard.h"
 
 namespace braid::parallel {
@@ -58,8 +66,10 @@ struct PsServerOptions {
   // null: saving is an error.
   std::function<void(const std::string& dir, const PsShardSnapshot&)> save{};
   // A resumed job: the shard starts from this instead of worker 0's initial parameters
-  // (which are received and dropped).
+  // (which are received and dropped). A restarted server starts from it at once.
   std::optional<PsShardSnapshot> resume_from{};
+  // The launcher restarts dead processes (null: it does not).
+  std::shared_ptr<PsRestarts> restarts{};
 };
 
 // What a server saw, for the run's metrics.
@@ -73,6 +83,15 @@ struct PsServerStats {
   // own rate is (pushes - 1) steps over the time between).
   std::vector<int64_t> worker_pushes;
   std::vector<double> first_push_s, last_push_s;
+  // Restarted workers that rejoined: which, which restart, the step it went on at, and the
+  // pushes this server had from that worker's earlier processes.
+  struct Rejoin {
+    int worker = 0;
+    int incarnation = 0;
+    int64_t step = 0;
+    int64_t pushes_before = 0;
+  };
+  std::vector<Rejoin> rejoins;
 };
 
 class PsServer {
@@ -121,8 +140,16 @@ class PsServer {
     int worker_;
     Clock::time_point since_;
   };
-  // A lost worker may still speak again before its deadline.
+  // A lost worker may still speak again before its deadline; a dead one may be restarted.
   bool may_come_back() const;
+  // Restarts: reads the launcher's word on dead workers, connects to restarted ones that
+  // published themselves, and gives up on those past their deadlines. Returns how long to
+  // wait before looking again.
+  std::chrono::milliseconds look_at_restarts();
+  // A restarted worker's first request: it counts again.
+  void rejoin(int worker);
+  // A restarted server's start: the shard from the checkpoint, every worker lost or done.
+  void start_restarted();
   // After run()'s loop: throws when no worker finished, or the chief did not.
   void check_outcome() const;
 
@@ -149,6 +176,18 @@ class PsServer {
   std::vector<int64_t> worker_pushes_;
   std::vector<double> first_push_s_, last_push_s_;
   std::vector<std::string> lost_log_;
+  // Restarts: per worker, the launcher's announced restart not rejoined yet, and since when
+  // a worker found dead waits for the launcher's word.
+  struct Comeback {
+    int incarnation = 0;
+    Clock::time_point since;
+    bool connected = false;
+  };
+  std::vector<std::optional<Comeback>> comebacks_;
+  std::vector<std::optional<Clock::time_point>> awaiting_word_;
+  Clock::time_point next_restart_look_{};
+  std::vector<bool> silent_since_restart_;  // a restarted server: not heard from yet
+  std::vector<PsServerStats::Rejoin> rejoins_;
 };
 
 }  // namespace braid::parallel

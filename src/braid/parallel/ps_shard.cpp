@@ -168,6 +168,28 @@ void PsShard::readmit_worker(int worker) {
   live_[static_cast<size_t>(worker)] = true;
 }
 
+void PsShard::readmit_worker(int worker, int64_t step) {
+  readmit_worker(worker);
+  auto& clock = clock_[static_cast<size_t>(worker)];
+  clock = std::max(clock, step);
+}
+
+int64_t PsShard::rejoin_worker(int worker) {
+  BRAID_CHECK(worker >= 0 && worker < rules_.workers, "ps shard: rejoin_worker(", worker, ") of ",
+              rules_.workers);
+  const auto w = static_cast<size_t>(worker);
+  live_[w] = false;
+  int64_t step = clock_[w];
+  if (rules_.mode == PsMode::sync) {
+    step = version_;
+  } else if (rules_.mode == PsMode::ssp && live_workers() > 0) {
+    step = std::max(step, slowest_live_clock());
+  }
+  clock_[w] = step;
+  live_[w] = true;
+  return step;
+}
+
 PsShardSnapshot PsShard::snapshot() const {
   PsShardSnapshot s;
   s.params = params_;

@@ -91,6 +91,17 @@ class PsShard {
   // A lost worker spoke again (async, ssp: it was only slow): it counts again from the
   // steps it has pushed.
   void readmit_worker(int worker);
+  // A worker that spoke to a restarted server (ps_restarts.h) for the first time, about to
+  // run step `step`: it counts again, its clock at least `step` (the checkpoint the server
+  // reloaded may predate its last pushes). Sync mode cannot: an error saying so.
+  void readmit_worker(int worker, int64_t step);
+  // A restarted worker (a new process in a lost worker's place) counts again, from the step
+  // returned: async, its own clock (the steps it pushed: none skipped, the step it died in
+  // computed again); ssp, that or the slowest live worker's clock when later (nobody waits
+  // for it to catch up; the steps between are skipped); sync and federated, the open step
+  // (it contributes from there on; backup workers covered the steps it missed). Its clock
+  // becomes that step.
+  int64_t rejoin_worker(int worker);
   int64_t clock(int worker) const { return clock_[static_cast<size_t>(worker)]; }  // steps pushed
   const PsRules& rules() const { return rules_; }
 

@@ -6,7 +6,6 @@
 #include "comm/collectives.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include "parallel/ps_pull.h"
 
 namespace braid::parallel {
 
@@ -20,14 +19,17 @@ PsWorker::PsWorker(std::unique_ptr<nn::Module> module, StepOptions options,
   BRAID_CHECK(layout_.is_worker(world_->rank()), "ps worker: rank ", world_->rank(),
               " is a server in this layout (workers are ranks 0..", layout_.workers - 1, ")");
   build();
-  // Collective over the world: the servers split off too (colour 1) and ignore theirs.
-  workers_ = world_->split(0, world_->rank());
+  // Collective over the world: the servers split off too (colour 1) and ignore theirs. A
+  // restarted worker joins a running job: no collective, and the servers hold the model.
+  if (layout_.incarnation == 0) workers_ = world_->split(0, world_->rank());
+  seeded_ = layout_.incarnation > 0;
   ranges_ = split_key_ranges(optimizer_->segments(), params_.size(), layout_.servers);
   versions_.assign(ranges_.size(), 0);
   replies_.assign(ranges_.size(), PsPullReply{});
   push_.final_floats.assign(ranges_.size(), 0);
   push_.started.assign(ranges_.size(), false);
   push_.requests.assign(ranges_.size(), PsRequest{});
+  push_.ids.assign(ranges_.size(), Ids{});
   pull_arrived_.assign(ranges_.size(), true);
   params_.add_ready_listener([this](int64_t begin, int64_t end) { on_ready(begin, end); });
   params_.set_use_listener([this](int64_t begin, int64_t end) { on_use(begin, end); });
@@ -39,14 +41,49 @@ void PsWorker::on_use(int64_t begin, int64_t end) {
   if (pull == pending_.end()) return;
   Stopwatch watch;
   for (size_t s = 0; s < ranges_.size(); ++s)
-    if (std::min(end, ranges_[s].end) > std::max(begin, ranges_[s].begin))
-      receive_pull_from(s, pull->ids);
+    if (std::min(end, ranges_[s].end) > std::max(begin, ranges_[s].begin)) receive_pull_from(s);
   waited_in_forward_ += watch.elapsed();
 }
 
-void PsWorker::receive_pull_from(size_t s, std::span<const comm::RequestId> ids) {
+int PsWorker::server_incarnation(int s) const {
+  return restarts_ ? restarts_->incarnation(layout_.server_rank(s)) : 0;
+}
+
+PsWorker::Ids PsWorker::start_pull_from(int s, int64_t step) {
+  const auto i = static_cast<size_t>(s);
+  const KeyRange& r = ranges_[i];
+  const int rank = layout_.server_rank(s);
+  // Both receives are posted before the request goes out.
+  Ids ids = {world_->irecv(rank, kVersionTag, &replies_[i], sizeof(PsPullReply)),
+             world_->irecv(rank, kParamsTag, params_.params() + r.begin,
+                           static_cast<size_t>(r.size()) * sizeof(float))};
+  const PsRequest request{.kind = PsRequestKind::pull, .worker = world_->rank(), .step = step};
+  // The request is on its way before it leaves scope.
+  try {
+    wait_server(s, {world_->isend(rank, kRequestTag, &request, sizeof request)},
+                "a pull's request");
+  } catch (const comm::PeerError&) {
+    // The receives fail with it: the caller's wait on them sees the server gone.
+  }
+  return ids;
+}
+
+void PsWorker::receive_pull_from(size_t s) {
   if (pull_arrived_[s]) return;
-  wait_servers(ids.subspan(2 * s, 2), "pulling the parameters");
+  const auto pull =
+      std::find_if(pending_.begin(), pending_.end(), [](const Pending& p) { return p.is_pull; });
+  BRAID_CHECK(pull != pending_.end(), "ps worker: no pull is under way");
+  const int server = static_cast<int>(s);
+  for (;;) {
+    try {
+      wait_server(server, pull->by_server[s], "pulling the parameters");
+      break;
+    } catch (const comm::PeerError& e) {
+      reconnect(server, pull->incarnations[s], e);
+      pull->incarnations[s] = server_incarnation(server);
+      pull->by_server[s] = start_pull_from(server, pull->step);
+    }
+  }
   pull_arrived_[s] = true;
   versions_[s] = replies_[s].version;
   if (replies_[s].stop_at >= 0 && (stop_at_ < 0 || replies_[s].stop_at < stop_at_)) {
@@ -68,17 +105,73 @@ void PsWorker::on_ready(int64_t begin, int64_t end) {
   }
 }
 
+// A server that dies before the first checkpoint cannot be restarted (it would have
+// nothing to start from), so the initial parameters are never sent again.
 void PsWorker::seed_servers() {
   if (seeded_ || world_->rank() != 0) return;
   seeded_ = true;
   for (int s = 0; s < layout_.servers; ++s) {
     const KeyRange& r = ranges_[static_cast<size_t>(s)];
-    request(s, {.kind = PsRequestKind::init, .worker = 0});
+    request_once(s, {.kind = PsRequestKind::init, .worker = 0});
     const comm::RequestId id =
         world_->isend(layout_.server_rank(s), kInitTag, params_.params() + r.begin,
                       static_cast<size_t>(r.size()) * sizeof(float));
-    wait_servers(std::span<const comm::RequestId>(&id, 1), "sending the initial parameters");
+    wait_server(s, {id}, "sending the initial parameters");
   }
+}
+
+int64_t PsWorker::rejoin() {
+  BRAID_CHECK(layout_.incarnation > 0, "ps worker ", world_->rank(),
+              ": rejoin() is for a restarted worker");
+  std::vector<PsRejoinReply> replies(static_cast<size_t>(layout_.servers));
+  int64_t step = 0;
+  for (int s = 0; s < layout_.servers; ++s) {
+    const auto i = static_cast<size_t>(s);
+    // The servers connect to this process as they learn of its restart: until then the
+    // exchange waits (the job's deadline bounds it, naming the server).
+    const comm::RequestId got =
+        world_->irecv(layout_.server_rank(s), kRejoinTag, &replies[i], sizeof(PsRejoinReply));
+    request_once(s, {.kind = PsRequestKind::rejoin, .worker = world_->rank()});
+    wait_server(s, {got}, "rejoining the job");
+    versions_[i] = replies[i].version;
+    step = std::max(step, replies[i].step);
+    if (replies[i].stop_at >= 0 && (stop_at_ < 0 || replies[i].stop_at < stop_at_)) {
+      stop_at_ = replies[i].stop_at;
+      stop_reason_ = replies[i].stop_reason;
+      stop_worker_ = replies[i].stop_worker;
+    }
+  }
+  next_step_ = step;
+  return step;
+}
+
+void PsWorker::reconnect(int s, int incarnation, const comm::PeerError& e) {
+  if (!restarts_) throw e;
+  const int rank = layout_.server_rank(s);
+  if (restarts_->incarnation(rank) > incarnation) return;  // reconnected since
+  // The launcher writes its word as it reaps the dead process.
+  const std::optional<comm::RankRestart> word =
+      restarts_->await_decision(rank, incarnation, comm::Deadline::after(std::chrono::seconds(10)));
+  if (!word)
+    BRAID_THROW(comm::PeerError, e.what(),
+                "; the launcher said nothing about restarting it within 10 s");
+  if (!word->restarted)
+    BRAID_THROW(comm::PeerError, e.what(),
+                "; the launcher does not restart it (no restarts left, or it exited with an "
+                "error of its own: see its output)");
+  log_warn("ps worker ", world_->rank(), ": ps ", s, " (rank ", rank,
+           ") died and is being restarted (restart ", word->incarnation + 1,
+           "); waiting for it (within ", world_->timeout().count() / 1000.0, " s)");
+  try {
+    restarts_->connect(*world_, rank, world_->deadline());
+  } catch (const Error& err) {
+    BRAID_THROW(comm::PeerError, "ps worker ", world_->rank(), ": ps ", s,
+                " was restarted, but its new process did not connect: ", err.what(),
+                " (raise BRAID_TIMEOUT_S if it needs longer to start)");
+  }
+  log_warn("ps worker ", world_->rank(), ": reconnected to ps ", s, " (restart ",
+           word->incarnation + 1, ") at step ", next_step_,
+           "; the updates its range had since the run's last checkpoint are lost");
 }
 
 PsWorker::~PsWorker() {
@@ -91,7 +184,7 @@ PsWorker::~PsWorker() {
     }
     finished_ = true;
     for (int s = 0; s < layout_.servers; ++s)
-      request(s, {.kind = PsRequestKind::fail, .worker = world_->rank()});
+      request_once(s, {.kind = PsRequestKind::fail, .worker = world_->rank()});
   } catch (const std::exception& e) {
     log_warn("ps worker ", world_->rank(), ": could not tell the servers it ",
              failing ? "failed" : "is done", ": ", e.what());
@@ -104,21 +197,31 @@ std::string PsWorker::stop_unfinished_reason() const {
                         " and sync mode cannot complete a step without it");
 }
 
-void PsWorker::request(int server, const PsRequest& r) {
+void PsWorker::request_once(int server, const PsRequest& r) {
   const comm::RequestId id = world_->isend(layout_.server_rank(server), kRequestTag, &r, sizeof r);
-  wait_servers(std::span<const comm::RequestId>(&id, 1), "a request");
+  wait_server(server, {id}, "a request");
 }
 
-void PsWorker::wait_servers(std::span<const comm::RequestId> ids, const char* what) {
+void PsWorker::request(int server, const PsRequest& r) {
+  for (;;) {
+    const int incarnation = server_incarnation(server);
+    try {
+      return request_once(server, r);
+    } catch (const comm::PeerError& e) {
+      reconnect(server, incarnation, e);
+    }
+  }
+}
+
+void PsWorker::wait_server(int s, const Ids& ids, const char* what) {
   try {
-    world_->wait(ids);
+    world_->wait(std::span<const comm::RequestId>(ids));
   } catch (const comm::PeerError& e) {
-    BRAID_THROW(comm::PeerError, "ps worker ", world_->rank(), ": a parameter server failed (",
-                what, "): ", e.what(), " (servers are ranks ", layout_.workers, "..",
-                layout_.workers + layout_.servers - 1, ": ps 0..", layout_.servers - 1, ")");
+    BRAID_THROW(comm::PeerError, "ps worker ", world_->rank(), ": a parameter server failed: ps ",
+                s, " (rank ", layout_.server_rank(s), "), ", what, ": ", e.what());
   } catch (const TimeoutError& e) {
-    BRAID_THROW(TimeoutError, "ps worker ", world_->rank(),
-                ": no answer from the parameter servers (", what, "): ", e.what());
+    BRAID_THROW(TimeoutError, "ps worker ", world_->rank(), ": no answer from parameter server ps ",
+                s, " (rank ", layout_.server_rank(s), "), ", what, ": ", e.what());
   }
 }
 
@@ -127,11 +230,11 @@ int PsWorker::start_pull(int64_t step) {
     BRAID_CHECK(!p.is_pull, "ps worker: pull ", p.timestamp,
                 " is still under way (pulls land in the parameter buffer): wait() for it first");
   seed_servers();
-  // Both receives of every server are posted before any request goes out.
-  Pending p{next_timestamp_++, true,
-            post_pull_receives(*world_, layout_, ranges_, replies_, params_.params())};
-  for (int s = 0; s < layout_.servers; ++s)
-    request(s, {.kind = PsRequestKind::pull, .worker = world_->rank(), .step = step});
+  Pending p{.timestamp = next_timestamp_++, .is_pull = true, .step = step};
+  for (int s = 0; s < layout_.servers; ++s) {
+    p.incarnations.push_back(server_incarnation(s));
+    p.by_server.push_back(start_pull_from(s, step));
+  }
   std::fill(pull_arrived_.begin(), pull_arrived_.end(), false);
   pending_.push_back(std::move(p));
   return pending_.back().timestamp;
@@ -142,13 +245,22 @@ void PsWorker::wait(int timestamp) {
                                [&](const Pending& p) { return p.timestamp == timestamp; });
   BRAID_CHECK(it != pending_.end(), "ps worker: no exchange with timestamp ", timestamp,
               " is under way (waited for already, or never started)");
-  Pending p = std::move(*it);
-  pending_.erase(it);
-  if (!p.is_pull) {
-    wait_servers(p.ids, "pushing the gradient");
+  if (it->is_pull) {
+    for (size_t s = 0; s < ranges_.size(); ++s) receive_pull_from(s);
+    pending_.erase(std::find_if(pending_.begin(), pending_.end(),
+                                [&](const Pending& p) { return p.timestamp == timestamp; }));
     return;
   }
-  for (size_t s = 0; s < ranges_.size(); ++s) receive_pull_from(s, p.ids);
+  Pending p = std::move(*it);
+  pending_.erase(it);
+  for (int s = 0; s < layout_.servers; ++s) {
+    try {
+      wait_server(s, p.by_server[static_cast<size_t>(s)], "pushing the gradient");
+    } catch (const comm::PeerError& e) {
+      // The push is lost with the server's state since its checkpoint: not sent again.
+      reconnect(s, p.incarnations[static_cast<size_t>(s)], e);
+    }
+  }
 }
 
 void PsWorker::announce_stop(int64_t step) {
@@ -157,22 +269,41 @@ void PsWorker::announce_stop(int64_t step) {
     request(s, {.kind = PsRequestKind::stop, .worker = world_->rank(), .step = step});
 }
 
+// Every server saves at once; a server restarted meanwhile is asked again (its new process
+// saves the range it reloaded).
 void PsWorker::save_outside(const std::string& dir) {
   seed_servers();
-  std::vector<int64_t> saved(ranges_.size());
-  std::vector<comm::RequestId> ids;
-  for (int s = 0; s < layout_.servers; ++s)
-    ids.push_back(world_->irecv(layout_.server_rank(s), kSavedTag, &saved[static_cast<size_t>(s)],
-                                sizeof(int64_t)));
+  const auto n = static_cast<size_t>(layout_.servers);
+  std::vector<int64_t> saved(n);
+  std::vector<PsRequest> requests(n);
+  std::vector<Ids> ids(n);
+  const auto start = [&](int s) {
+    const auto i = static_cast<size_t>(s);
+    const int rank = layout_.server_rank(s);
+    requests[i] = {.kind = PsRequestKind::save,
+                   .worker = world_->rank(),
+                   .step = static_cast<int64_t>(dir.size())};
+    ids[i] = {world_->irecv(rank, kSavedTag, &saved[i], sizeof(int64_t)),
+              world_->isend(rank, kRequestTag, &requests[i], sizeof(PsRequest)),
+              world_->isend(rank, kSaveTag, dir.data(), dir.size())};
+  };
+  std::vector<int> incarnations;
   for (int s = 0; s < layout_.servers; ++s) {
-    request(s, {.kind = PsRequestKind::save,
-                .worker = world_->rank(),
-                .step = static_cast<int64_t>(dir.size())});
-    const comm::RequestId id =
-        world_->isend(layout_.server_rank(s), kSaveTag, dir.data(), dir.size());
-    wait_servers(std::span<const comm::RequestId>(&id, 1), "saving a checkpoint");
+    incarnations.push_back(server_incarnation(s));
+    start(s);
   }
-  wait_servers(ids, "saving a checkpoint");
+  for (int s = 0; s < layout_.servers; ++s) {
+    for (;;) {
+      try {
+        wait_server(s, ids[static_cast<size_t>(s)], "saving a checkpoint");
+        break;
+      } catch (const comm::PeerError& e) {
+        reconnect(s, incarnations[static_cast<size_t>(s)], e);
+        incarnations[static_cast<size_t>(s)] = server_incarnation(s);
+        start(s);
+      }
+    }
+  }
 }
 
 void PsWorker::send_range(int s, float lr, int64_t step, int64_t weight) {
@@ -187,9 +318,9 @@ void PsWorker::send_range(int s, float lr, int64_t step, int64_t weight) {
                        .lr = lr,
                        .weight = weight};
   const int rank = layout_.server_rank(s);
-  push_.ids.push_back(world_->isend(rank, kRequestTag, &push_.requests[i], sizeof(PsRequest)));
-  push_.ids.push_back(world_->isend(rank, kPushTag, params_.grads() + r.begin,
-                                    static_cast<size_t>(r.size()) * sizeof(float)));
+  push_.ids[i].push_back(world_->isend(rank, kRequestTag, &push_.requests[i], sizeof(PsRequest)));
+  push_.ids[i].push_back(world_->isend(rank, kPushTag, params_.grads() + r.begin,
+                                       static_cast<size_t>(r.size()) * sizeof(float)));
 }
 
 int PsWorker::start_push(float lr, int64_t step, int64_t weight) {
@@ -200,8 +331,10 @@ int PsWorker::start_push(float lr, int64_t step, int64_t weight) {
   next_step_ = step + 1;  // what synchronize() waits for, whoever drives the steps
   for (int s = 0; s < layout_.servers; ++s)
     if (!push_.started[static_cast<size_t>(s)]) send_range(s, lr, step, weight);
-  Pending p{next_timestamp_++, false, {}};
-  p.ids.swap(push_.ids);
+  Pending p{.timestamp = next_timestamp_++, .is_pull = false};
+  p.by_server.swap(push_.ids);
+  push_.ids.assign(ranges_.size(), Ids{});
+  for (int s = 0; s < layout_.servers; ++s) p.incarnations.push_back(server_incarnation(s));
   std::fill(push_.started.begin(), push_.started.end(), false);
   std::fill(push_.final_floats.begin(), push_.final_floats.end(), 0);
   pending_.push_back(std::move(p));
@@ -239,9 +372,14 @@ void PsWorker::finish() {
   seed_servers();  // a run of no steps still leaves the servers able to finish
   for (int s = 0; s < layout_.servers; ++s)
     request(s, {.kind = PsRequestKind::done, .worker = world_->rank()});
+  // A server restarted after this is told by the store that this worker finished.
+  if (restarts_) restarts_->mark_done(world_->rank());
 }
 
 void PsWorker::sum_over_ranks(double* values, size_t count, const char* what) {
+  BRAID_CHECK(workers_, "ps worker ", world_->rank(), ": the ", what,
+              " is a sum over every worker, and this restarted worker is in no workers' group "
+              "(it talks to the servers only); drop what needs it (the timeline)");
   try {
     comm::allreduce(*workers_, values, count, DType::f64, ReduceOp::sum);
   } catch (const IoError& e) {

@@ -14,7 +14,17 @@
 //
 // Stopping: the chief (worker 0) announces a stop to every server; each worker learns it
 // from its next pull's reply and stops at that step boundary (stop_announced()). A server
-// that dies fails this worker's next wait with an error naming it.
+// that dies fails this worker's next wait with an error naming it, unless the launcher
+// restarts it (set_restarts, ps_restarts.h): then the worker waits for the new process
+// (bounded by the job's deadline), connects to it and goes on. What was under way with the
+// dead server is redone where it must be (a pull, a request, a checkpoint's save) and
+// dropped where the restart loses it anyway (a push: the new server starts from the run's
+// last checkpoint, so every update the dead one applied since is lost).
+//
+// A restarted worker (layout.incarnation > 0) joins the running job: it is in no
+// collective (no workers' group, no init), and rejoin() asks the servers where it goes on.
+// Every wait on a server is that server's alone, so one server's failure leaves the
+// exchanges with the others intact.
 //
 // A server's range is pushed as soon as backward has made all of it final (the last layers'
 // server first), so pushes overlap the rest of backward; with micro-batches, after the last.
@@ -31,6 +41,7 @@
 #include "comm/group.h"
 #include "parallel/micro_batches.h"
 #include "parallel/ps_protocol.h"
+#include "parallel/ps_restarts.h"
 #include "parallel/strategy.h"
 
 namespace braid::parallel {
@@ -76,6 +87,12 @@ class PsWorker : public Strategy {
   void save_outside(const std::string& dir) override;
   bool stop_announced() const override { return stop_at_ >= 0 && next_step_ >= stop_at_; }
   std::string stop_unfinished_reason() const override;
+  // The launcher restarts the job's dead processes: reconnect to restarted servers, and mark
+  // this worker's run done in the store when it finishes.
+  void set_restarts(std::shared_ptr<PsRestarts> restarts) { restarts_ = std::move(restarts); }
+  // A restarted worker: tells every server it is back and returns the step it goes on at
+  // (the latest any server gives: PsShard::rejoin_worker); a stop already decided is taken.
+  int64_t rejoin();
   // Tells every server this worker's run ended well (once). Destroyed without it while an
   // exception unwinds, the worker tells them it failed instead (PsRequestKind::fail).
   void finish() override;
@@ -85,21 +102,33 @@ class PsWorker : public Strategy {
   const std::vector<int64_t>& versions() const { return versions_; }
 
  private:
+  using Ids = std::vector<comm::RequestId>;
   void seed_servers();
   // Starts pushing server `s`'s range of the gradient (request and payload, not waited for).
   void send_range(int s, float lr, int64_t step, int64_t weight);
   void on_ready(int64_t begin, int64_t end);
   // Forward is about to read [begin, end): completes the pull from the servers holding it.
   void on_use(int64_t begin, int64_t end);
-  // Completes server `s`'s answer to the pull whose receives are `ids` (once).
-  void receive_pull_from(size_t s, std::span<const comm::RequestId> ids);
+  // Posts server s's answer to a pull (its reply and its range of the parameters) and asks.
+  Ids start_pull_from(int s, int64_t step);
+  // Completes server `s`'s answer to the pull under way (once).
+  void receive_pull_from(size_t s);
+  // Sends `r` to server s and waits for the send, reconnecting to a restarted server.
   void request(int server, const PsRequest& r);
-  // Waits on requests to servers; a server's failure becomes an error naming it and `what`.
-  void wait_servers(std::span<const comm::RequestId> ids, const char* what);
+  // The same without reconnecting (a destructor's last word, the initial parameters).
+  void request_once(int server, const PsRequest& r);
+  // Waits on requests to server s alone; its failure becomes an error naming it and `what`.
+  void wait_server(int s, const Ids& ids, const char* what);
+  // Server s failed (`e`) while talking to its process `incarnation`: rethrows unless the
+  // launcher restarted it, else connects to the new process (at once when that happened
+  // already) and returns, the caller redoing what must be redone.
+  void reconnect(int s, int incarnation, const comm::PeerError& e);
+  int server_incarnation(int s) const;
 
   std::shared_ptr<comm::Group> world_;
-  std::shared_ptr<comm::Group> workers_;
+  std::shared_ptr<comm::Group> workers_;  // null on a restarted worker
   PsLayout layout_;
+  std::shared_ptr<PsRestarts> restarts_;
   std::vector<KeyRange> ranges_;
   std::vector<int64_t> versions_;
   std::vector<PsPullReply> replies_;
@@ -107,11 +136,14 @@ class PsWorker : public Strategy {
   // no pull is under way).
   std::vector<bool> pull_arrived_;
   double waited_in_forward_ = 0;  // seconds this step's forward waited for pulls
-  // Exchanges started and not yet waited for, by timestamp.
+  // Exchanges started and not yet waited for, by timestamp: each server's requests, and the
+  // server's process they went to.
   struct Pending {
-    int timestamp;
-    bool is_pull;
-    std::vector<comm::RequestId> ids;
+    int timestamp = 0;
+    bool is_pull = false;
+    int64_t step = 0;  // a pull's
+    std::vector<Ids> by_server = {};
+    std::vector<int> incarnations = {};
   };
   std::vector<Pending> pending_;
   int next_timestamp_ = 0;
@@ -124,7 +156,7 @@ class PsWorker : public Strategy {
     std::vector<int64_t> final_floats;
     std::vector<bool> started;
     std::vector<PsRequest> requests;
-    std::vector<comm::RequestId> ids;
+    std::vector<Ids> ids;
   } push_;
   bool seeded_ = false;
   int64_t stop_at_ = -1;

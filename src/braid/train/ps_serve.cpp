@@ -11,6 +11,7 @@
 #include "parallel/ps_server.h"
 #include "parallel/single_process.h"
 #include "train/atomic_file.h"
+#include "train/checkpoint.h"
 #include "train/job_kernels.h"
 #include "train/model_spec.h"
 #include "train/safetensors.h"
@@ -62,11 +63,28 @@ parallel::PsShardSnapshot load_shard(const std::string& dir, int server) {
   return s;
 }
 
+// A restarted server's starting point: the run's last complete checkpoint.
+std::string restart_checkpoint(const TrainConfig& config, int server, int incarnation) {
+  const std::string none = detail::concat(
+      "ps server ", server, " was restarted (restart ", incarnation,
+      "), but the run has no checkpoint in '", config.out,
+      "' to reload its range from; a server can be restarted only after the chief's first "
+      "checkpoint (set checkpoint_every)");
+  BRAID_CHECK(!config.out.empty(), none);
+  try {
+    return find_checkpoint_dir(config.out);
+  } catch (const Error& e) {
+    BRAID_THROW(Error, none, " (", e.what(), ")");
+  }
+}
+
 }  // namespace
 
 void serve_parameters(const TrainConfig& config, std::shared_ptr<comm::Group> world,
-                      parallel::PsLayout layout, int server, const std::string& resume_dir) {
-  start_job_kernels(config, world.get());  // the workers' start is collective (job_kernels.h)
+                      parallel::PsLayout layout, int server, const std::string& resume_dir,
+                      std::shared_ptr<parallel::PsRestarts> restarts) {
+  // The workers' start is collective (job_kernels.h); a restarted server joins a running job.
+  start_job_kernels(config, layout.incarnation > 0 ? nullptr : world.get());
   // The workers' own model, built the same way: its optimizer's segments are the tensors
   // the key ranges are cut along.
   parallel::SingleProcess model(build_model(config.model, config.seq_len).module,
@@ -92,7 +110,18 @@ void serve_parameters(const TrainConfig& config, std::shared_ptr<comm::Group> wo
   o.save = [server](const std::string& dir, const parallel::PsShardSnapshot& snapshot) {
     save_shard(dir, server, snapshot);
   };
-  if (!resume_dir.empty()) o.resume_from = load_shard(resume_dir, server);
+  o.restarts = std::move(restarts);
+  if (layout.incarnation > 0) {
+    const std::string dir = restart_checkpoint(config, server, layout.incarnation);
+    o.resume_from = load_shard(dir, server);
+    const nlohmann::json state = read_train_state(dir);
+    log_warn("ps server ", server, ": restarted (restart ", layout.incarnation,
+             "); reloaded its range and optimizer state from ", dir, ", saved at step ",
+             state.value("step", int64_t{-1}), " (version ", o.resume_from->version,
+             "): the updates it applied after that checkpoint are lost");
+  } else if (!resume_dir.empty()) {
+    o.resume_from = load_shard(resume_dir, server);
+  }
   parallel::PsServer ps(std::move(world), std::move(o));
   log_info("ps server ", server, ": floats [", ps.range().begin, ", ", ps.range().end, ") of ",
            model.params().size(), "; mode ", config.ps.mode, ", ", layout.workers, " workers");
@@ -102,20 +131,28 @@ void serve_parameters(const TrainConfig& config, std::shared_ptr<comm::Group> wo
   log_info("ps server ", server, ": done after ", s.version, " updates (", s.pushes, " pushes, ",
            s.pulls, " pulls, ", s.dropped, " late gradients dropped) in ", watch.elapsed(), " s");
   if (config.out.empty()) return;
-  const nlohmann::json record = {{"server", server},
-                                 {"mode", config.ps.mode},
-                                 {"workers", layout.workers},
-                                 {"range", {ps.range().begin, ps.range().end}},
-                                 {"updates", s.version},
-                                 {"pushes", s.pushes},
-                                 {"pulls", s.pulls},
-                                 {"dropped", s.dropped},
-                                 {"staleness_histogram", s.staleness_histogram},
-                                 {"lost_workers", s.lost},
-                                 {"worker_pushes", s.worker_pushes},
-                                 {"first_push_seconds", s.first_push_s},
-                                 {"last_push_seconds", s.last_push_s},
-                                 {"seconds", watch.elapsed()}};
+  nlohmann::json record = {{"server", server},
+                           {"mode", config.ps.mode},
+                           {"workers", layout.workers},
+                           {"range", {ps.range().begin, ps.range().end}},
+                           {"updates", s.version},
+                           {"pushes", s.pushes},
+                           {"pulls", s.pulls},
+                           {"dropped", s.dropped},
+                           {"staleness_histogram", s.staleness_histogram},
+                           {"lost_workers", s.lost},
+                           {"worker_pushes", s.worker_pushes},
+                           {"first_push_seconds", s.first_push_s},
+                           {"last_push_seconds", s.last_push_s},
+                           {"restart", layout.incarnation},
+                           {"seconds", watch.elapsed()}};
+  nlohmann::json rejoined = nlohmann::json::array();
+  for (const parallel::PsServerStats::Rejoin& r : s.rejoins)
+    rejoined.push_back({{"worker", r.worker},
+                        {"restart", r.incarnation},
+                        {"step", r.step},
+                        {"pushes_before", r.pushes_before}});
+  record["rejoined_workers"] = rejoined;
   std::filesystem::create_directories(config.out);
   write_file_atomic(config.out + "/ps-server-" + std::to_string(server) + ".json",
                     record.dump(2) + "\n");

@@ -13,6 +13,9 @@
 namespace braid::comm {
 class Group;
 }
+namespace braid::parallel {
+class PsRestarts;
+}
 
 namespace braid::train {
 
@@ -23,7 +26,14 @@ namespace braid::train {
 // `resume_dir` (a checkpoint directory, or empty): start from the shard the server saved
 // there (ps-server-<server>.safetensors: its range, optimizer state, version and the
 // workers' step counts), written when the chief saved that checkpoint.
+//
+// `restarts` (a job whose launcher restarts dead processes, parallel/ps_restarts.h): the
+// server waits for restarted workers and connects to them. A restarted server
+// (layout.incarnation > 0) starts from the run's last checkpoint in config.out (its range,
+// optimizer state, version and the workers' step counts), says which, and that the updates
+// it applied after that checkpoint are lost; a run with no checkpoint yet cannot restart it.
 void serve_parameters(const TrainConfig& config, std::shared_ptr<comm::Group> world,
-                      parallel::PsLayout layout, int server, const std::string& resume_dir = "");
+                      parallel::PsLayout layout, int server, const std::string& resume_dir = "",
+                      std::shared_ptr<parallel::PsRestarts> restarts = nullptr);
 
 }  // namespace braid::train

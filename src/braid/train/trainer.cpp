@@ -74,7 +74,11 @@ void Trainer::init(bool load_data, DataCache* data) {
   const std::optional<parallel::MeshShape> mesh = ps_ ? std::nullopt : mesh_shape(config_, world_);
   data_world_ = mesh ? mesh->data : world_;
   const int data_rank = mesh ? (rank_ / mesh->tensor) % mesh->data : rank_;
-  start_job_kernels(config_, group_.get());  // one table on every rank (job_kernels.h)
+  // One table on every rank (job_kernels.h). A restarted parameter-server worker joins a
+  // running job, in no collective: it chooses alone (its products need not match the
+  // others' bit for bit: each worker's gradients are its own).
+  const bool restarted = ps_ && ps_->incarnation > 0;
+  start_job_kernels(config_, restarted ? nullptr : group_.get());
   // The data checks read the model, which then moves into the strategy.
   if (load_data) {
     // Without a group a rank runs alone over all the data (rank only decides who writes).

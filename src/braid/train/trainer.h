@@ -132,6 +132,10 @@ class Trainer {
   void load_checkpoint(const std::string& path);
   // Loads weights only (a PyTorch state_dict in safetensors, or a checkpoint dir).
   void load_weights(const std::string& path);
+  // A restarted worker of a parameter-server job goes on at `step` (the servers' answer,
+  // PsWorker::rejoin): the step, epoch and data position this rank has in a run that
+  // reached that step, with no checkpoint of its own (the model is the servers').
+  void continue_at(int64_t step);
 
   // The training state in memory (train_commit.h), taken on every rank at a step boundary
   // (a collective where the strategy must gather: local SGD, ZeRO), and put back on every

@@ -274,6 +274,21 @@ void Trainer::load_checkpoint(const std::string& path) {
   }
 }
 
+void Trainer::continue_at(int64_t step) {
+  BRAID_CHECK(step >= 0, "continue_at: step ", step);
+  step_ = step;
+  step_offset_ = 0;
+  resume_mid_epoch_ = false;
+  const int64_t per_epoch = batches_per_epoch();
+  if (!train_loader_ || per_epoch <= 0) return;
+  epoch_ = step / per_epoch;
+  const int64_t position = step % per_epoch;
+  if (position > 0) {
+    train_loader_->restore({epoch_, position});
+    resume_mid_epoch_ = true;
+  }
+}
+
 void Trainer::load_weights(const std::string& path) {
   strategy_->prepare_to_load();
   if (std::filesystem::is_directory(path)) {
