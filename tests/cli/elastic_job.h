@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
@@ -49,6 +50,15 @@ inline pid_t rank_pid(Process& p, int rank, int count = 1) {
   int pid = 0;
   if (std::sscanf(out.c_str() + at + tag.size(), "%d", &pid) != 1) return 0;
   return pid;
+}
+
+// The NAME=value lines of a `--join-file`: the variables a process started by hand needs.
+inline std::map<std::string, std::string> read_join_file(const std::string& path) {
+  std::map<std::string, std::string> vars;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    vars[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+  return vars;
 }
 
 // The step round `round` went on from, from rank 0's "elastic: round R: ... at step S"

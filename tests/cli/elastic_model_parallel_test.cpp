@@ -82,10 +82,7 @@ TEST(ElasticModelParallelRounds, ASpareTakesALostStagesPlace) {
   const pid_t victim = rank_pid(*job, 1);
   ASSERT_GT(victim, 0) << job->output();
   ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
-  std::map<std::string, std::string> vars;
-  std::ifstream in(join_file);
-  for (std::string line; std::getline(in, line);)
-    vars[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+  const auto vars = braid::testing::read_join_file(join_file);
   Process spare(
       {"/bin/sh", "-c",
        braid::testing::train_command(args + "--slow-step-ms 2 --out " + tmp.file("elastic"))},

@@ -193,10 +193,7 @@ TEST(Elastic, ProcessesStartedByHandJoinTheRunningJob) {
                             run_args(tmp, 4000));
   HangGuard guard(job->pid(), kHangLimit);
   ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
-  std::map<std::string, std::string> vars;
-  std::ifstream in(join_file);
-  for (std::string line; std::getline(in, line);)
-    vars[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+  const auto vars = braid::testing::read_join_file(join_file);
   ASSERT_TRUE(vars.count("BRAID_SECRET") && vars.count("BRAID_STORE_ADDR")) << join_file;
   std::vector<std::unique_ptr<Process>> guests;
   for (int g = 0; g < 2; ++g) {
@@ -221,10 +218,7 @@ TEST(Elastic, AProcessStartedWithAnotherConfigIsRefusedAloneAndTheJobGoesOn) {
                             run_args(tmp, 3000));
   HangGuard guard(job->pid(), kHangLimit);
   ASSERT_TRUE(job->wait_for("[rank 0] epoch 1/")) << job->output();
-  std::map<std::string, std::string> vars;
-  std::ifstream in(join_file);
-  for (std::string line; std::getline(in, line);)
-    vars[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+  const auto vars = braid::testing::read_join_file(join_file);
   Process guest({"/bin/sh", "-c", train_command(run_args(tmp, 3000) + " --lr 0.5")}, vars);
   EXPECT_NE(guest.finish(), 0) << guest.output();
   EXPECT_TRUE(

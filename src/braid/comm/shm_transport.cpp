@@ -221,6 +221,12 @@ class ShmTransport final : public Transport {
   // Maps peer p's header page and the ring this rank writes in p's segment, from p's
   // records in `store`.
   void map_peer(int p, Store& store, Deadline deadline);
+  // Rank p's host record (its pid, its pid namespace), refused unless it runs on this host.
+  struct PeerHost {
+    int pid = 0;
+    uint64_t pidns = 0;
+  };
+  PeerHost read_peer_host(int p, Store& store, Deadline deadline) const;
   // A restarted process: maps back the peers that attached since it last looked.
   void check_attachments();
   bool progress();
@@ -277,20 +283,11 @@ ShmTransport::ShmTransport(Store& store, int rank, int size, Deadline deadline,
   anonymous_ = pidns_ != 0;
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
-    std::istringstream theirs(store.get_string("shm/host/" + std::to_string(p), deadline));
-    std::string peer_boot;
-    int pid = 0;
-    uint64_t peer_pidns = 0;
-    theirs >> pid >> peer_pidns >> peer_boot;
-    BRAID_CHECK(!theirs.fail(), "shm transport: rank ", p, " published a malformed host record");
     // Before anything is made: a peer elsewhere cannot map it.
-    if (peer_boot != boot_id_)
-      BRAID_THROW(IoError, "shm transport: rank ", p, " runs on another host (boot id ", peer_boot,
-                  ", here ", boot_id_,
-                  "); shared memory needs every rank on one host: use the tcp or auto transport");
+    const PeerHost host = read_peer_host(p, store, deadline);
     // A pid means something only in our pid namespace; elsewhere, closing and the
     // deadline still end a wait.
-    if (pid <= 0 || peer_pidns != pidns_) anonymous_ = false;
+    if (host.pid <= 0 || host.pidns != pidns_) anonymous_ = false;
   }
   create_segment();
   publish_segment(store);
@@ -379,17 +376,23 @@ void ShmTransport::create_segment() {
   }
 }
 
-void ShmTransport::map_peer(int p, Store& store, Deadline deadline) {
-  std::istringstream host(store.get_string("shm/host/" + std::to_string(p), deadline));
+ShmTransport::PeerHost ShmTransport::read_peer_host(int p, Store& store, Deadline deadline) const {
+  std::istringstream record(store.get_string("shm/host/" + std::to_string(p), deadline));
   std::string peer_boot;
-  int pid = 0;
-  uint64_t peer_pidns = 0;
-  host >> pid >> peer_pidns >> peer_boot;
-  BRAID_CHECK(!host.fail(), "shm transport: rank ", p, " published a malformed host record");
+  PeerHost host;
+  record >> host.pid >> host.pidns >> peer_boot;
+  BRAID_CHECK(!record.fail(), "shm transport: rank ", p, " published a malformed host record");
   if (peer_boot != boot_id_)
     BRAID_THROW(IoError, "shm transport: rank ", p, " runs on another host (boot id ", peer_boot,
                 ", here ", boot_id_,
                 "); shared memory needs every rank on one host: use the tcp or auto transport");
+  return host;
+}
+
+void ShmTransport::map_peer(int p, Store& store, Deadline deadline) {
+  const PeerHost host = read_peer_host(p, store, deadline);
+  const int pid = host.pid;
+  const uint64_t peer_pidns = host.pidns;
   std::istringstream seg(store.get_string("shm/seg/" + std::to_string(p), deadline));
   std::string peer_name;
   size_t peer_ring = 0;

@@ -48,6 +48,29 @@ struct Hello {
   uint32_t reserved = 0;
 };
 
+// Connects to rank `peer`'s listener at `address`, authenticates as this job's and says who
+// this rank is; the listener must answer as rank `peer` of `size` (else a stale address).
+Socket dial(const std::string& address, const Secret& secret, int rank, int size, int peer,
+            const std::string& what, Deadline deadline) {
+  const HostPort hp = parse_host_port(address);
+  Socket s = connect_tcp(hp.host, hp.port, deadline);
+  try {
+    authenticate(s, secret, AuthRole::client, "tcp-transport", deadline);
+  } catch (const AuthError& e) {
+    throw AuthError(what + ": " + e.what());
+  }
+  Hello hello;
+  hello.rank = rank;
+  hello.size = size;
+  s.write_all(&hello, sizeof(hello), deadline, what);
+  Hello theirs;
+  s.read_exact(&theirs, sizeof(theirs), deadline, what);
+  if (theirs.magic != kHelloMagic || theirs.rank != peer || theirs.size != size)
+    BRAID_THROW(IoError, what, ": the listener there is rank ", theirs.rank, " of ", theirs.size,
+                ", not rank ", peer, " of ", size, " (a stale address in the store?)");
+  return s;
+}
+
 std::string join_host_port(const std::string& host, uint16_t port) {
   const bool v6 = host.find(':') != std::string::npos;
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
@@ -193,24 +216,10 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const Secret& secre
   // only on ranks below them that are done connecting, so the order cannot deadlock.
   for (int p = 0; p < rank; ++p) {
     const std::string address = store.get_string("tcp/addr/" + std::to_string(p), deadline);
-    const HostPort hp = parse_host_port(address);
-    const std::string what =
-        detail::concat("tcp transport: rank ", rank, " connecting to rank ", p, " at ", address);
-    Socket s = connect_tcp(hp.host, hp.port, deadline);
-    try {
-      authenticate(s, secret, AuthRole::client, "tcp-transport", deadline);
-    } catch (const AuthError& e) {
-      throw AuthError(what + ": " + e.what());
-    }
-    Hello hello;
-    hello.rank = rank;
-    hello.size = size;
-    s.write_all(&hello, sizeof(hello), deadline, what);
-    Hello theirs;
-    s.read_exact(&theirs, sizeof(theirs), deadline, what);
-    if (theirs.magic != kHelloMagic || theirs.rank != p || theirs.size != size)
-      BRAID_THROW(IoError, what, ": the listener there is rank ", theirs.rank, " of ", theirs.size,
-                  ", not rank ", p, " of ", size, " (a stale address in the store?)");
+    Socket s = dial(
+        address, secret, rank, size, p,
+        detail::concat("tcp transport: rank ", rank, " connecting to rank ", p, " at ", address),
+        deadline);
     peers_[p].socket = std::move(s);
     peers_[p].address = address;
   }
@@ -327,24 +336,10 @@ void TcpTransport::accept_rejoin(int peer, Store& store, Deadline deadline) {
   matcher_.reset_peer(
       peer, queued, detail::concat("rank ", peer, " was restarted: a new process took its place"));
   const std::string address = store.get_string("tcp/addr/" + std::to_string(peer), deadline);
-  const HostPort hp = parse_host_port(address);
-  const std::string what = detail::concat("tcp transport: rank ", rank_,
-                                          " connecting to restarted rank ", peer, " at ", address);
-  Socket s = connect_tcp(hp.host, hp.port, deadline);
-  try {
-    authenticate(s, secret_, AuthRole::client, "tcp-transport", deadline);
-  } catch (const AuthError& e) {
-    throw AuthError(what + ": " + e.what());
-  }
-  Hello hello;
-  hello.rank = rank_;
-  hello.size = size_;
-  s.write_all(&hello, sizeof(hello), deadline, what);
-  Hello theirs;
-  s.read_exact(&theirs, sizeof(theirs), deadline, what);
-  if (theirs.magic != kHelloMagic || theirs.rank != peer || theirs.size != size_)
-    BRAID_THROW(IoError, what, ": the listener there is rank ", theirs.rank, " of ", theirs.size,
-                ", not rank ", peer, " of ", size_);
+  Socket s = dial(address, secret_, rank_, size_, peer,
+                  detail::concat("tcp transport: rank ", rank_, " connecting to restarted rank ",
+                                 peer, " at ", address),
+                  deadline);
   open_peer(peer, std::move(s), address);
 }
 
