@@ -179,6 +179,12 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
         trainer.load_checkpoint(base.out);
       } else if (!setup.resume_dir.empty()) {
         trainer.load_checkpoint(setup.resume_dir);
+      } else if (round.number > 1 && reached >= 0) {
+        // Steps were trained, but their state is gone with the lost members and nothing was
+        // saved yet: say so rather than go on from step 0 quietly.
+        log_warn("elastic: no member of round ", round.number,
+                 " holds the training state and the run has no checkpoint yet; training again "
+                 "from step 0");
       }
       if (round.number > 1) {
         MembershipChanged change;
