@@ -1,8 +1,12 @@
 // A braid (or any) command run by a test as a real child process: its own environment
 // (the test's, minus BRAID_* and any name given, plus `vars`), stdout and stderr merged
 // on one pipe, read as it comes so a test can wait for a line, signal it, and reap it.
+// A child that neither writes nor ends for kStallSeconds is a hang: its threads' kernel
+// waits are appended to its output, it is killed, and the wait that saw it fails, so the
+// test reports where it stopped instead of running into ctest's timeout with no output.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -11,6 +15,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -94,9 +99,44 @@ class Process {
   }
 
  private:
-  // One read; false at the end of the output.
+  static constexpr int kStallSeconds = 300;
+
+  // Each thread's name, kernel wait channel and syscall line, from /proc.
+  std::string thread_waits() const {
+    std::string out;
+    const std::string tasks = "/proc/" + std::to_string(pid_) + "/task";
+    DIR* dir = ::opendir(tasks.c_str());
+    if (dir == nullptr) return "(no /proc entry)\n";
+    while (const dirent* e = ::readdir(dir)) {
+      if (e->d_name[0] == '.') continue;
+      const std::string base = tasks + "/" + e->d_name + "/";
+      std::string comm, wchan, syscall;
+      std::getline(std::ifstream(base + "comm"), comm);
+      std::getline(std::ifstream(base + "wchan"), wchan);
+      std::getline(std::ifstream(base + "syscall"), syscall);
+      out += "  thread " + std::string(e->d_name) + " (" + comm + "): wchan " + wchan +
+             ", syscall " + syscall + "\n";
+    }
+    ::closedir(dir);
+    return out;
+  }
+
+  // One read; false at the end of the output (or at a hang, which kills the child).
   bool pump() {
     if (fd_ < 0) return false;
+    pollfd readable{fd_, POLLIN, 0};
+    const int ready = ::poll(&readable, 1, kStallSeconds * 1000);
+    if (ready < 0 && errno == EINTR) return true;
+    if (ready == 0) {
+      output_ += "\n[test harness: pid " + std::to_string(pid_) +
+                 " wrote nothing and did not end for " + std::to_string(kStallSeconds) +
+                 " s; killed. Its threads:\n" + thread_waits() + "]\n";
+      ADD_FAILURE() << "child " << pid_ << " hung; its output:\n" << output_;
+      ::kill(pid_, SIGKILL);
+      ::close(fd_);
+      fd_ = -1;
+      return false;
+    }
     char buf[4096];
     const ssize_t n = ::read(fd_, buf, sizeof buf);
     if (n < 0 && errno == EINTR) return true;
