@@ -43,7 +43,7 @@ std::vector<float> ddp_params(const StepOptions& o, int n, int steps, DType comm
   rethrow_first(run_group(n, [&](comm::Group& world) {
     auto group = world.split(0, world.rank());
     DdpOptions d;
-    d.comm_dtype = comm_dtype;
+    d.codec.name = comm_dtype == DType::f32 ? "none" : comm_dtype == DType::bf16 ? "bf16" : "fp16";
     d.bucket_bytes = 4096;  // several buckets
     d.first_bucket_bytes = 2048;
     Ddp s(train::build_model(small_mlp()).module, o, group, d);
@@ -105,12 +105,12 @@ TEST(DdpCommDtype, DeterministicModeRefusesIt) {
   const auto results = run_group(2, [&](comm::Group& world) {
     auto group = world.split(0, world.rank());
     DdpOptions d;
-    d.comm_dtype = DType::bf16;
+    d.codec.name = "bf16";
     try {
       Ddp s(train::build_model(small_mlp()).module, o, group, d);
       ADD_FAILURE() << "deterministic with comm_dtype bf16 was accepted";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("cannot be combined with deterministic"),
+      EXPECT_NE(std::string(e.what()).find("deterministic mode sums every bucket in rank order"),
                 std::string::npos)
           << e.what();
     }

@@ -122,7 +122,8 @@ train::TrainConfig keep_global_batch(train::TrainConfig config, const json& stat
 // one process, drops them: the defaults (one process) apply unless flags set them again.
 void drop_distribution(json& j) {
   for (const char* key : {"strategy", "mesh", "tensor_parallel", "pipeline", "local_sgd", "ps",
-                          "fedavg", "zero_stage", "comm_dtype", "sync_batchnorm", "bucket_mb"})
+                          "fedavg", "zero_stage", "comm_dtype", "compression", "sync_batchnorm",
+                          "bucket_mb"})
     j.erase(key);
 }
 

@@ -45,8 +45,8 @@ struct CodecTensor {
 };
 
 struct BucketLayout {
-  int64_t begin = 0, end = 0;         // floats of the flat gradient buffer
-  std::vector<CodecTensor> tensors;   // by offset, covering [0, end - begin) up to alignment gaps
+  int64_t begin = 0, end = 0;        // floats of the flat gradient buffer
+  std::vector<CodecTensor> tensors;  // by offset, covering [0, end - begin) up to alignment gaps
   int64_t size() const { return end - begin; }
 };
 

@@ -71,8 +71,7 @@ void CastCodec::reduce_scatter(comm::Group& g, size_t bucket, float* grad, int64
   report_.dense_bytes += dense;
   if (wire_ == DType::f32) {
     report_.wire_bytes += dense;
-    comm::reduce_scatter(g, grad, chunk_sum, static_cast<size_t>(chunk), DType::f32,
-                         ReduceOp::sum);
+    comm::reduce_scatter(g, grad, chunk_sum, static_cast<size_t>(chunk), DType::f32, ReduceOp::sum);
     return;
   }
   report_.wire_bytes += dense / 2;

@@ -21,8 +21,7 @@ class CastCodec : public GradientCodec {
   std::string_view name() const override;
   void prepare(const std::vector<BucketLayout>& buckets, int ranks,
                const WireAllocator& wire) override;
-  void allreduce(comm::Group& g, size_t bucket, float* grad, int64_t count,
-                 int64_t step) override;
+  void allreduce(comm::Group& g, size_t bucket, float* grad, int64_t count, int64_t step) override;
   void reduce_scatter(comm::Group& g, size_t bucket, float* grad, int64_t count, float* chunk_sum,
                       int64_t chunk, int64_t step) override;
 

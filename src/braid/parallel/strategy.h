@@ -24,6 +24,7 @@
 #include "nn/params.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
+#include "parallel/codec.h"
 #include "parallel/micro_batches.h"
 #include "parallel/state_shard.h"
 
@@ -183,6 +184,11 @@ class Strategy {
     optimizer().load_state(state);
   }
   const StepTimes& last_times() const { return times_; }
+  // What the last step's gradient exchange sent (codec.h); zeros where there is none.
+  virtual const CodecReport& last_codec_report() const {
+    static const CodecReport none;
+    return none;
+  }
   // fp16's loss scaler (null without loss scaling): its scale and skipped steps.
   const optim::LossScaler* loss_scaler() const { return scaler_ ? &*scaler_ : nullptr; }
   optim::LossScaler* loss_scaler() { return scaler_ ? &*scaler_ : nullptr; }

@@ -33,8 +33,7 @@ std::vector<optim::Segment> segments_in(const nn::ParamSet& params, int64_t begi
 
 Zero::Zero(std::unique_ptr<nn::Module> module, StepOptions options,
            std::shared_ptr<comm::Group> group, ZeroOptions zero)
-    : Strategy(std::move(module), std::move(options)), group_(std::move(group)), zero_(zero) {
-  BRAID_CHECK(group_, "zero needs a group");
+    : DataParallel(std::move(module), std::move(options), std::move(group), zero), zero_(zero) {
   BRAID_CHECK(zero_.stage >= 1 && zero_.stage <= 3, "zero_stage ", zero_.stage,
               " does not exist: 1 shards the optimizer state, 2 the gradients too, 3 the "
               "parameters too (0: ddp)");
@@ -42,8 +41,6 @@ Zero::Zero(std::unique_ptr<nn::Module> module, StepOptions options,
               "zero_stage ", zero_.stage,
               " reduces every micro-batch, but deterministic mode sums a rank's "
               "micro-batches before the ranks'; use zero_stage 1, or accumulate_steps 1");
-  BRAID_CHECK(zero_.bucket_bytes > 0 && zero_.first_bucket_bytes > 0,
-              "zero: bucket sizes must be > 0");
   const std::string& opt = options_.optimizer.name;
   BRAID_CHECK(opt != "lars" && opt != "lamb", "zero_stage shards the optimizer by ranges, but ",
               opt,
@@ -68,42 +65,39 @@ Zero::Zero(std::unique_ptr<nn::Module> module, StepOptions options,
         return {static_cast<float*>(buffer->data()), buffer};
       },
       /*with_optimizer=*/false);
-  if (options_.deterministic) {
-    int64_t largest = 0;
-    for (const Bucket& b : buckets_) largest = std::max(largest, b.chunk);
-    const auto size = static_cast<size_t>(largest * group_->size());
-    send_.assign(size, 0.0f);
-    recv_.assign(size, 0.0f);
-    if (options_.accumulate_steps > 1 && zero_.stage == 1)
-      micro_sum_ = TreeSum(params_.size(), static_cast<int>(options_.accumulate_steps));
-  }
-  engine_ = std::make_unique<comm::ProgressEngine>(group_);
-  if (zero_.batchnorm_reducer) zero_.batchnorm_reducer->use_engine(engine_.get());
+  if (zero_.stage == 1) use_micro_tree();
+  start_engine();
   sync_parameters();
-  params_.add_ready_listener([this](int64_t begin, int64_t end) { on_ready(begin, end); });
 }
 
-Zero::~Zero() {
-  if (zero_.batchnorm_reducer) zero_.batchnorm_reducer->use_engine(nullptr);
-}
-
-int Zero::rank() const { return group_->rank(); }
-int Zero::world_size() const { return group_->size(); }
+Zero::~Zero() { stop_engine(); }
 
 void Zero::make_buckets() {
-  const int n = group_->size(), r = group_->rank();
+  const int r = group_->rank();
   // Stage 2 keeps a few buckets' gradients at a time: buckets of at most 1/32 of the model
   // (and of bucket_bytes) keep that window a small part of what DDP holds; the largest
   // parameter is the floor (a bucket holds whole parameters).
-  size_t bucket_bytes = zero_.bucket_bytes;
+  ReducerOptions reducer;
+  reducer.bucket_bytes = zero_.bucket_bytes;
   if (zero_.stage >= 2)
-    bucket_bytes = std::min(bucket_bytes, std::max(zero_.first_bucket_bytes,
-                                                   static_cast<size_t>(params_.size()) * 4 / 32));
-  for (const FloatRange& range : bucket_ranges(params_, zero_.first_bucket_bytes, bucket_bytes)) {
+    reducer.bucket_bytes =
+        std::min(reducer.bucket_bytes,
+                 std::max(zero_.first_bucket_bytes, static_cast<size_t>(params_.size()) * 4 / 32));
+  reducer.first_bucket_bytes = zero_.first_bucket_bytes;
+  reducer.reduce_scatter = true;
+  reducer.deterministic = options_.deterministic;
+  reducer.codec = zero_.codec;
+  make_reducer(reducer, [this](size_t bytes) -> void* {
+    wire_.push_back(
+        Tensor::empty({static_cast<int64_t>((bytes + 3) / 4)}, DType::f32, MemCategory::gradients));
+    std::memset(wire_.back().raw(), 0, bytes);
+    return wire_.back().raw();
+  });
+  for (const GradientReducer::Bucket& range : reducer_->buckets()) {
     Bucket b;
     b.begin = range.begin;
     b.end = range.end;
-    b.chunk = (b.end - b.begin + n - 1) / n;
+    b.chunk = range.chunk;
     b.mine = std::clamp<int64_t>(b.end - b.chunk_begin(r), 0, b.chunk);
     b.shard_offset = shard_size_;
     shard_size_ += b.chunk;
@@ -174,7 +168,7 @@ size_t Zero::take_slot() {
 
 void Zero::finish_reduce(size_t i) {
   Bucket& b = buckets_[i];
-  b.reduced.wait();
+  reducer_->wait(i, timeline_);
   if (zero_.stage == 1) return;
   const auto it = std::find(in_flight_.begin(), in_flight_.end(), i);
   if (it == in_flight_.end()) return;  // finished before
@@ -196,23 +190,18 @@ void Zero::on_ready(int64_t begin, int64_t end) {
     while (next < buckets_.size() && buckets_[next].begin > begin - 1) ++next;
     for (size_t j = next; j < std::min(next + 2, buckets_.size()); ++j) gather_bucket(j, false);
   }
-  if (!communicate_) return;
-  if (micro_sum_.count() > 1) {
-    float* grads = params_.grad_memory();
-    micro_sum_.add(micro_sum_.count() - 1, grads, grads, begin, end);
-  }
-  for (size_t i = 0; i < buckets_.size(); ++i) {
-    Bucket& b = buckets_[i];
-    const int64_t lo = std::max(b.begin, begin), hi = std::min(b.end, end);
-    if (lo >= hi) continue;
-    b.pending -= hi - lo;
-    if (b.pending == 0) start_reduce(i);
-  }
+  DataParallel::on_ready(begin, end);
+}
+
+// Stage 2 and 3 reduce every micro-batch: the ones before the last finish before the next
+// micro-batch's backward writes the slots again.
+void Zero::after_micro(int p) {
+  if (zero_.stage >= 2 && p < options_.accumulate_steps - 1)
+    while (!in_flight_.empty()) finish_reduce(in_flight_.front());
 }
 
 void Zero::start_reduce(size_t index) {
   Bucket& b = buckets_[index];
-  const comm::OpLabel label("reduce-scatter of gradient bucket", static_cast<int64_t>(index));
   // Stage 1 reads N chunks from the bucket's start: the pad is the (final) floats just
   // above it. Stage 2's slot has room for the pad, zeroed. The pointers are taken here, on
   // the compute thread, which alone touches the slots' table.
@@ -223,26 +212,7 @@ void Zero::start_reduce(size_t index) {
     std::fill(grads + (b.end - b.begin), grads + group_->size() * b.chunk, 0.0f);
     in_flight_.push_back(index);
   }
-  if (options_.deterministic) {
-    b.reduced = engine_->submit(label, [this, &b, grads, sum](comm::Group& g) {
-      ordered_reduce_scatter(g, b, grads, sum);
-    });
-    return;
-  }
-  b.reduced = engine_->ireduce_scatter(grads, sum, static_cast<size_t>(b.chunk), DType::f32,
-                                       ReduceOp::sum, label);
-}
-
-// DDP's deterministic exchange without its all-gather: rank r gets every rank's copy of
-// chunk r (the same shares as DDP's) and adds them in the fixed tree.
-void Zero::ordered_reduce_scatter(comm::Group& g, const Bucket& b, const float* grads, float* sum) {
-  const int n = g.size();
-  const int64_t len = b.end - b.begin;
-  std::memcpy(send_.data(), grads, static_cast<size_t>(len) * sizeof(float));
-  std::fill(send_.data() + len, send_.data() + b.chunk * n, 0.0f);
-  comm::alltoall(g, send_.data(), recv_.data(), static_cast<size_t>(b.chunk), DType::f32);
-  tree_reduce(recv_.data(), n, b.chunk, b.chunk);
-  std::memcpy(sum, recv_.data(), static_cast<size_t>(b.chunk) * sizeof(float));
+  reducer_->start(index, grads, sum);
 }
 
 void Zero::update(Bucket& b, float lr) {
@@ -284,45 +254,20 @@ double Zero::step(const data::Batch& batch, float lr, int64_t step) {
   check_batch_share(batch, zero_.global_batch, group_->rank(), group_->size(), "zero");
   Stopwatch watch;
   times_ = {};
-  const int n = group_->size();
-  const int m = options_.accumulate_steps;
   if (!params_.buffers().empty()) broadcast_buffers();
   times_.communication_exposed += watch.lap();
-  micro_.split(batch, m);
-  params_.zero_grads();
   if (zero_.stage == 3) full_ = Tensor();  // a materialized copy serves between steps only
   bytes_sent_ = 0;
   gather_wait_ = 0;
-  double loss_sum = 0;
-  const bool tree = micro_sum_.count() > 1;
-  // The share's weight rides on the loss gradient's scale (share_weight.h); 1 keeps the bits.
-  const float scale = (m > 1 && !options_.deterministic ? 1.0f / static_cast<float>(m) : 1.0f) *
-                      share_weight(zero_.global_batch, group_->rank(), n);
-  float* grads = params_.grad_memory();
   // Stage 2 reduces every micro-batch (its gradients have nowhere to accumulate), adding
   // the sums into the reduced chunks; stage 1 only the last, as DDP.
-  const bool every_micro = zero_.stage >= 2;
-  for (int p = 0; p < m; ++p) {
-    const int k = tree ? micro_sum_.order()[static_cast<size_t>(p)] : p;
-    if ((tree || every_micro) && p > 0) params_.zero_grads();
-    first_micro_ = p == 0;
-    loss_sum += forward_loss(micro_[k], step, group_->rank() + int64_t{n} * k, scale);
-    communicate_ = every_micro || p == m - 1;
-    if (communicate_)
-      for (Bucket& bucket : buckets_) bucket.pending = bucket.end - bucket.begin;
-    backward();
-    communicate_ = false;
-    if (tree && p < m - 1) micro_sum_.add(p, grads, grads, 0, params_.size());
-    if (every_micro && p < m - 1)
-      while (!in_flight_.empty()) finish_reduce(in_flight_.front());
-  }
+  const double loss = run_micro_batches(batch, step, /*every_micro=*/zero_.stage >= 2);
   watch.lap();
-  const int terms = options_.deterministic ? n * m : n;
-  const float average = 1.0f / static_cast<float>(terms);
+  const float average = average_factor();
   auto reduce_and_average = [&](Bucket& b) {
     finish_reduce(static_cast<size_t>(&b - buckets_.data()));
     times_.communication_exposed += watch.lap();
-    if (terms > 1) {
+    if (average != 1.0f) {
       float* g = reduced_.f32() + b.shard_offset;
       scale_into(g, g, b.chunk, average);
     }
@@ -345,7 +290,8 @@ double Zero::step(const data::Batch& batch, float lr, int64_t step) {
       const float loss_scale = scaler_->scale();  // what this step's gradients carry
       if (scaler_->update(overflow_anywhere())) {
         times_.total = watch.elapsed();
-        return loss_sum / m;  // skipped on every rank: the weights never see the inf
+        publish_codec_report();
+        return loss;  // skipped on every rank: the weights never see the inf
       }
       for (Bucket& b : buckets_) {
         float* g = reduced_.f32() + b.shard_offset;
@@ -364,11 +310,10 @@ double Zero::step(const data::Batch& batch, float lr, int64_t step) {
   }
   for (Bucket& b : buckets_) b.gathered.wait();
   times_.communication_exposed += watch.lap() + gather_wait_;
+  publish_codec_report();
   times_.total = watch.elapsed();
-  return loss_sum / m;
+  return loss;
 }
-
-void Zero::broadcast_buffers() { broadcast_model_buffers(*engine_, params_); }
 
 // The optimizer state is not broadcast: every rank loaded its chunks from the same files.
 void Zero::sync_parameters() {
@@ -483,20 +428,6 @@ void Zero::prefetch(int64_t begin, int64_t end) {
   }
   if (lowest < buckets_.size() && lowest > 0 && started + 2 < kParamSlots)
     gather_bucket(lowest - 1, /*wait=*/false);
-}
-
-void Zero::sum_over_ranks(double* values, size_t count, const char* what) {
-  engine_->iallreduce(values, count, DType::f64, ReduceOp::sum, comm::OpLabel(what)).wait();
-}
-
-void Zero::start_sum_over_ranks(double* values, size_t count, const char* what) {
-  BRAID_CHECK(pending_sum_.done(), "zero: a sum over ranks is already under way");
-  pending_sum_ = engine_->iallreduce(values, count, DType::f64, ReduceOp::sum, comm::OpLabel(what));
-}
-
-void Zero::finish_sum_over_ranks() {
-  pending_sum_.wait();
-  pending_sum_ = {};
 }
 
 std::string_view Zero::optimizer_name() const { return buckets_.front().optimizer->name(); }

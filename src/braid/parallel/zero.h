@@ -46,10 +46,7 @@
 #include <vector>
 
 #include "comm/progress_engine.h"
-#include "parallel/group_stats_reducer.h"
-#include "parallel/micro_batches.h"
-#include "parallel/strategy.h"
-#include "parallel/tree_sum.h"
+#include "parallel/data_parallel.h"
 
 namespace braid::comm {
 class Group;
@@ -57,19 +54,14 @@ class Group;
 
 namespace braid::parallel {
 
-struct ZeroOptions {
+// The bucket sizes, SyncBatchNorm's reducer, uneven shares and the codec as DDP's
+// (data_parallel.h). A codec reduce-scatters natively where it can (the casts) and else
+// runs its allreduce and keeps this rank's chunk: the same bits as under DDP.
+struct ZeroOptions : DataParallelOptions {
   int stage = 1;
-  size_t bucket_bytes = size_t{25} << 20;
-  size_t first_bucket_bytes = size_t{1} << 20;
-  // SyncBatchNorm: the reducer the model's BatchNorm layers were built with, over this
-  // group; its reductions run on the progress thread, in order with the buckets (as DDP's).
-  std::shared_ptr<GroupStatsReducer> batchnorm_reducer;
-  // > 0: the samples of a step over every rank, shared unevenly where the world does not
-  // divide it (DdpOptions::global_batch).
-  int64_t global_batch = 0;
 };
 
-class Zero : public Strategy {
+class Zero : public DataParallel {
  public:
   Zero(std::unique_ptr<nn::Module> module, StepOptions options, std::shared_ptr<comm::Group> group,
        ZeroOptions zero = {});
@@ -83,11 +75,6 @@ class Zero : public Strategy {
   // and loading read and write them there) until the next step.
   void synchronize() override;
   void prepare_to_load() override;
-  void sum_over_ranks(double* values, size_t count, const char* what) override;
-  void start_sum_over_ranks(double* values, size_t count, const char* what) override;
-  void finish_sum_over_ranks() override;
-  int rank() const override;
-  int world_size() const override;
 
   std::string_view optimizer_name() const override;
   optim::NamedTensors optimizer_state() const override;
@@ -105,9 +92,8 @@ class Zero : public Strategy {
     int64_t chunk = 0;           // C: floats per rank's chunk, the last one padded
     int64_t mine = 0;            // floats of this rank's chunk that are parameters
     int64_t shard_offset = 0;    // where this rank's chunk sits in the shard buffers
-    int64_t pending = 0;         // floats not yet reported final in this backward
     std::unique_ptr<optim::Optimizer> optimizer;  // over this rank's chunk
-    comm::Handle reduced, gathered;
+    comm::Handle gathered;
     int64_t chunk_begin(int rank) const { return begin + rank * chunk; }
   };
   const std::vector<Bucket>& buckets() const { return buckets_; }
@@ -129,7 +115,10 @@ class Zero : public Strategy {
 
  private:
   void make_buckets();
-  void on_ready(int64_t begin, int64_t end);
+  void on_ready(int64_t begin, int64_t end) override;
+  void start_bucket(size_t i) override { start_reduce(i); }
+  void before_micro(int p) override { first_micro_ = p == 0; }
+  void after_micro(int p) override;
   // The bucket's gradients (stage 1: the flat buffer at its start; stage 2: its slot),
   // N chunks of C floats, the pad past its end included, and where its chunk's sum lands.
   float* bucket_grads(const Bucket& b);
@@ -150,23 +139,19 @@ class Zero : public Strategy {
   // chunks (the first micro-batch's lands there directly) and frees its slot.
   void finish_reduce(size_t i);
   void start_reduce(size_t index);
-  void ordered_reduce_scatter(comm::Group& g, const Bucket& b, const float* grads, float* sum);
   void update(Bucket& b, float lr);
   void start_gather(Bucket& b);
   // Whether any rank's reduced chunks hold an inf or NaN (collective).
   bool overflow_anywhere();
   // The clip factor from the global norm of the reduced gradients (collective).
   float clip_factor();
-  void broadcast_buffers();
 
-  std::shared_ptr<comm::Group> group_;
   ZeroOptions zero_;
   std::vector<Bucket> buckets_;
   int64_t shard_size_ = 0;
-  Tensor reduced_;                  // this rank's reduced chunks, bucket after bucket (gradients)
-  std::vector<float> send_, recv_;  // deterministic mode's exchange
-                                    // Stage 2's window: slots of N (N + 1 with accumulation) x the
-                                    // largest chunk, each lent
+  Tensor reduced_;            // this rank's reduced chunks, bucket after bucket (gradients)
+  std::vector<Tensor> wire_;  // the codec's buffers
+  // Stage 2's window: slots of N (N + 1 with accumulation) x the largest chunk, each lent
   // to one bucket.
   struct Slot {
     Tensor memory;
@@ -197,10 +182,6 @@ class Zero : public Strategy {
     bytes_sent_ += static_cast<double>(b.chunk) * sizeof(float) * (group_->size() - 1);
   }
   Tensor full_;
-  MicroBatches micro_;
-  bool communicate_ = false;            // this backward is the step's last: buckets go out
-  TreeSum micro_sum_;                   // deterministic mode's sum over micro-batches
-  comm::Handle pending_sum_;            // start_sum_over_ranks's
   optim::NamedTensors gathered_state_;  // rank 0, after gather_for_checkpoint()
   // The shard passed on at the last commit, while it is on the wire (zero_shard.cpp).
   struct Passing {
@@ -208,7 +189,6 @@ class Zero : public Strategy {
     std::vector<uint8_t> header, left_header;
     StateShard* into = nullptr;  // null: none under way
   } passing_;
-  std::unique_ptr<comm::ProgressEngine> engine_;  // last: stopped before the rest goes
 };
 
 }  // namespace braid::parallel

@@ -82,6 +82,19 @@ struct TrainConfig {
     int64_t chunks = 2;             // interleaved: chunks of layers a stage (v)
     bool recompute = false;         // keep only stage inputs; forward again in backward
   } pipeline;
+  // How gradients cross the wire (parallel/codec.h): ddp, zero_stage, local_sgd.
+  struct Compression {
+    std::string codec = "none";  // none, bf16, fp16, int8, sign, topk, powersgd, onebit_adam
+    int64_t int8_chunk = 256;
+    bool stochastic_rounding = false;
+    double topk_ratio = 0.01;
+    double topk_momentum = 0.9;
+    int64_t warmup_steps = 0;
+    int64_t powersgd_rank = 4;
+    int64_t start_iter = 10;
+    double min_compression_rate = 2.0;
+    int64_t freeze_step = 100;
+  } compression;
   struct LocalSgd {
     int64_t period = 8;      // local steps between parameter averages (H)
     int64_t start_step = 0;  // steps before it are synchronous DDP steps (post-local SGD)

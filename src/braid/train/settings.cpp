@@ -311,6 +311,51 @@ std::vector<Setting> make_settings() {
       "ddp: the gradients' type on the wire (bf16, fp16: half the bytes; each addition in "
       "fp32, rounded back)",
       [](auto& c) -> auto& { return c.comm_dtype; }));
+  t.push_back(text(
+      "compression.codec", kParallel,
+      {"none", "bf16", "fp16", "int8", "sign", "topk", "powersgd", "onebit_adam"},
+      "ddp, zero_stage, local_sgd: how gradient buckets cross the wire: none (fp32); bf16, fp16 "
+      "(half the bytes); int8 (a quarter, a scale per chunk); sign (1 bit, error feedback); topk "
+      "(Deep Gradient Compression); powersgd (rank-r factors, error feedback); onebit_adam (Adam "
+      "whose momentum crosses as 1 bit after compression.freeze_step; optimizer onebit_adam)",
+      [](auto& c) -> auto& { return c.compression.codec; }));
+  t.push_back(integer(
+      "compression.int8_chunk", kParallel, 1, int64_t{1} << 30, "int8: floats sharing one scale",
+      [](auto& c) -> auto& { return c.compression.int8_chunk; }));
+  t.push_back(row(
+      "compression.stochastic_rounding", K::boolean, kParallel,
+      "int8: unbiased stochastic rounding instead of round to nearest",
+      [](auto& c) -> auto& { return c.compression.stochastic_rounding; }));
+  t.push_back(number(
+      "compression.topk_ratio", kParallel, Range{0, 1, false, false},
+      "topk: the fraction of each bucket's entries sent per step",
+      [](auto& c) -> auto& { return c.compression.topk_ratio; }));
+  t.push_back(number(
+      "compression.topk_momentum", kParallel, kBelowOne,
+      "topk: momentum kept in the codec (DGC's momentum correction; the optimizer then runs "
+      "with momentum 0)",
+      [](auto& c) -> auto& { return c.compression.topk_momentum; }));
+  t.push_back(integer(
+      "compression.warmup_steps", kParallel, 0, int64_t{1} << 40,
+      "topk: steps over which the kept fraction falls from 25 % to topk_ratio (DGC's warm-up)",
+      [](auto& c) -> auto& { return c.compression.warmup_steps; }));
+  t.push_back(integer(
+      "compression.powersgd_rank", kParallel, 1, 1024,
+      "powersgd: the rank r of the low-rank factors",
+      [](auto& c) -> auto& { return c.compression.powersgd_rank; }));
+  t.push_back(integer(
+      "compression.start_iter", kParallel, 0, int64_t{1} << 40,
+      "powersgd: plain fp32 steps before compression starts",
+      [](auto& c) -> auto& { return c.compression.start_iter; }));
+  t.push_back(number(
+      "compression.min_compression_rate", kParallel, kNonNegative,
+      "powersgd: a matrix compressing less than this ((rows x cols) / ((rows + cols) r)) goes "
+      "uncompressed",
+      [](auto& c) -> auto& { return c.compression.min_compression_rate; }));
+  t.push_back(integer(
+      "compression.freeze_step", kParallel, 1, int64_t{1} << 40,
+      "onebit_adam: steps of plain Adam (and fp32 gradients) before the variance freezes",
+      [](auto& c) -> auto& { return c.compression.freeze_step; }));
   // From about a KiB (a bucket of 256 floats) to a TiB: converted to bytes as a size_t, so
   // neither end may round to 0 or overflow.
   t.push_back(number(

@@ -59,6 +59,40 @@ void check_global_batch(const TrainConfig& config, const std::string& name, int 
               "it divides, or another accumulate_steps");
 }
 
+// The config's compression section (and comm_dtype, its older spelling for the casts) as
+// the reducer's codec.
+parallel::CodecConfig codec_config(const TrainConfig& config) {
+  const TrainConfig::Compression& c = config.compression;
+  parallel::CodecConfig out;
+  out.name = c.codec;
+  if (config.comm_dtype != "fp32") {
+    BRAID_CHECK(c.codec == "none" || c.codec == config.comm_dtype, "comm_dtype ", config.comm_dtype,
+                " and compression.codec ", c.codec,
+                " both say how gradients cross the wire; keep compression.codec only");
+    out.name = config.comm_dtype;
+  }
+  out.int8_chunk = c.int8_chunk;
+  out.stochastic_rounding = c.stochastic_rounding;
+  out.seed = config.seed;
+  out.topk_ratio = c.topk_ratio;
+  out.topk_momentum = static_cast<float>(c.topk_momentum);
+  out.clip_norm = out.name == "topk" ? static_cast<float>(config.clip_grad_norm) : 0.0f;
+  out.warmup_steps = c.warmup_steps;
+  out.powersgd_rank = static_cast<int>(c.powersgd_rank);
+  out.start_iter = c.start_iter;
+  out.min_compression_rate = c.min_compression_rate;
+  out.freeze_step = c.freeze_step;
+  out.beta1 = static_cast<float>(config.optimizer.beta1);
+  const std::string& opt = config.optimizer.name;
+  BRAID_CHECK(out.name != "topk" || c.topk_momentum == 0 || config.optimizer.momentum == 0 ||
+                  (opt != "sgd" && opt != "rmsprop" && opt != "lars"),
+              "compression.codec topk keeps the momentum itself (Deep Gradient Compression's "
+              "momentum correction, compression.topk_momentum ",
+              c.topk_momentum, "), so optimizer ", opt, " must not add its own; set ",
+              "optimizer.momentum 0, or compression.topk_momentum 0");
+  return out;
+}
+
 }  // namespace
 
 std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer(
@@ -81,6 +115,15 @@ std::unique_ptr<parallel::Strategy> make_strategy(
               ps ? ps->workers : 0, " workers, ", ps ? ps->servers : 0,
               " servers); use strategy ps, or launch with -n N instead of --servers/--workers");
   const bool model_parallel = name == "pipeline" || name == "tensor" || name == "mesh";
+  const std::string codec = codec_config(config).name;
+  BRAID_CHECK(codec == "none" || name == "ddp" || name == "local_sgd", "compression.codec ", codec,
+              " is built for strategies ddp (and its zero_stage) and local_sgd, not '", name,
+              "'; drop compression.codec (and comm_dtype)");
+  BRAID_CHECK((codec == "onebit_adam") == (config.optimizer.name == "onebit_adam"),
+              "compression.codec onebit_adam and optimizer onebit_adam work as a pair (the codec "
+              "sends Adam's momentum, the optimizer takes it as its own): set both or neither "
+              "(now: codec ",
+              codec, ", optimizer ", config.optimizer.name, ")");
   if (config.global_batch > 0)
     check_global_batch(config, name,
                        ps               ? ps->workers
@@ -132,22 +175,15 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     d.bucket_bytes = static_cast<size_t>(config.bucket_mb * (1 << 20));
     d.batchnorm_reducer = std::move(batchnorm_reducer);
     d.global_batch = config.global_batch;
-    d.comm_dtype = config.comm_dtype == "bf16"   ? DType::bf16
-                   : config.comm_dtype == "fp16" ? DType::f16
-                                                 : DType::f32;
+    d.codec = codec_config(config);
     if (name == "ddp" && config.zero_stage > 0) {
       BRAID_CHECK(config.zero_stage < 3 || config.ema_decay == 0,
                   "ema_decay keeps an average "
                   "of the whole parameters, which no rank holds under zero_stage 3; use "
                   "zero_stage 2 or drop ema_decay");
-      BRAID_CHECK(config.comm_dtype == "fp32", "comm_dtype ", config.comm_dtype,
-                  ": 16-bit gradients on the wire are not built for zero_stage yet; use "
-                  "comm_dtype fp32 or zero_stage 0");
-      const parallel::ZeroOptions z{.stage = static_cast<int>(config.zero_stage),
-                                    .bucket_bytes = d.bucket_bytes,
-                                    .first_bucket_bytes = d.first_bucket_bytes,
-                                    .batchnorm_reducer = d.batchnorm_reducer,
-                                    .global_batch = config.global_batch};
+      parallel::ZeroOptions z;
+      static_cast<parallel::DataParallelOptions&>(z) = d;
+      z.stage = static_cast<int>(config.zero_stage);
       return std::make_unique<parallel::Zero>(std::move(module), step_options(config),
                                               std::move(group), z);
     }

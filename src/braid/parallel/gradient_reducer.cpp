@@ -1,0 +1,145 @@
+#include "parallel/gradient_reducer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "comm/collectives.h"
+#include "comm/group.h"
+#include "core/error.h"
+#include "core/timer.h"
+#include "parallel/buckets.h"
+#include "parallel/tree_sum.h"
+
+namespace braid::parallel {
+namespace {
+
+BucketLayout layout_of(const nn::ParamSet& params, int64_t begin, int64_t end) {
+  BucketLayout out{begin, end, {}};
+  for (const nn::ParamInfo& p : params.layout()) {
+    if (p.offset < begin || p.offset >= end) continue;
+    const int64_t rows = p.shape.rank() > 0 ? p.shape[0] : 1;
+    out.tensors.push_back({p.offset - begin, rows, rows > 0 ? p.numel() / rows : 0});
+  }
+  return out;
+}
+
+int64_t ns(comm::Clock::time_point p) {
+  return static_cast<int64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(p.time_since_epoch()).count());
+}
+
+}  // namespace
+
+GradientReducer::GradientReducer(const nn::ParamSet& params, std::shared_ptr<comm::Group> group,
+                                 ReducerOptions options)
+    : group_(std::move(group)), options_(std::move(options)) {
+  BRAID_CHECK(options_.bucket_bytes > 0 && options_.first_bucket_bytes > 0,
+              "bucket sizes must be > 0");
+  codec_ = make_codec(options_.codec);
+  BRAID_CHECK(!options_.deterministic || codec_->name() == "none", "deterministic mode sums ",
+              "every bucket in rank order in fp32, which compression codec '", codec_->name(),
+              "' does not; drop one of them");
+  const int n = group_->size();
+  int64_t largest = 0;
+  for (const FloatRange& r :
+       bucket_ranges(params, options_.first_bucket_bytes, options_.bucket_bytes)) {
+    Bucket b;
+    b.begin = r.begin;
+    b.end = r.end;
+    b.chunk = (b.size() + n - 1) / n;
+    largest_chunk_ = std::max(largest_chunk_, b.chunk);
+    largest = std::max(largest, b.size());
+    layouts_.push_back(layout_of(params, b.begin, b.end));
+    buckets_.push_back(std::move(b));
+  }
+  if (options_.deterministic) {
+    // One bucket's exchange, in shares of a whole number of floats per rank.
+    const auto size = static_cast<size_t>((largest + n - 1) / n * n);
+    send_.assign(size, 0.0f);
+    recv_.assign(size, 0.0f);
+  }
+}
+
+GradientReducer::~GradientReducer() = default;
+
+void GradientReducer::prepare(const WireAllocator& wire) {
+  codec_->prepare(layouts_, group_->size(), wire);
+}
+
+void GradientReducer::arm(int64_t step) {
+  step_ = step;
+  for (Bucket& b : buckets_) b.pending = b.size();
+}
+
+void GradientReducer::start(size_t i, float* data, float* sum) {
+  BRAID_CHECK(engine_ != nullptr, "gradient reducer: no progress engine to run on");
+  Bucket& b = buckets_[i];
+  const auto index = static_cast<int64_t>(i);
+  if (options_.reduce_scatter) {
+    const comm::OpLabel label("reduce-scatter of gradient bucket", index);
+    b.handle = engine_->submit(label, [this, i, data, sum](comm::Group&) {
+      const Bucket& bucket = buckets_[i];
+      if (options_.deterministic)
+        ordered_reduce_scatter(*group_, bucket, data, sum);
+      else
+        codec_->reduce_scatter(*group_, i, data, bucket.size(), sum, bucket.chunk, step_);
+    });
+    return;
+  }
+  const comm::OpLabel label("allreduce of gradient bucket", index);
+  b.handle = engine_->submit(label, [this, i, data](comm::Group&) {
+    const Bucket& bucket = buckets_[i];
+    if (options_.deterministic)
+      ordered_allreduce(*group_, bucket, data);
+    else
+      codec_->allreduce(*group_, i, data, bucket.size(), step_);
+  });
+}
+
+double GradientReducer::wait(size_t i, Timeline* timeline) {
+  Bucket& b = buckets_[i];
+  const int64_t t0 = timeline ? Timeline::now() : 0;
+  Stopwatch watch;
+  b.handle.wait();
+  const double waited = watch.elapsed();
+  if (timeline) {
+    const comm::OpTimes t = b.handle.times();
+    const TimelineArg bucket{"bucket", static_cast<int64_t>(i)};
+    const char* name = options_.reduce_scatter ? "reduce-scatter" : "allreduce";
+    timeline->record(TimelineLane::kComm, name, ns(t.started), ns(t.finished), bucket,
+                     {"floats", b.size()});
+    timeline->record(TimelineLane::kCompute, "wait for gradients", t0, Timeline::now(), bucket);
+  }
+  return waited;
+}
+
+// Rank r gets every rank's copy of share r, adds them in the tree of tree_sum.h, and
+// everyone gathers the shares: every element is summed in the same order on every rank.
+void GradientReducer::ordered_allreduce(comm::Group& g, const Bucket& b, float* data) {
+  const int n = g.size();
+  const int64_t len = b.size();
+  const int64_t share = (len + n - 1) / n;
+  float* send = send_.data();
+  float* recv = recv_.data();
+  std::memcpy(send, data, static_cast<size_t>(len) * sizeof(float));
+  std::fill(send + len, send + share * n, 0.0f);
+  comm::alltoall(g, send, recv, static_cast<size_t>(share), DType::f32);
+  tree_reduce(recv, n, share, share);
+  comm::allgather(g, recv, send, static_cast<size_t>(share), DType::f32);
+  std::memcpy(data, send, static_cast<size_t>(len) * sizeof(float));
+}
+
+// The same exchange without its all-gather: rank r keeps the ordered sum of chunk r.
+void GradientReducer::ordered_reduce_scatter(comm::Group& g, const Bucket& b, const float* data,
+                                             float* sum) {
+  const int n = g.size();
+  const int64_t len = b.size();
+  std::memcpy(send_.data(), data, static_cast<size_t>(len) * sizeof(float));
+  std::fill(send_.data() + len, send_.data() + b.chunk * n, 0.0f);
+  comm::alltoall(g, send_.data(), recv_.data(), static_cast<size_t>(b.chunk), DType::f32);
+  tree_reduce(recv_.data(), n, b.chunk, b.chunk);
+  std::memcpy(sum, recv_.data(), static_cast<size_t>(b.chunk) * sizeof(float));
+}
+
+}  // namespace braid::parallel

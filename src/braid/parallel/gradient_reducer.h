@@ -1,0 +1,112 @@
+// The one gradient path of the data-parallel strategies (docs/ARCHITECTURE.md, "Gradient
+// reducer and codecs"): DDP and ZeRO 1-3 (and local SGD's DDP steps) cut their gradients
+// into buckets here, start each bucket's exchange on the progress thread as backward
+// finishes it, and wait for each in turn before its update.
+//
+// - Buckets: whole parameters in reverse layer order (buckets.h). In reduce-scatter mode
+//   (ZeRO) a bucket of L floats is cut into N chunks of C = ceil(L / N) and rank r receives
+//   the sum of chunk r.
+// - Each bucket's exchange is a codec's (codec.h): the fp32 sum by default, bf16/fp16
+//   casts, or a compressing codec with error feedback. The codec runs on the progress
+//   thread as one submitted task per bucket, so it may use any collectives.
+// - Deterministic mode (fp32 only) sums every bucket in rank order: the ranks exchange
+//   their shares with an all-to-all, each adds the N copies of its share in the fixed tree
+//   of tree_sum.h, and (allreduce mode) an all-gather hands the sums round. N ranks then
+//   give the bits of one process accumulating N micro-batches.
+// - The reducer counts what each bucket still waits for from backward (arm, on_ready), so
+//   a strategy only says where a bucket's floats are when it starts.
+// Nothing is allocated per step. Not thread-safe: the compute thread calls it; the tasks it
+// submits touch only their bucket's floats and the codec.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/progress_engine.h"
+#include "core/timeline.h"
+#include "nn/params.h"
+#include "parallel/codec.h"
+
+namespace braid::parallel {
+
+struct ReducerOptions {
+  size_t bucket_bytes = size_t{25} << 20;
+  size_t first_bucket_bytes = size_t{1} << 20;
+  bool reduce_scatter = false;  // ZeRO: rank r receives chunk r of each bucket's sum
+  bool deterministic = false;   // rank-ordered sums (needs the fp32 codec)
+  CodecConfig codec;            // how buckets cross the wire
+};
+
+class GradientReducer {
+ public:
+  struct Bucket {
+    int64_t begin = 0, end = 0;  // floats of the flat buffers
+    int64_t chunk = 0;           // reduce-scatter: C, floats per rank's chunk (last padded)
+    int64_t pending = 0;         // floats not yet reported final in this backward
+    comm::Handle handle;
+    int64_t size() const { return end - begin; }
+    int64_t chunk_begin(int rank) const { return begin + rank * chunk; }
+  };
+
+  // Cuts `params` (declared and laid out) into buckets for a group of `group`'s size; the
+  // exchanges run over `group`, which must be driven by the engine given to use_engine().
+  GradientReducer(const nn::ParamSet& params, std::shared_ptr<comm::Group> group,
+                  ReducerOptions options);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // Sizes the codec's state. `wire` allocates what the codec sends (shared memory or
+  // private); collective when it is: every rank calls this at the same point, on a thread
+  // that may drive the group (before the engine exists, or inside an engine task).
+  void prepare(const WireAllocator& wire);
+  void use_engine(comm::ProgressEngine* engine) { engine_ = engine; }
+
+  std::vector<Bucket>& buckets() { return buckets_; }
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  const GradientCodec& codec() const { return *codec_; }
+  const ReducerOptions& options() const { return options_; }
+  // The largest chunk over buckets (reduce-scatter), and the largest bucket.
+  int64_t largest_chunk() const { return largest_chunk_; }
+
+  // A backward whose buckets go out begins (optimizer step `step`): every bucket pending.
+  void arm(int64_t step);
+  // Backward reports [begin, end) final. Returns how many buckets it completed; their
+  // indices are the last ones in completed() (the caller then start()s each).
+  template <typename Start>
+  void on_ready(int64_t begin, int64_t end, Start&& start) {
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+      Bucket& b = buckets_[i];
+      const int64_t lo = std::max(b.begin, begin), hi = std::min(b.end, end);
+      if (lo >= hi) continue;
+      b.pending -= hi - lo;
+      if (b.pending == 0) start(i);
+    }
+  }
+  // Starts bucket i's exchange. Allreduce mode: `data` holds its L floats and receives the
+  // sum in place. Reduce-scatter mode: `data` holds N x C floats (the bucket, then zeros or
+  // the floats above it: read only) and `sum` receives chunk rank's C floats.
+  void start(size_t i, float* data, float* sum = nullptr);
+  // Waits for bucket i, recording its communication and the wait into `timeline` (may be
+  // null). Returns the seconds the caller waited.
+  double wait(size_t i, Timeline* timeline);
+  // What the codec sent since the last call (for metrics and the timeline).
+  CodecReport take_report() { return codec_->take_report(); }
+
+ private:
+  void ordered_allreduce(comm::Group& g, const Bucket& b, float* data);
+  void ordered_reduce_scatter(comm::Group& g, const Bucket& b, const float* data, float* sum);
+
+  std::shared_ptr<comm::Group> group_;
+  ReducerOptions options_;
+  std::unique_ptr<GradientCodec> codec_;
+  std::vector<Bucket> buckets_;
+  std::vector<BucketLayout> layouts_;
+  int64_t largest_chunk_ = 0;
+  int64_t step_ = 0;
+  std::vector<float> send_, recv_;  // deterministic mode's exchange
+  comm::ProgressEngine* engine_ = nullptr;
+};
+
+}  // namespace braid::parallel
