@@ -16,7 +16,9 @@ struct FloatRange {
   int64_t begin = 0, end = 0;  // floats of the flat buffers
 };
 
-// Ranges covering [0, params.size()), highest offsets first.
-std::vector<FloatRange> bucket_ranges(const nn::ParamSet& params, size_t first_bytes, size_t bytes);
+// Ranges covering parameters [first_id, end_id) (by default all: [0, params.size())),
+// highest offsets first.
+std::vector<FloatRange> bucket_ranges(const nn::ParamSet& params, size_t first_bytes, size_t bytes,
+                                      size_t first_id = 0, size_t end_id = SIZE_MAX);
 
 }  // namespace braid::parallel

@@ -43,7 +43,8 @@ GradientReducer::GradientReducer(const nn::ParamSet& params, std::shared_ptr<com
   const int n = group_->size();
   int64_t largest = 0;
   for (const FloatRange& r :
-       bucket_ranges(params, options_.first_bucket_bytes, options_.bucket_bytes)) {
+       bucket_ranges(params, options_.first_bucket_bytes, options_.bucket_bytes,
+                     options_.first_param, options_.end_param)) {
     Bucket b;
     b.begin = r.begin;
     b.end = r.end;

@@ -36,6 +36,8 @@ struct ReducerOptions {
   bool reduce_scatter = false;  // ZeRO: rank r receives chunk r of each bucket's sum
   bool deterministic = false;   // rank-ordered sums (needs the fp32 codec)
   CodecConfig codec;            // how buckets cross the wire
+  // Only parameters [first_param, end_param) (a pipeline stage's): buckets cover their range.
+  size_t first_param = 0, end_param = SIZE_MAX;
 };
 
 class GradientReducer {
@@ -72,8 +74,7 @@ class GradientReducer {
 
   // A backward whose buckets go out begins (optimizer step `step`): every bucket pending.
   void arm(int64_t step);
-  // Backward reports [begin, end) final. Returns how many buckets it completed; their
-  // indices are the last ones in completed() (the caller then start()s each).
+  // Backward reports [begin, end) final; start(i) is called for each bucket it completes.
   template <typename Start>
   void on_ready(int64_t begin, int64_t end, Start&& start) {
     for (size_t i = 0; i < buckets_.size(); ++i) {

@@ -8,6 +8,7 @@
 #include "core/tensor.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
+#include "parallel/gradient_reducer.h"
 #include "parallel/mesh_strategy.h"
 #include "parallel/tree_sum.h"
 
@@ -33,10 +34,12 @@ struct MeshStrategy::Chunk {
   Shape in_shape, out_shape;   // its activations, a micro-batch
   std::vector<Slot> slots;     // micro-batches in flight
   std::vector<std::unique_ptr<nn::Cache>> recompute_caches;
-  std::vector<comm::Handle> recompute_sends;    // sends reading the recompute caches
-  std::unique_ptr<optim::Optimizer> optimizer;  // over [begin, end)
-  std::vector<optim::Segment> norm_segments;    // what it adds to the global norm
-  TreeSum micro_sum;                            // deterministic mode's order
+  std::vector<comm::Handle> recompute_sends;      // sends reading the recompute caches
+  std::unique_ptr<optim::Optimizer> optimizer;    // over [begin, end)
+  std::vector<optim::Segment> norm_segments;      // what it adds to the global norm
+  TreeSum micro_sum;                              // deterministic mode's order
+  std::unique_ptr<GradientReducer> data_reducer;  // D > 1: its buckets over the data axis
+  std::vector<Tensor> wire;                       // the data codec's buffers
 };
 
 // A parameter declared by one chunk's unit (owner) and read by a later chunk's (user).

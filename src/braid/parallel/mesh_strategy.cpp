@@ -297,6 +297,22 @@ void MeshStrategy::prepare_stage() {
         c.recompute_caches.push_back(units_[u].module->make_cache());
     if (options_.deterministic && popts_.micro_batches > 1)
       c.micro_sum = TreeSum(c.end - c.begin, popts_.micro_batches);
+    if (mesh_.data_size > 1 && c.end > c.begin) {
+      ReducerOptions r;
+      r.bucket_bytes = popts_.data_bucket_bytes;
+      r.first_bucket_bytes = std::min(r.bucket_bytes, size_t{1} << 20);
+      r.codec = popts_.data_codec;
+      r.first_param = c.first_id;
+      r.end_param = c.end_id;
+      c.data_reducer = std::make_unique<GradientReducer>(params, mesh_.data, r);
+      c.data_reducer->prepare([&c](size_t bytes) -> void* {
+        c.wire.push_back(Tensor::empty({static_cast<int64_t>((bytes + 3) / 4)}, DType::f32,
+                                       MemCategory::gradients));
+        std::memset(c.wire.back().raw(), 0, bytes);
+        return c.wire.back().raw();
+      });
+      c.data_reducer->use_engine(engine_.get());
+    }
   }
   auto chunk_of_unit = [&](size_t u) {
     return static_cast<int>(std::upper_bound(cut_.begin(), cut_.end(), u) - cut_.begin()) - 1;
@@ -339,6 +355,7 @@ double MeshStrategy::step(const data::Batch& batch, float lr, int64_t step) {
   Stopwatch watch;
   times_ = {};
   ptimes_ = {};
+  codec_report_ = {};
   if (reducer_) reducer_->reset_seconds();
   const int m = popts_.micro_batches;
   micro_.split(batch, m);
@@ -387,7 +404,8 @@ double MeshStrategy::step(const data::Batch& batch, float lr, int64_t step) {
   ptimes_.waiting += comm_watch.lap();
   ptimes_.schedule = watch.lap();
   ptimes_.compute = times_.forward + times_.backward;
-  for (size_t j = 0; j < chunks_.size(); ++j) average_over_data(chunks_[j], grads[j]);
+  for (size_t j = 0; j < chunks_.size(); ++j) average_over_data(chunks_[j], grads[j], step);
+  for (size_t j = 0; j < chunks_.size(); ++j) finish_average_over_data(chunks_[j], grads[j]);
   double overflow = 0;
   if (scaler_) {  // voted, so every rank skips together
     for (size_t j = 0; j < chunks_.size(); ++j)
@@ -431,15 +449,25 @@ double MeshStrategy::step(const data::Batch& batch, float lr, int64_t step) {
   return loss / (m * mesh_.data_size);
 }
 
-// Data axis: each replica's gradients of this chunk's range averaged over the replicas.
-void MeshStrategy::average_over_data(Chunk& c, float* grads) {
-  const int64_t len = c.end - c.begin;
-  if (mesh_.data_size == 1 || len == 0) return;
-  comm::Group* data = mesh_.data.get();
-  on_engine("gradient average over the data axis", [&](comm::Group&) {
-    comm::allreduce(*data, grads, static_cast<size_t>(len), DType::f32, ReduceOp::sum);
-  });
-  scale_into(grads, grads, len, 1.0f / static_cast<float>(mesh_.data_size));
+// Data axis: each replica's gradients of this chunk's range summed over the replicas, bucket
+// by bucket through the codec; every chunk's buckets go out before the first is waited for.
+void MeshStrategy::average_over_data(Chunk& c, float* grads, int64_t step) {
+  if (!c.data_reducer) return;
+  // The reducer's buckets are offsets of the flat layout; grads is the chunk's first float.
+  float* base = grads - c.begin;
+  c.data_reducer->arm(step);
+  for (size_t i = 0; i < c.data_reducer->buckets().size(); ++i)
+    c.data_reducer->start(i, base + c.data_reducer->buckets()[i].begin);
+}
+
+void MeshStrategy::finish_average_over_data(Chunk& c, float* grads) {
+  if (!c.data_reducer) return;
+  for (size_t i = 0; i < c.data_reducer->buckets().size(); ++i) c.data_reducer->wait(i, timeline_);
+  scale_into(grads, grads, c.end - c.begin, 1.0f / static_cast<float>(mesh_.data_size));
+  const CodecReport r = c.data_reducer->take_report();
+  codec_report_.wire_bytes += r.wire_bytes;
+  codec_report_.dense_bytes += r.dense_bytes;
+  codec_report_.error_norm = std::hypot(codec_report_.error_norm, r.error_norm);
 }
 
 void MeshStrategy::sync_parameters() {

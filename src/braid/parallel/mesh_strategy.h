@@ -70,6 +70,10 @@ struct PipelineOptions {
   // Unit boundaries (stages x chunks + 1 values, 0 first, the unit count last) instead of
   // the measured balance; empty: measure.
   std::vector<size_t> cut;
+  // The data axis: each stage's gradients cross it in buckets of this size, through this
+  // codec (gradient_reducer.h).
+  size_t data_bucket_bytes = size_t{25} << 20;
+  CodecConfig data_codec = {};
 };
 
 // Where a stage's time went in the last step, seconds. bubble() is the idle fraction of the
@@ -90,6 +94,7 @@ class MeshStrategy : public Strategy {
 
   // "pipeline", "tensor" (one axis) or "mesh".
   std::string_view name() const override;
+  const CodecReport& last_codec_report() const override { return codec_report_; }
   double step(const data::Batch& batch, float lr, int64_t step) override;
   void sync_parameters() override;
   void synchronize() override;
@@ -137,7 +142,8 @@ class MeshStrategy : public Strategy {
   void backward_action(Chunk& c, int position, int64_t step);
   void run_units_forward(Chunk& c, Slot& slot, const Tensor& x, const nn::ForwardContext& ctx);
   void finish_ties_after_backward();
-  void average_over_data(Chunk& c, float* grads);
+  void average_over_data(Chunk& c, float* grads, int64_t step);
+  void finish_average_over_data(Chunk& c, float* grads);
   void send_updated_ties();
   void settle_tied_values();
   void wait_timed(const comm::Handle& handle);
@@ -158,6 +164,7 @@ class MeshStrategy : public Strategy {
   comm::Group* pipe_ = nullptr;  // mesh_.pipeline
   PipelineOptions popts_;
   std::unique_ptr<GroupTensorReducer> reducer_;  // T > 1
+  CodecReport codec_report_;                     // the data axis's, this step
   std::unique_ptr<TensorShards> shards_;         // T > 1
   nn::Module* tmodule_ = nullptr;                // what is trained: shards_'s model or module_
   nn::ParamSet* tparams_ = nullptr;              // and its parameters

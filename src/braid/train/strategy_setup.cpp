@@ -116,9 +116,13 @@ std::unique_ptr<parallel::Strategy> make_strategy(
               " servers); use strategy ps, or launch with -n N instead of --servers/--workers");
   const bool model_parallel = name == "pipeline" || name == "tensor" || name == "mesh";
   const std::string codec = codec_config(config).name;
-  BRAID_CHECK(codec == "none" || name == "ddp" || name == "local_sgd", "compression.codec ", codec,
-              " is built for strategies ddp (and its zero_stage) and local_sgd, not '", name,
-              "'; drop compression.codec (and comm_dtype)");
+  const bool data_axis =
+      name == "ddp" || name == "local_sgd" ||
+      (model_parallel && mesh_shape(config, world) && mesh_shape(config, world)->data > 1);
+  BRAID_CHECK(codec == "none" || data_axis, "compression.codec ", codec,
+              " compresses what crosses a data-parallel axis: strategies ddp (and its "
+              "zero_stage), local_sgd, and a mesh with a data axis (mesh.data > 1), not '",
+              name, "' here; drop compression.codec (and comm_dtype)");
   BRAID_CHECK((codec == "onebit_adam") == (config.optimizer.name == "onebit_adam"),
               "compression.codec onebit_adam and optimizer onebit_adam work as a pair (the codec "
               "sends Adam's momentum, the optimizer takes it as its own): set both or neither "
@@ -232,6 +236,8 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     if (p.schedule == parallel::PipelineSchedule::interleaved)
       p.chunks = static_cast<int>(config.pipeline.chunks);
     p.recompute = config.pipeline.recompute;
+    p.data_bucket_bytes = static_cast<size_t>(config.bucket_mb * (1 << 20));
+    p.data_codec = codec_config(config);
     parallel::StepOptions o = step_options(config);
     if (shape.pipeline == 1) o.accumulate_steps = 1;
     return std::make_unique<parallel::MeshStrategy>(std::move(module), o, std::move(group), shape,
