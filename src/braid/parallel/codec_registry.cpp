@@ -4,11 +4,13 @@
 #include "core/error.h"
 #include "parallel/codec.h"
 #include "parallel/codec_cast.h"
+#include "parallel/codec_int8.h"
+#include "parallel/codec_sign.h"
 
 namespace braid::parallel {
 
 const std::vector<std::string>& codec_names() {
-  static const std::vector<std::string> names = {"none", "bf16", "fp16"};
+  static const std::vector<std::string> names = {"none", "bf16", "fp16", "int8", "sign"};
   return names;
 }
 
@@ -17,6 +19,8 @@ std::unique_ptr<GradientCodec> make_codec(const CodecConfig& config) {
   if (n == "none" || n == "fp32") return std::make_unique<CastCodec>(DType::f32);
   if (n == "bf16") return std::make_unique<CastCodec>(DType::bf16);
   if (n == "fp16") return std::make_unique<CastCodec>(DType::f16);
+  if (n == "int8") return make_int8_codec(config);
+  if (n == "sign") return make_sign_codec();
   std::string known;
   for (const std::string& name : codec_names()) known += (known.empty() ? "" : ", ") + name;
   BRAID_THROW(Error, "compression codec '", n, "' does not exist; the codecs are ", known);
