@@ -24,7 +24,7 @@ namespace {
 using Floats = std::vector<float>;
 constexpr float kBeta1 = 0.9f;
 
-// Two buckets whose sizes are not multiples of 32, then one that is.
+// Buckets of these sizes, back to back (sizes off multiples of 32 exercise the last word).
 std::vector<BucketLayout> layouts(const std::vector<int64_t>& sizes) {
   std::vector<BucketLayout> out;
   int64_t begin = 0;
