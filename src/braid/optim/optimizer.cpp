@@ -8,6 +8,7 @@
 #include "optim/adam.h"
 #include "optim/lamb.h"
 #include "optim/lars.h"
+#include "optim/onebit_adam.h"
 #include "optim/rmsprop.h"
 #include "optim/sgd.h"
 
@@ -132,7 +133,7 @@ void check_unit_interval(std::string_view optimizer, std::string_view key, float
 
 const std::vector<std::string_view>& optimizer_names() {
   static const std::vector<std::string_view> names = {"sgd",     "adam", "adamw", "rmsprop",
-                                                      "adagrad", "lars", "lamb"};
+                                                      "adagrad", "lars", "lamb",  "onebit_adam"};
   return names;
 }
 
@@ -157,6 +158,12 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, std::vector<
     const AdamOptions o{f32(c.beta1), f32(c.beta2), eps_or(c.eps, AdamOptions{}.eps),
                         f32(c.weight_decay), c.name == "adamw"};
     return std::make_unique<Adam>(std::move(segments), buffer_size, o);
+  }
+  if (c.name == "onebit_adam") {
+    const AdamOptions o{f32(c.beta1), f32(c.beta2), eps_or(c.eps, AdamOptions{}.eps),
+                        f32(c.weight_decay)};
+    return std::make_unique<OnebitAdam>(std::move(segments), buffer_size,
+                                        OnebitAdamOptions{o, c.freeze_step});
   }
   if (c.name == "rmsprop") {
     const RmsPropOptions o{f32(c.alpha), eps_or(c.eps, RmsPropOptions{}.eps), f32(c.momentum),

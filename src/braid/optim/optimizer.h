@@ -90,7 +90,7 @@ class Optimizer {
 // the key and the value); the rest it ignores. Doubles, as the config holds them (a
 // config round-trips exactly); make_optimizer rounds each to the optimizer's float.
 struct OptimizerConfig {
-  std::string name = "sgd";  // sgd, adam, adamw, rmsprop, adagrad, lars, lamb
+  std::string name = "sgd";  // sgd, adam, adamw, rmsprop, adagrad, lars, lamb, onebit_adam
   // Read by the trainer's learning-rate schedule, not by the optimizer (step() takes the
   // rate of each step): the peak rate, and > 0: linear scaling lr * batch / base_batch.
   double lr = 0.01;
@@ -101,15 +101,19 @@ struct OptimizerConfig {
   double momentum = 0.9;
   bool nesterov = false;    // sgd, lars (needs momentum > 0)
   double weight_decay = 0;  // all; L2 in the gradient, decoupled for adamw and lamb
-  double beta1 = 0.9;       // adam, adamw, lamb
-  double beta2 = 0.999;     // adam, adamw, lamb
+  double beta1 = 0.9;       // adam, adamw, lamb, onebit_adam
+  double beta2 = 0.999;     // adam, adamw, lamb, onebit_adam
   // 0: PyTorch's default for the optimizer (1e-8; adagrad 1e-10; lamb 1e-6, as the
-  // paper's reference implementation). adam, adamw, rmsprop, adagrad, lamb.
+  // paper's reference implementation). adam, adamw, rmsprop, adagrad, lamb,
+  // onebit_adam.
   double eps = 0;
   double alpha = 0.99;                   // rmsprop smoothing constant
   double lr_decay = 0;                   // adagrad (no config key)
   double initial_accumulator_value = 0;  // adagrad (no config key)
   double trust_coefficient = 0.001;      // lars eta
+  // onebit_adam: Adam steps before the variance freezes and the momentum arrives compressed
+  // (the codec's compression.freeze_step must be the same).
+  int64_t freeze_step = 100;
 };
 
 // The names make_optimizer accepts, in the order listed in its error message.

@@ -5,12 +5,14 @@
 #include "parallel/codec.h"
 #include "parallel/codec_cast.h"
 #include "parallel/codec_int8.h"
+#include "parallel/codec_onebit_adam.h"
 #include "parallel/codec_sign.h"
 
 namespace braid::parallel {
 
 const std::vector<std::string>& codec_names() {
-  static const std::vector<std::string> names = {"none", "bf16", "fp16", "int8", "sign"};
+  static const std::vector<std::string> names = {"none", "bf16", "fp16",
+                                                 "int8", "sign", "onebit_adam"};
   return names;
 }
 
@@ -21,6 +23,8 @@ std::unique_ptr<GradientCodec> make_codec(const CodecConfig& config) {
   if (n == "fp16") return std::make_unique<CastCodec>(DType::f16);
   if (n == "int8") return make_int8_codec(config);
   if (n == "sign") return make_sign_codec();
+  if (n == "onebit_adam")
+    return std::make_unique<OnebitAdamCodec>(config.freeze_step, config.beta1);
   std::string known;
   for (const std::string& name : codec_names()) known += (known.empty() ? "" : ", ") + name;
   BRAID_THROW(Error, "compression codec '", n, "' does not exist; the codecs are ", known);

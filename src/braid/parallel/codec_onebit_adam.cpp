@@ -1,0 +1,152 @@
+#include "parallel/codec_onebit_adam.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "comm/collectives.h"
+#include "core/error.h"
+#include "core/multiversion.h"
+
+namespace braid::parallel {
+namespace {
+
+// m = beta1 m + (1 - beta1) (sum x 1/N): adam_kernel's expression for m (optim/adam.cpp),
+// multiversioned as it is, so that where its clones for x86-64-v3/v4 contract the sum of
+// products into an FMA, this one does too and m keeps Adam's bits.
+BRAID_MULTIVERSION void average_into_momentum(float* __restrict m, const float* __restrict sum,
+                                              int64_t n, float inverse, float beta1,
+                                              float one_minus_beta1) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = sum[i] * inverse;
+    const float mi = beta1 * m[i] + one_minus_beta1 * gi;
+    m[i] = mi;
+  }
+}
+
+}  // namespace
+
+OnebitAdamCodec::OnebitAdamCodec(int64_t freeze_step, float beta1)
+    : freeze_step_(freeze_step), beta1_(beta1) {
+  BRAID_CHECK(freeze_step >= 1, "onebit_adam codec: freeze_step = ", freeze_step,
+              " must be >= 1 (the optimizer's variance is formed by the warm-up's Adam steps)");
+  BRAID_CHECK(beta1 >= 0 && beta1 < 1, "onebit_adam codec: beta1 = ", beta1, " must be in [0, 1)");
+}
+
+void OnebitAdamCodec::prepare(const std::vector<BucketLayout>& buckets, int ranks,
+                              const WireAllocator& wire) {
+  BRAID_CHECK(ranks >= 1, "onebit_adam codec: prepare() for ", ranks, " ranks");
+  ranks_ = ranks;
+  buckets_.assign(buckets.size(), Bucket{});
+  int64_t floats = 0, wire_words = 0;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    Bucket& b = buckets_[i];
+    b.offset = floats;
+    b.size = buckets[i].size();
+    b.words = (b.size + 31) / 32;
+    floats += b.size;
+    wire_words += (b.words + 1) * ranks;
+  }
+  momentum_.assign(static_cast<size_t>(floats), 0.0f);
+  error_.assign(static_cast<size_t>(floats), 0.0f);
+  auto* memory = static_cast<uint32_t*>(wire(static_cast<size_t>(wire_words) * sizeof(uint32_t)));
+  for (Bucket& b : buckets_) {
+    b.wire = memory;
+    memory += (b.words + 1) * ranks;
+  }
+}
+
+std::span<const float> OnebitAdamCodec::momentum(size_t bucket) const {
+  BRAID_CHECK(bucket < buckets_.size(), "onebit_adam codec: no bucket ", bucket);
+  const Bucket& b = buckets_[bucket];
+  return {momentum_.data() + b.offset, static_cast<size_t>(b.size)};
+}
+
+std::span<const float> OnebitAdamCodec::error(size_t bucket) const {
+  BRAID_CHECK(bucket < buckets_.size(), "onebit_adam codec: no bucket ", bucket);
+  const Bucket& b = buckets_[bucket];
+  return {error_.data() + b.offset, static_cast<size_t>(b.size)};
+}
+
+void OnebitAdamCodec::allreduce(comm::Group& g, size_t bucket, float* grad, int64_t count,
+                                int64_t step) {
+  BRAID_CHECK(bucket < buckets_.size() && g.size() == ranks_, "onebit_adam codec: bucket ", bucket,
+              " of a group of ", g.size(), " ranks; prepare() saw ", buckets_.size(),
+              " buckets and ", ranks_, " ranks");
+  Bucket& b = buckets_[bucket];
+  BRAID_CHECK(count == b.size, "onebit_adam codec: bucket ", bucket, " holds ", count,
+              " floats; prepare() sized it for ", b.size);
+  report_.dense_bytes += dense_allreduce_bytes(count, g.size());
+  if (step < freeze_step_)
+    warm_up(g, b, grad, count);
+  else
+    compress(g, b, grad, count);
+  double error_sq = 0;
+  for (const Bucket& each : buckets_) error_sq += each.error_sq;
+  report_.error_norm = std::sqrt(error_sq);
+}
+
+void OnebitAdamCodec::warm_up(comm::Group& g, Bucket& b, float* grad, int64_t count) {
+  report_.wire_bytes += dense_allreduce_bytes(count, g.size());
+  comm::allreduce(g, grad, static_cast<size_t>(count), DType::f32, ReduceOp::sum);
+  // On the reducer's average: a product with 1/N (ddp.cpp's scale_into).
+  average_into_momentum(momentum_.data() + b.offset, grad, count,
+                        1.0f / static_cast<float>(g.size()), beta1_,
+                        static_cast<float>(1.0 - static_cast<double>(beta1_)));
+}
+
+void OnebitAdamCodec::compress(comm::Group& g, Bucket& b, float* grad, int64_t count) {
+  const int n = g.size();
+  const int64_t message = b.words + 1;
+  report_.wire_bytes += static_cast<double>(n - 1) * static_cast<double>(message) * 4;
+  float* m = momentum_.data() + b.offset;
+  float* e = error_.data() + b.offset;
+  const auto one_minus_beta1 = static_cast<float>(1.0 - static_cast<double>(beta1_));
+
+  // The compensated local momentum, in place of the gradient.
+  double norm_sq = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const float c = (beta1_ * m[i] + one_minus_beta1 * grad[i]) + e[i];
+    grad[i] = c;
+    norm_sq += static_cast<double>(c) * c;
+  }
+  const float scale = count > 0 ? static_cast<float>(std::sqrt(norm_sq / count)) : 0.0f;
+
+  // Encode into this rank's message; the error is what the decoded value misses.
+  uint32_t* mine = b.wire + g.rank() * message;
+  std::memcpy(mine, &scale, sizeof scale);
+  double error_sq = 0;
+  for (int64_t w = 0; w < b.words; ++w) {
+    uint32_t word = 0;
+    const int64_t first = w * 32, last = std::min(count, first + 32);
+    for (int64_t i = first; i < last; ++i) {
+      const bool positive = grad[i] >= 0;
+      word |= static_cast<uint32_t>(positive) << (i - first);
+      e[i] = grad[i] - (positive ? scale : -scale);
+      error_sq += static_cast<double>(e[i]) * e[i];
+    }
+    mine[1 + w] = word;
+  }
+  b.error_sq = error_sq;
+
+  comm::allgather(g, mine, b.wire, static_cast<size_t>(message), DType::i32);
+
+  // Every rank sums the same decoded values in the same (rank) order: the same bits.
+  for (int r = 0; r < n; ++r) {
+    const uint32_t* msg = b.wire + r * message;
+    float s;
+    std::memcpy(&s, msg, sizeof s);
+    for (int64_t w = 0; w < b.words; ++w) {
+      const uint32_t word = msg[1 + w];
+      const int64_t first = w * 32, last = std::min(count, first + 32);
+      for (int64_t i = first; i < last; ++i) {
+        const float v = (word >> (i - first)) & 1u ? s : -s;
+        grad[i] = r == 0 ? v : grad[i] + v;
+      }
+    }
+  }
+  const float inverse = 1.0f / static_cast<float>(n);
+  for (int64_t i = 0; i < count; ++i) m[i] = grad[i] * inverse;
+}
+
+}  // namespace braid::parallel
