@@ -24,6 +24,11 @@
 //   (share_weight.h), as federated averaging weights clients by their samples; so with
 //   H = 1 and plain SGD a step is DDP's weighted one. Equal shares: the plain mean, bit for
 //   bit. The DDP steps before start_step weight gradients as DDP does.
+// - Averages go through a gradient reducer over the parameters (gradient_reducer.h), in
+//   DDP's buckets. With the fp32 codec the shared parameters are summed in place; with a
+//   compressing codec what crosses the wire is each rank's change since the last average
+//   (its local steps' update), compressed with error feedback, and every rank adds the mean
+//   change to the last average: the parameters stay identical on every rank.
 // Accumulation over micro-batches works as under DDP; clipping applies to each rank's own
 // gradient. Nothing is allocated per step.
 #pragma once
@@ -48,6 +53,8 @@ class LocalSgd : public Ddp {
   std::string_view name() const override { return "local_sgd"; }
   double step(const data::Batch& batch, float lr, int64_t step) override;
   void synchronize() override;
+  // Also moves a compressing codec's anchor to the parameters every rank now holds.
+  void sync_parameters() override;
   // Elastic training: an average rewrites the parameters in place, so a rank lost inside one
   // leaves them half averaged; commits copy the state at the averages instead.
   bool make_transactional(bool on = true) override {
@@ -69,8 +76,16 @@ class LocalSgd : public Ddp {
   // float state) by their mean over ranks.
   void average(bool optimizer_state);
 
+  // Sums the (weighted) floats of `values`, laid out as the parameters, over ranks in the
+  // averager's buckets.
+  void sum_parameters_over_ranks(float* values);
+
   LocalSgdOptions local_;
   int64_t averages_ = 0;
+  std::unique_ptr<GradientReducer> averager_;
+  // A compressing codec: the parameters at the last average, and this rank's change since.
+  Tensor anchor_, change_;
+  std::vector<Tensor> wire_;
 };
 
 }  // namespace braid::parallel

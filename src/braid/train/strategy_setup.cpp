@@ -18,6 +18,8 @@ namespace braid::train {
 parallel::StepOptions step_options(const TrainConfig& config) {
   parallel::StepOptions o;
   o.optimizer = config.optimizer;
+  // onebit_adam's codec and optimizer switch at the same step: one knob for both.
+  o.optimizer.freeze_step = config.compression.freeze_step;
   o.clip_grad_norm = static_cast<float>(config.clip_grad_norm);
   o.label_smoothing = static_cast<float>(config.label_smoothing);
   o.seed = config.seed;
@@ -128,6 +130,10 @@ std::unique_ptr<parallel::Strategy> make_strategy(
               "sends Adam's momentum, the optimizer takes it as its own): set both or neither "
               "(now: codec ",
               codec, ", optimizer ", config.optimizer.name, ")");
+  BRAID_CHECK(codec != "onebit_adam" || (config.clip_grad_norm == 0 && config.precision != "fp16"),
+              "compression.codec onebit_adam hands the optimizer the averaged momentum, which "
+              "clip_grad_norm would clip as a gradient and fp16's skipped steps would leave "
+              "behind the codec's copy; drop clip_grad_norm and use precision fp32 or bf16");
   if (config.global_batch > 0)
     check_global_batch(config, name,
                        ps               ? ps->workers
