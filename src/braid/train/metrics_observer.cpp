@@ -33,6 +33,12 @@ void MetricsObserver::on_step_done(const StepDone& e) {
     rec["comm_exposed_ms"] = e.comm_exposed_ms;
     rec["data_wait_ms"] = e.data_wait_ms;
   }
+  if (e.wire) {
+    rec["codec"] = e.wire->codec;
+    rec["wire_bytes"] = e.wire->bytes;
+    rec["compression_ratio"] = e.wire->ratio;
+    rec["error_feedback_norm"] = e.wire->error_norm;
+  }
   log_.write(rec);
   if (e.loss_scale)
     log_.write({{"event", "loss_scale"},

@@ -17,9 +17,14 @@ void ProgressObserver::on_step_done(const StepDone& e) {
                                     e.round->clients, " clients here"));
     return;
   }
+  const std::string wire =
+      e.wire ? detail::concat("  ", e.wire->codec, " ",
+                              static_cast<int64_t>(e.wire->ratio * 10) / 10.0, "x fewer bytes")
+             : std::string();
   progress_.update(detail::concat("epoch ", e.epoch + 1, "/", epochs_, "  step ", e.step, "/",
                                   total_, "  loss ", e.loss, "  ", static_cast<int64_t>(e.rate),
-                                  " ", e.rate_unit, "  ETA ", format_duration(e.eta_seconds)));
+                                  " ", e.rate_unit, wire, "  ETA ",
+                                  format_duration(e.eta_seconds)));
 }
 
 void ProgressObserver::on_evaluated(const Evaluated& e) {

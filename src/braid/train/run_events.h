@@ -52,6 +52,13 @@ struct StepDone {
     int64_t skipped_steps = 0;
   };
   std::optional<LossScale> loss_scale;
+  struct Wire {  // a compressing gradient codec (parallel/codec.h): means over the window
+    std::string codec;
+    double bytes = 0;       // this rank sent per step
+    double ratio = 1;       // an fp32 ring allreduce's bytes / these
+    double error_norm = 0;  // the error-feedback memory's L2 norm at the window's end
+  };
+  std::optional<Wire> wire;
 };
 
 struct Evaluated {

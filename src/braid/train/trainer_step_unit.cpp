@@ -119,6 +119,10 @@ class StepUnit : public ProgressUnit {
     window_seconds_ += times.total;
     window_comm_ += times.communication_exposed;
     window_wait_ += times.data_wait;
+    const parallel::CodecReport& wire = t_.strategy_->last_codec_report();
+    window_wire_bytes_ += wire.wire_bytes;
+    window_dense_bytes_ += wire.dense_bytes;
+    last_error_norm_ = wire.error_norm;
     ++window_steps_;
     return Advance::unit;
   }
@@ -141,6 +145,13 @@ class StepUnit : public ProgressUnit {
     s.run_seconds = run.elapsed();
     if (const optim::LossScaler* ls = t_.strategy_->loss_scaler())
       s.loss_scale = StepDone::LossScale{ls->scale(), ls->skipped()};
+    if (t_.config_.compression.codec != "none" || t_.config_.comm_dtype != "fp32")
+      s.wire = StepDone::Wire{
+          t_.config_.comm_dtype != "fp32" ? t_.config_.comm_dtype : t_.config_.compression.codec,
+          window_wire_bytes_ / n,
+          window_wire_bytes_ > 0 ? window_dense_bytes_ / window_wire_bytes_ : 1.0,
+          last_error_norm_};
+    window_wire_bytes_ = window_dense_bytes_ = 0;
     window_loss_ = window_seconds_ = window_comm_ = window_wait_ = 0;
     window_steps_ = 0;
     return s;
@@ -176,6 +187,7 @@ class StepUnit : public ProgressUnit {
   const double per_step_samples_;
   bool in_epoch_ = false;
   double window_loss_ = 0, window_seconds_ = 0, window_comm_ = 0, window_wait_ = 0;
+  double window_wire_bytes_ = 0, window_dense_bytes_ = 0, last_error_norm_ = 0;
   int64_t window_steps_ = 0;
 };
 
