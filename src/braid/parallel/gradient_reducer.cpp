@@ -52,8 +52,19 @@ GradientReducer::GradientReducer(const nn::ParamSet& params, std::shared_ptr<com
     largest_chunk_ = std::max(largest_chunk_, b.chunk);
     largest = std::max(largest, b.size());
     layouts_.push_back(layout_of(params, b.begin, b.end));
+    std::vector<FloatRange> gaps;
+    int64_t covered = b.begin;
+    for (const CodecTensor& t : layouts_.back().tensors) {
+      if (b.begin + t.offset > covered) gaps.push_back({covered, b.begin + t.offset});
+      covered = b.begin + t.offset + t.rows * t.cols;
+    }
+    if (covered < b.end) gaps.push_back({covered, b.end});
+    gaps_.push_back(std::move(gaps));
     buckets_.push_back(std::move(b));
   }
+  const std::string_view codec = codec_->name();
+  if (options_.reduce_scatter && codec != "none" && codec != "bf16" && codec != "fp16")
+    staging_.assign(static_cast<size_t>(largest_chunk_ * n), 0.0f);
   if (options_.deterministic) {
     // One bucket's exchange, in shares of a whole number of floats per rank.
     const auto size = static_cast<size_t>((largest + n - 1) / n * n);
@@ -81,10 +92,19 @@ void GradientReducer::start(size_t i, float* data, float* sum) {
     const comm::OpLabel label("reduce-scatter of gradient bucket", index);
     b.handle = engine_->submit(label, [this, i, data, sum](comm::Group&) {
       const Bucket& bucket = buckets_[i];
-      if (options_.deterministic)
+      if (options_.deterministic) {
         ordered_reduce_scatter(*group_, bucket, data, sum);
-      else
+      } else if (!staging_.empty()) {
+        // A compressing codec sees the whole padded bucket (its scales, its top-k) and may
+        // write it: a copy with a zero pad, not ZeRO's floats above the bucket.
+        const int64_t padded = bucket.chunk * group_->size();
+        std::memcpy(staging_.data(), data, static_cast<size_t>(bucket.size()) * sizeof(float));
+        std::fill(staging_.data() + bucket.size(), staging_.data() + padded, 0.0f);
+        codec_->reduce_scatter(*group_, i, staging_.data(), bucket.size(), sum, bucket.chunk,
+                               step_);
+      } else {
         codec_->reduce_scatter(*group_, i, data, bucket.size(), sum, bucket.chunk, step_);
+      }
     });
     return;
   }
@@ -95,6 +115,10 @@ void GradientReducer::start(size_t i, float* data, float* sum) {
       ordered_allreduce(*group_, bucket, data);
     else
       codec_->allreduce(*group_, i, data, bucket.size(), step_);
+    // A lossy codec decodes something into the alignment gaps between parameters too;
+    // backward never writes them, so they are put back to zero before they are read again.
+    for (const FloatRange& gap : gaps_[i])
+      std::fill(data + (gap.begin - bucket.begin), data + (gap.end - bucket.begin), 0.0f);
   });
 }
 

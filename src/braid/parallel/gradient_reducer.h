@@ -26,6 +26,7 @@
 #include "comm/progress_engine.h"
 #include "core/timeline.h"
 #include "nn/params.h"
+#include "parallel/buckets.h"
 #include "parallel/codec.h"
 
 namespace braid::parallel {
@@ -104,9 +105,11 @@ class GradientReducer {
   std::unique_ptr<GradientCodec> codec_;
   std::vector<Bucket> buckets_;
   std::vector<BucketLayout> layouts_;
+  std::vector<std::vector<FloatRange>> gaps_;  // per bucket: floats between its parameters
   int64_t largest_chunk_ = 0;
   int64_t step_ = 0;
   std::vector<float> send_, recv_;  // deterministic mode's exchange
+  std::vector<float> staging_;      // reduce-scatter through a compressing codec: one bucket
   comm::ProgressEngine* engine_ = nullptr;
 };
 
