@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -359,6 +360,21 @@ TEST(CodecTopk, TiesGoToTheLowerIndex) {
   EXPECT_EQ(outs[0][0], (std::vector<float>{2, -2, 0, 0, 0, 0, 0}));
   // Step 1: entries 2..6 hold 2 x g, entries 0 and 1 hold g: 2 and 3 go.
   EXPECT_EQ(outs[1][1], (std::vector<float>{0, 0, 4, -4, 0, 0, 0}));
+}
+
+// A NaN outranks every number, so an overflow reaches the loss scaler instead of waiting
+// in the residual.
+TEST(CodecTopk, ANanIsSentFirst) {
+  const PerRank outs = run_codec(2, topk(0.001), {1000}, 1, [](int r, int64_t t, size_t b) {
+    std::vector<float> g = random_grad(r, t, b, 1000);
+    g[3] = 1e30f;
+    if (r == 1) g[500] = std::numeric_limits<float>::quiet_NaN();
+    return g;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(std::isnan(outs[static_cast<size_t>(r)][0][500])) << "rank " << r;
+    EXPECT_EQ(outs[static_cast<size_t>(r)][0][3], 1e30f) << "rank 0 sent its largest";
+  }
 }
 
 // A ring or direct all-gather of 2k 32-bit words sends (N-1) x 8k bytes from every rank.
