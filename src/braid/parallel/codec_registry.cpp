@@ -7,12 +7,13 @@
 #include "parallel/codec_int8.h"
 #include "parallel/codec_onebit_adam.h"
 #include "parallel/codec_sign.h"
+#include "parallel/codec_topk.h"
 
 namespace braid::parallel {
 
 const std::vector<std::string>& codec_names() {
-  static const std::vector<std::string> names = {"none", "bf16", "fp16",
-                                                 "int8", "sign", "onebit_adam"};
+  static const std::vector<std::string> names = {"none", "bf16", "fp16",       "int8",
+                                                 "sign", "topk", "onebit_adam"};
   return names;
 }
 
@@ -23,6 +24,7 @@ std::unique_ptr<GradientCodec> make_codec(const CodecConfig& config) {
   if (n == "fp16") return std::make_unique<CastCodec>(DType::f16);
   if (n == "int8") return make_int8_codec(config);
   if (n == "sign") return make_sign_codec();
+  if (n == "topk") return std::make_unique<TopkCodec>(config);
   if (n == "onebit_adam")
     return std::make_unique<OnebitAdamCodec>(config.freeze_step, config.beta1);
   std::string known;
