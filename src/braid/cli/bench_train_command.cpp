@@ -57,6 +57,11 @@ struct TrainBenchFlags {
   std::string transport = "auto";
   std::string precision = "fp32";
   std::string comm_dtype = "fp32";
+  // Gradient compression (config compression.*): compressed from the first timed step on.
+  std::string codec = "none";
+  int powersgd_rank = 4;
+  double topk_ratio = 0.01;
+  int64_t start_iter = 2;
   int64_t batch = 128;
   int steps = 30, warmup = 5, repeats = 5, threads = 1, ranks = 0, zero_stage = 0;
   double bucket_mb = 25;
@@ -77,6 +82,11 @@ train::TrainConfig bench_config(const TrainBenchFlags& f) {
   config.deterministic = f.deterministic;
   config.precision = f.precision;
   config.comm_dtype = f.comm_dtype;
+  config.compression.codec = f.codec;
+  config.compression.powersgd_rank = f.powersgd_rank;
+  config.compression.topk_ratio = f.topk_ratio;
+  config.compression.start_iter = f.start_iter;
+  config.compression.freeze_step = std::max<int64_t>(1, f.start_iter);
   config.zero_stage = f.zero_stage;
   config.pipeline.micro_batches = f.micro_batches;
   config.pipeline.schedule = f.schedule;
@@ -88,6 +98,8 @@ train::TrainConfig bench_config(const TrainBenchFlags& f) {
     config.optimizer.name = "adamw";
     config.optimizer.lr = 1e-3;
   }
+  if (f.codec == "onebit_adam") config.optimizer.name = "onebit_adam";
+  if (f.codec == "topk") config.optimizer.momentum = 0;  // the codec keeps it (DGC)
   return config;
 }
 
@@ -219,6 +231,8 @@ CommitCost commit_cost(train::Trainer& trainer, Ranks& ranks, const TrainBenchFl
 double compute_alone(const TrainBenchFlags& f, Ranks& ranks, uint64_t seed) {
   TrainBenchFlags single = f;
   single.strategy = "single";
+  single.codec = "none";  // nothing crosses a wire
+  single.comm_dtype = "fp32";
   train::Trainer trainer(bench_config(single), /*load_data=*/false);
   data::Batch batch;
   trainer.fill_random_batch(batch, seed);
@@ -396,6 +410,13 @@ void run_train_bench(const TrainBenchFlags& f) {
     out["deterministic"] = f.deterministic;
     out["bucket_mb"] = f.bucket_mb;
     out["comm_dtype"] = f.comm_dtype;
+    out["codec"] = f.codec;
+    {
+      const parallel::CodecReport& r = trainer.strategy().last_codec_report();
+      out["wire_bytes_per_step"] = r.wire_bytes;
+      out["compression_ratio"] = r.ratio();
+      out["error_feedback_norm"] = r.error_norm;
+    }
     out["zero_stage"] = f.zero_stage;
     const int n = ranks.size();
     if (auto* zero = dynamic_cast<parallel::Zero*>(&trainer.strategy())) {
@@ -416,9 +437,9 @@ void run_train_bench(const TrainBenchFlags& f) {
       BRAID_CHECK(ddp != nullptr, "bench train: the ddp strategy was not built");
       // What one rank sends a step: a ring allreduce sends 2 (N-1)/N of each bucket.
       double bucket_bytes = 0;
-      for (const auto& b : ddp->buckets())
-        bucket_bytes += static_cast<double>(b.end - b.begin) * (f.comm_dtype == "fp32" ? 4 : 2);
+      for (const auto& b : ddp->buckets()) bucket_bytes += static_cast<double>(b.end - b.begin) * 4;
       out["gradient_bytes"] = bucket_bytes;
+      // fp32's; a codec's own count is wire_bytes_per_step.
       out["ring_bytes_sent_per_rank"] = bucket_bytes * 2.0 * (n - 1) / n;
       out["buckets"] = ddp->buckets().size();
       alone_comm = communication_alone(*ddp, ranks, std::max(5, f.repeats));
@@ -510,6 +531,13 @@ void add_train_bench(CLI::App& bench) {
       ->check(CLI::Range(0, 3));
   tr->add_option("--precision", f->precision, "the GEMMs' arithmetic: fp32, bf16 or fp16")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  tr->add_option("--codec", f->codec,
+                 "ddp: gradient compression codec: none, bf16, fp16, int8, sign, topk, powersgd, "
+                 "onebit_adam");
+  tr->add_option("--powersgd-rank", f->powersgd_rank, "powersgd: rank of the factors");
+  tr->add_option("--topk-ratio", f->topk_ratio, "topk: fraction of each bucket sent");
+  tr->add_option("--start-iter", f->start_iter,
+                 "powersgd, onebit_adam: uncompressed steps first (within the warm-up)");
   tr->add_option("--comm-dtype", f->comm_dtype, "ddp: gradients on the wire: fp32, bf16, fp16")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   tr->add_option("--micro-batches", f->micro_batches, "pipeline: micro-batches a step (M)");

@@ -62,7 +62,7 @@ void Ddp::start_bucket(size_t i) {
 
 double Ddp::communicate_alone() {
   Stopwatch watch;
-  reducer_->arm(0);
+  reducer_->arm(last_step_ + 1);  // past a codec's warm-up, as the steps around it are
   for (size_t i = 0; i < buckets().size(); ++i) start_bucket(i);
   for (size_t i = 0; i < buckets().size(); ++i) reducer_->wait(i, nullptr);
   reducer_->take_report();
@@ -77,6 +77,7 @@ void Ddp::sync_parameters() {
 
 double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
   check_batch_share(batch, ddp_.global_batch, group_->rank(), group_->size(), name());
+  last_step_ = step;
   Stopwatch watch;
   times_ = {};
   if (!params_.buffers().empty()) broadcast_buffers();

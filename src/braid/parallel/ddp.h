@@ -82,6 +82,7 @@ class Ddp : public DataParallel {
   std::vector<comm::SharedBuffer> shared_wire_;  // the codec's, when the gradients are shared
   std::vector<std::shared_ptr<Buffer>> private_wire_;
   bool transactional_ = false;  // make_transactional(): no update fused into backward
+  int64_t last_step_ = 0;       // communicate_alone() runs past a codec's warm-up
 };
 
 }  // namespace braid::parallel
