@@ -391,8 +391,10 @@ std::vector<Setting> make_settings() {
       [](auto& c) -> auto& { return c.sync_batchnorm; }));
 
   t.push_back(text(
-      "optimizer.name", kOptimizer, {"sgd", "adam", "adamw", "rmsprop", "adagrad", "lars", "lamb"},
-      "the optimizer", [](auto& c) -> auto& { return c.optimizer.name; }));
+      "optimizer.name", kOptimizer,
+      {"sgd", "adam", "adamw", "rmsprop", "adagrad", "lars", "lamb", "onebit_adam"},
+      "the optimizer (onebit_adam: with compression.codec onebit_adam)",
+      [](auto& c) -> auto& { return c.optimizer.name; }));
   t.push_back(number(
       "optimizer.lr", kOptimizer, kPositive, "learning rate (the peak, after any warm-up)",
       [](auto& c) -> auto& { return c.optimizer.lr; }));
