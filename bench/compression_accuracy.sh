@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 30's accuracy figures: the same recipe under DDP on 2 local ranks with each gradient
+# codec: the cnn's test accuracy after EPOCHS epochs of Fashion-MNIST, and gpt-tiny's
+# validation loss after STEPS steps of the fortunes corpus. One line each; goals: every
+# codec within 0.5 points of uncompressed (cnn), within 0.05 of its validation loss (gpt).
+#   bench/compression_accuracy.sh [EPOCHS=5] [STEPS=600] [OUT_DIR] [CODECS...]
+# topk runs with optimizer momentum 0 (the codec keeps the momentum: DGC), onebit_adam with
+# its optimizer; powersgd and onebit_adam start compressing at step 10.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+epochs=${1:-5}
+steps=${2:-600}
+out=${3:-/tmp/braid-compression-accuracy}
+shift 3 || shift $#
+codecs=("$@")
+((${#codecs[@]})) || codecs=(none bf16 fp16 int8 sign topk powersgd onebit_adam)
+mkdir -p "$out"
+lscpu | grep -E "Model name" | sed 's/  */ /g'
+last_eval() { python3 -c "
+import json,sys
+r=[json.loads(l) for l in open(sys.argv[1]+'/metrics.jsonl') if '\"eval\"' in l][-1]
+print(' '.join(f'{k} {r[k]:.4f}' for k in ('loss','accuracy') if k in r))" "$1"; }
+codec_flags() {  # the flags a codec needs beside --compression.codec
+  case "$1" in
+    topk) echo "--optimizer.momentum 0" ;;
+    onebit_adam) echo "--optimizer.name onebit_adam --compression.freeze_step 10" ;;
+    *) echo "" ;;
+  esac
+}
+for c in "${codecs[@]}"; do
+  # shellcheck disable=SC2046
+  build/release/braid launch -n 2 -- build/release/braid train --model cnn --epochs "$epochs" \
+    --threads 1 --compression.codec "$c" --compression.start_iter 10 $(codec_flags "$c") \
+    --log-every 1000 --out "$out/cnn-$c" --overwrite > "$out/cnn-$c.log" 2>&1 ||
+    { echo "cnn $c: failed, see $out/cnn-$c.log"; continue; }
+  echo "cnn $c: $(last_eval "$out/cnn-$c")"
+done
+for c in "${codecs[@]}"; do
+  flags=$(codec_flags "$c")
+  # gpt-tiny's recipe is adamw: top-k without DGC's momentum (Adam keeps its own moments).
+  [ "$c" = topk ] && flags="--compression.topk_momentum 0"
+  [ "$c" = onebit_adam ] && flags="--compression.freeze_step 10"
+  opt=""
+  [ "$c" = onebit_adam ] && opt="--optimizer.name onebit_adam"
+  # shellcheck disable=SC2086
+  build/release/braid launch -n 2 -- build/release/braid train --model gpt-tiny \
+    --max-steps "$steps" --threads 1 --compression.codec "$c" --compression.start_iter 10 \
+    $flags $opt --log-every 1000 --out "$out/gpt-$c" --overwrite > "$out/gpt-$c.log" 2>&1 ||
+    { echo "gpt-tiny $c: failed, see $out/gpt-$c.log"; continue; }
+  echo "gpt-tiny $c: $(last_eval "$out/gpt-$c")"
+done
