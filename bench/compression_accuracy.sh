@@ -23,14 +23,14 @@ print(' '.join(f'{k} {r[k]:.4f}' for k in ('loss','accuracy') if k in r))" "$1";
 codec_flags() {  # the flags a codec needs beside --compression.codec
   case "$1" in
     topk) echo "--optimizer.momentum 0" ;;
-    onebit_adam) echo "--optimizer.name onebit_adam --compression.freeze_step 10" ;;
+    onebit_adam) echo "--optimizer.name onebit_adam --compression.freeze-step 10" ;;
     *) echo "" ;;
   esac
 }
 for c in "${codecs[@]}"; do
   # shellcheck disable=SC2046
   build/release/braid launch -n 2 -- build/release/braid train --model cnn --epochs "$epochs" \
-    --threads 1 --compression.codec "$c" --compression.start_iter 10 $(codec_flags "$c") \
+    --threads 1 --compression.codec "$c" --compression.start-iter 10 $(codec_flags "$c") \
     --log-every 1000 --out "$out/cnn-$c" --overwrite > "$out/cnn-$c.log" 2>&1 ||
     { echo "cnn $c: failed, see $out/cnn-$c.log"; continue; }
   echo "cnn $c: $(last_eval "$out/cnn-$c")"
@@ -38,13 +38,13 @@ done
 for c in "${codecs[@]}"; do
   flags=$(codec_flags "$c")
   # gpt-tiny's recipe is adamw: top-k without DGC's momentum (Adam keeps its own moments).
-  [ "$c" = topk ] && flags="--compression.topk_momentum 0"
-  [ "$c" = onebit_adam ] && flags="--compression.freeze_step 10"
+  [ "$c" = topk ] && flags="--compression.topk-momentum 0"
+  [ "$c" = onebit_adam ] && flags="--compression.freeze-step 10"
   opt=""
   [ "$c" = onebit_adam ] && opt="--optimizer.name onebit_adam"
   # shellcheck disable=SC2086
   build/release/braid launch -n 2 -- build/release/braid train --model gpt-tiny \
-    --max-steps "$steps" --threads 1 --compression.codec "$c" --compression.start_iter 10 \
+    --max-steps "$steps" --threads 1 --compression.codec "$c" --compression.start-iter 10 \
     $flags $opt --log-every 1000 --out "$out/gpt-$c" --overwrite > "$out/gpt-$c.log" 2>&1 ||
     { echo "gpt-tiny $c: failed, see $out/gpt-$c.log"; continue; }
   echo "gpt-tiny $c: $(last_eval "$out/gpt-$c")"
