@@ -430,6 +430,37 @@ TEST(PowerSgd, WarmStartErrorAndOrthogonalisationPredictTheNextStep) {
   }
 }
 
+// Gradients of rank below r: every rank's matrix is u v_i^T for one u, so the summed
+// matrix has rank 1 and P = S Q one independent column; the other r - 1 are rounding
+// noise, which one Gram-Schmidt pass leaves far from orthogonal to the first (P P^T would
+// be no projection). A zero gradient (a frozen layer) must give zeros, not NaN. Both
+// outputs are then the sum (min rate 1: both matrices are compressed at r = 4).
+TEST(PowerSgd, RankDeficientAndZeroGradientsGiveTheSum) {
+  const BucketLayout layout = layout_of({{24, 16, 0}, {12, 20, 0}});
+  const CodecTensor& zero = layout.tensors[1];
+  const GradientFn gradient = [&](int rank, int64_t step) {
+    std::vector<float> g(static_cast<size_t>(layout.size()), 0.0f);
+    const std::vector<float> u = gaussian(24, 51, 0, 0);
+    const std::vector<float> v = gaussian(16, 52, rank, step);
+    for (size_t i = 0; i < 24; ++i)
+      for (size_t j = 0; j < 16; ++j) g[i * 16 + j] = u[i] * v[j];
+    return g;
+  };
+  for (int n : {2, 3}) {
+    const CodecRun run = run_codec(n, powersgd(4, 0, 1.0), {layout}, 4, gradient);
+    expect_same_bits_on_every_rank(run);
+    for (int64_t t = 0; t < 4; ++t) {
+      const std::vector<float>& out = run.outputs[0][static_cast<size_t>(t)];
+      const Mat expected = matrix_at(sum_over_ranks(n, t, gradient), 0, 24, 16);
+      EXPECT_LE(max_abs_difference(matrix_at(out, 0, 24, 16), expected),
+                8.0 * FLT_EPSILON * (24 + 16) * n * max_abs(expected))
+          << n << " ranks, step " << t;
+      for (int64_t k = 0; k < zero.rows * zero.cols; ++k)
+        ASSERT_EQ(out[static_cast<size_t>(zero.offset + k)], 0.0f) << n << " ranks, step " << t;
+    }
+  }
+}
+
 // (f) Two buckets with their own state, 3 ranks, compressed and plain steps: every rank
 // holds the same bits after every step.
 TEST(PowerSgd, EveryRankEndsWithTheSameBits) {

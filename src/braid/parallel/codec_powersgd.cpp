@@ -44,14 +44,16 @@ void allreduce_sum(comm::Group& g, float* data, int64_t floats) {
 
 void orthonormalise_columns(float* m, int64_t rows, int64_t r) {
   for (int64_t c = 0; c < r; ++c) {
-    // Modified Gram-Schmidt: each earlier column's component is measured on this column
-    // as already reduced by the ones before (steadier than classical Gram-Schmidt).
-    const double length_before = std::sqrt(column_dot(m, rows, r, c, c));
-    for (int64_t earlier = 0; earlier < c; ++earlier)
-      subtract_column(m, rows, r, earlier, c, column_dot(m, rows, r, earlier, c));
+    // Modified Gram-Schmidt, twice ("twice is enough", Parlett): one pass leaves a column
+    // whose residual is mostly rounding noise (a gradient of rank below r) far from
+    // orthogonal to the earlier ones; the second pass makes it orthogonal to working
+    // precision, so P P^T stays a projection.
+    for (int pass = 0; pass < 2; ++pass)
+      for (int64_t earlier = 0; earlier < c; ++earlier)
+        subtract_column(m, rows, r, earlier, c, column_dot(m, rows, r, earlier, c));
     const double residual = std::sqrt(column_dot(m, rows, r, c, c));
-    const bool dependent = residual <= PowerSgdCodec::kRankTolerance * length_before;
-    scale_column(m, rows, r, c, dependent ? 0.0 : 1.0 / residual);
+    const bool zero = residual <= PowerSgdCodec::kZeroColumn;
+    scale_column(m, rows, r, c, zero ? 0.0 : 1.0 / residual);
   }
 }
 

@@ -26,12 +26,14 @@
 // last error, whatever T. PyTorch instead keeps e_i = M_i - (1/N) sum_j P P^T M_j, which
 // has the same sum over ranks but does not telescope rank by rank.
 //
-// Rank deficiency: when P's columns are (numerically) dependent, as for a gradient of
-// rank below r, a column whose residual after Gram-Schmidt is below kRankTolerance of its
-// length before is rounding noise; normalising it (PyTorch, epsilon 0) would make P
-// non-orthonormal and P P^T no projection, and PyTorch's additive epsilon (norm + eps)
-// would spoil full-rank exactness for small gradients. The column is set to zero instead:
-// its direction stays in the error memory.
+// Orthogonalisation: modified Gram-Schmidt on P's columns, as PyTorch's _orthogonalize,
+// but run twice: for a gradient of rank below r some columns of P are rounding noise, and
+// one pass leaves them far from orthogonal to the others (P P^T would be no projection,
+// and even full rank would not give the sum back); two passes make them orthogonal to
+// working precision. PyTorch guards a zero column (a frozen layer's zero gradient) by
+// dividing by norm + epsilon, which would also shrink every small column and spoil
+// full-rank exactness for small gradients; here a column below kZeroColumn is set to zero
+// (its direction stays in the error memory).
 //
 // Agreement: P and Q are summed by allreduce (the same bits everywhere), Gram-Schmidt and
 // the output product P Q^T are fixed-order loops (no GEMM library whose choice may differ
@@ -59,9 +61,9 @@ class PowerSgdCodec : public GradientCodec {
                const WireAllocator& wire) override;
   void allreduce(comm::Group& g, size_t bucket, float* grad, int64_t count, int64_t step) override;
 
-  // Gram-Schmidt's threshold: a column whose residual is below this fraction of its
-  // length is numerically in the span of the columns before it.
-  static constexpr double kRankTolerance = 1e-4;
+  // A column of P whose residual norm is at most this has no direction: it becomes zero
+  // (its inverse norm would overflow a float).
+  static constexpr double kZeroColumn = 1.1754943508222875e-38;  // FLT_MIN
 
  private:
   struct CompressedMatrix {
@@ -103,7 +105,7 @@ class PowerSgdCodec : public GradientCodec {
 };
 
 // Orthonormalises the r columns of the row-major rows x r matrix `m` in place (modified
-// Gram-Schmidt); a column dependent on the ones before it (kRankTolerance) becomes zero.
+// Gram-Schmidt, two passes); a column with no residual (kZeroColumn) becomes zero.
 void orthonormalise_columns(float* m, int64_t rows, int64_t r);
 
 }  // namespace braid::parallel
