@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-MODELS = ("mlp", "cnn", "cnn-bn", "gpt-tiny")
+MODELS = ("mlp", "cnn", "cnn-bn", "gpt-tiny", "gpt-small")
 
 
 def mlp():
@@ -147,16 +147,22 @@ class GPT(nn.Module):
         return F.linear(self.ln_f(x), self.wte.weight)
 
 
+def gpt_small():
+    """braid's gpt-small (src/braid/train/model_spec.cpp): gpt-tiny's shape at d_model 512,
+    8 heads, 8 blocks; 25.4M parameters."""
+    return GPT(d_model=512, n_head=8, n_layer=8)
+
+
 def build_model(name):
     """Returns a fresh model for one of MODELS (PyTorch default init for image models)."""
-    builders = {"mlp": mlp, "cnn": cnn, "cnn-bn": cnn_bn, "gpt-tiny": GPT}
+    builders = {"mlp": mlp, "cnn": cnn, "cnn-bn": cnn_bn, "gpt-tiny": GPT, "gpt-small": gpt_small}
     if name not in builders:
         raise ValueError(f"unknown model '{name}'; choose one of {', '.join(MODELS)}")
     return builders[name]()
 
 
 def is_language_model(name):
-    return name == "gpt-tiny"
+    return name in ("gpt-tiny", "gpt-small")
 
 
 if __name__ == "__main__":  # python3 bench/models.py: print every model's state_dict layout

@@ -6,14 +6,15 @@
 #include "parallel/codec_cast.h"
 #include "parallel/codec_int8.h"
 #include "parallel/codec_onebit_adam.h"
+#include "parallel/codec_powersgd.h"
 #include "parallel/codec_sign.h"
 #include "parallel/codec_topk.h"
 
 namespace braid::parallel {
 
 const std::vector<std::string>& codec_names() {
-  static const std::vector<std::string> names = {"none", "bf16", "fp16",       "int8",
-                                                 "sign", "topk", "onebit_adam"};
+  static const std::vector<std::string> names = {"none", "bf16", "fp16",     "int8",
+                                                 "sign", "topk", "powersgd", "onebit_adam"};
   return names;
 }
 
@@ -25,6 +26,7 @@ std::unique_ptr<GradientCodec> make_codec(const CodecConfig& config) {
   if (n == "int8") return make_int8_codec(config);
   if (n == "sign") return make_sign_codec();
   if (n == "topk") return std::make_unique<TopkCodec>(config);
+  if (n == "powersgd") return std::make_unique<PowerSgdCodec>(config);
   if (n == "onebit_adam")
     return std::make_unique<OnebitAdamCodec>(config.freeze_step, config.beta1);
   std::string known;
