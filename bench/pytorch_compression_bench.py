@@ -2,10 +2,10 @@
 `braid bench train --strategy ddp --codec ...` across hosts (bench/compression_figures.sh).
 
 One process per rank, started separately (one in each network namespace, or by hand):
-the rank comes from the environment as torch.distributed's env:// wants it, RANK,
-WORLD_SIZE, MASTER_ADDR, MASTER_PORT; gloo's interface from GLOO_SOCKET_IFNAME (set it to
-the namespace's interface, eth0 under scripts/netns-cluster.sh; default here: the interface
-that holds MASTER_ADDR's route is not guessed, so set it).
+the rank comes from the environment as torch.distributed's env:// wants it (RANK,
+WORLD_SIZE, MASTER_ADDR, MASTER_PORT), gloo's interface from GLOO_SOCKET_IFNAME (eth0 in
+scripts/netns-cluster.sh's namespaces, lo on one machine; unset, gloo takes the hostname's
+address, which may not be the link under test).
 
   --hook none       plain DDP allreduce (fp32)
   --hook fp16       torch.distributed.algorithms.ddp_comm_hooks.default_hooks.fp16_compress_hook
