@@ -34,9 +34,8 @@
 # measurement of gpt-small at 100 Mbit/s stays short. gpt-small's fp32 gradients are
 # 101.7 MB, which a 2-rank ring sends once per step per rank: ~8 s at 100 Mbit/s
 # (12.5 MB/s), so gpt-small times 3 rounds of 1 step after 2 warm-up steps (~45 s for
-# PyTorch none). braid's bench train then also times communication alone (6 allreduces of
-# the buckets) and compute alone (warm-up + rounds, on one rank), which it cannot skip: braid
-# none on gpt-small at 100 Mbit/s takes ~95 s. Compressed runs are a fraction of that.
+# PyTorch none). braid runs with --no-split (no separate timing of communication alone and
+# compute alone), so its runs take as long as PyTorch's.
 #   mlp        batch 128, 5 steps x 3 rounds after 3 warm-up   (7.5 MB of gradients)
 #   cnn        batch 128, 5 steps x 3 rounds after 3 warm-up   (0.9 MB)
 #   gpt-tiny   batch 32,  3 steps x 3 rounds after 3 warm-up   (3.4 MB)
@@ -113,7 +112,7 @@ braid_rank() {  # r port timeout model batch steps warmup repeats codec
   exec timeout -k 10 "$t" $net exec "$r" env BRAID_RANK="$r" BRAID_WORLD_SIZE=2 \
     BRAID_LOCAL_RANK=0 BRAID_LOCAL_WORLD_SIZE=1 BRAID_STORE_ADDR="10.77.0.1:$p" \
     BRAID_SECRET="$secret" BRAID_TIMEOUT_S="$t" BRAID_TRANSPORT=tcp \
-    "$braid" bench train --model "$model" --strategy ddp --synthetic --json \
+    "$braid" bench train --model "$model" --strategy ddp --synthetic --json --no-split \
     --batch "$batch" --steps "$steps" --warmup "$warmup" --repeats "$repeats" \
     --threads "$threads" --codec "$codec" --powersgd-rank "$psgd_rank" \
     --topk-ratio "$topk_ratio" --start-iter "$start_iter"

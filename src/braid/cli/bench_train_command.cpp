@@ -70,6 +70,7 @@ struct TrainBenchFlags {
   std::string schedule = "1f1b";
   bool recompute = false;
   bool commit_cost = false;
+  bool split = true;  // ddp: also time communication alone and compute alone
 };
 
 train::TrainConfig bench_config(const TrainBenchFlags& f) {
@@ -442,11 +443,13 @@ void run_train_bench(const TrainBenchFlags& f) {
       // fp32's; a codec's own count is wire_bytes_per_step.
       out["ring_bytes_sent_per_rank"] = bucket_bytes * 2.0 * (n - 1) / n;
       out["buckets"] = ddp->buckets().size();
-      alone_comm = communication_alone(*ddp, ranks, std::max(5, f.repeats));
-      alone_compute = compute_alone(f, ranks, seed);
-      out["compute_alone_ms"] = alone_compute * 1e3;
-      out["comm_alone_ms"] = alone_comm * 1e3;
-      out["step_over_sum_of_parts"] = step_s / (alone_compute + alone_comm);
+      if (f.split) {
+        alone_comm = communication_alone(*ddp, ranks, std::max(5, f.repeats));
+        alone_compute = compute_alone(f, ranks, seed);
+        out["compute_alone_ms"] = alone_compute * 1e3;
+        out["comm_alone_ms"] = alone_comm * 1e3;
+        out["step_over_sum_of_parts"] = step_s / (alone_compute + alone_comm);
+      }
     }
   } else {
     const double gflops = trainer.flops_per_step() / step_s * 1e-9 * batches;
@@ -546,6 +549,9 @@ void add_train_bench(CLI::App& bench) {
   tr->add_option("--chunks", f->chunks, "pipeline interleaved: chunks of layers a stage");
   tr->add_flag("--recompute", f->recompute, "pipeline: forward again in backward");
   tr->add_flag("--json", f->json, "one JSON object instead of a table");
+  tr->add_flag("!--no-split", f->split,
+               "ddp: skip timing communication alone and compute alone (slow links: each "
+               "allreduce of a big model takes seconds)");
   tr->add_flag("--commit-cost", f->commit_cost,
                "also time elastic training's in-memory commit after every step against none "
                "(rounds alternated)");
