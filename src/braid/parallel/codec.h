@@ -102,6 +102,8 @@ struct CodecConfig {
   // int8: floats sharing one scale; stochastic rounding (unbiased) instead of nearest.
   int64_t int8_chunk = 256;
   bool stochastic_rounding = false;
+  // sign: floats sharing one scale (a multiple of 32).
+  int64_t sign_chunk = 256;
   uint64_t seed = 0;  // stochastic rounding's stream (with the rank and the step)
   // topk (Deep Gradient Compression): the fraction of each bucket sent, the momentum the
   // codec accumulates in place of the optimizer's (momentum correction; 0: plain

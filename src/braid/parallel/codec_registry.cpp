@@ -24,7 +24,7 @@ std::unique_ptr<GradientCodec> make_codec(const CodecConfig& config) {
   if (n == "bf16") return std::make_unique<CastCodec>(DType::bf16);
   if (n == "fp16") return std::make_unique<CastCodec>(DType::f16);
   if (n == "int8") return make_int8_codec(config);
-  if (n == "sign") return make_sign_codec();
+  if (n == "sign") return make_sign_codec(config);
   if (n == "topk") return std::make_unique<TopkCodec>(config);
   if (n == "powersgd") return std::make_unique<PowerSgdCodec>(config);
   if (n == "onebit_adam")

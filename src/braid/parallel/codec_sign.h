@@ -3,15 +3,18 @@
 // (compressed_allreduce.h) as DeepSpeed's 1-bit Adam runs it (Tang et al., ICML 2021): worker
 // and server error feedback both.
 //
-// Encoding of a piece of n floats x (the gradient plus its memory): one fp32 scale
-// s = mean |x| = ||x||_1 / n, and one bit per float, set where x < 0 (zero counts as positive);
-// x decodes to s sign(x). Layout: the scale, then the bits 8 per byte (bit k of byte b is float
-// 8 b + k), padded to a 4-byte word. The scale is the one that minimises ||x - s sign(x)||, so
-// the loss is ||x||^2 - n s^2 <= ||x||^2: a contraction by delta = ||x||_1^2 / (n ||x||_2^2),
-// which is what keeps the error-feedback memory bounded over steps.
+// Encoding of a piece of n floats x (the gradient plus its memory), in blocks of B floats
+// (compression.sign_chunk, 256 by default): one fp32 scale s = mean |x| per block, and one
+// bit per float, set where x < 0 (zero counts as positive); x decodes to s sign(x). Layout:
+// the ceil(n / B) scales, then the bits 8 per byte (bit k of byte b is float 8 b + k), padded
+// to a 4-byte word. Within a block the scale is the one that minimises ||x - s sign(x)||, so
+// the loss is ||x||^2 - B s^2 <= ||x||^2: a contraction by delta = ||x||_1^2 / (B ||x||_2^2),
+// which is what keeps the error-feedback memory bounded over steps. A scale per block, not per
+// chunk: a chunk spans layers whose gradients differ by orders of magnitude, and one mean |x|
+// over them gave the small ones steps far too large (a cnn on 2 ranks stayed at chance).
 //
-// Wire: 2 (N - 1) (4 + 4 ceil(C / 32)) bytes per bucket with C = ceil(count / N): about 1/32
-// of an fp32 ring allreduce.
+// Wire: 2 (N - 1) (4 ceil(C / B) + 4 ceil(C / 32)) bytes per bucket with C = ceil(count / N):
+// about 1/28 of an fp32 ring allreduce at B = 256.
 #pragma once
 
 #include <memory>
@@ -23,14 +26,18 @@ namespace braid::parallel {
 
 class SignEncoder : public ChunkEncoder {
  public:
+  explicit SignEncoder(int64_t block);  // a positive multiple of 32
   size_t encoded_bytes(int64_t floats) const override;
   double encode(const float* in, float* memory, int64_t n, std::byte* out,
                 const EncodeSite& site) const override;
   void decode(const std::byte* in, int64_t n, float* out) const override;
   void decode_add(const std::byte* in, int64_t n, float* sum) const override;
+
+ private:
+  int64_t block_;
 };
 
 // "sign": the compressed allreduce with SignEncoder.
-std::unique_ptr<GradientCodec> make_sign_codec();
+std::unique_ptr<GradientCodec> make_sign_codec(const CodecConfig& config);
 
 }  // namespace braid::parallel

@@ -86,6 +86,7 @@ struct TrainConfig {
   struct Compression {
     std::string codec = "none";  // none, bf16, fp16, int8, sign, topk, powersgd, onebit_adam
     int64_t int8_chunk = 256;
+    int64_t sign_chunk = 256;
     bool stochastic_rounding = false;
     double topk_ratio = 0.01;
     double topk_momentum = 0.9;

@@ -322,6 +322,10 @@ std::vector<Setting> make_settings() {
   t.push_back(integer(
       "compression.int8_chunk", kParallel, 1, int64_t{1} << 30, "int8: floats sharing one scale",
       [](auto& c) -> auto& { return c.compression.int8_chunk; }));
+  t.push_back(integer(
+      "compression.sign_chunk", kParallel, 32, int64_t{1} << 30,
+      "sign: floats sharing one scale (a multiple of 32)",
+      [](auto& c) -> auto& { return c.compression.sign_chunk; }));
   t.push_back(row(
       "compression.stochastic_rounding", K::boolean, kParallel,
       "int8: unbiased stochastic rounding instead of round to nearest",

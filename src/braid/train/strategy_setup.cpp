@@ -74,6 +74,7 @@ parallel::CodecConfig codec_config(const TrainConfig& config) {
     out.name = config.comm_dtype;
   }
   out.int8_chunk = c.int8_chunk;
+  out.sign_chunk = c.sign_chunk;
   out.stochastic_rounding = c.stochastic_rounding;
   out.seed = config.seed;
   out.topk_ratio = c.topk_ratio;
