@@ -184,5 +184,20 @@ TEST(OnebitAdam, MadeByNameWithItsFreezeStep) {
   EXPECT_THROW(make_optimizer(c, example_segments(), kSize), Error);
 }
 
+// A float that never had a gradient before the freeze (variance 0) is not moved by the
+// 1-bit momentum the codec hands in for it (its scale, not a signal); the others are.
+TEST(OnebitAdam, AFloatWhoseVarianceFrozeAtZeroStays) {
+  OnebitAdam opt(example_segments(), kSize, {{.beta1 = 0.9f, .beta2 = 0.99f}, 1});
+  std::vector<float> p = example_params();
+  std::vector<float> g = grads_at(0);
+  g[0] = 0.0f;  // float 0: no gradient during the warm-up
+  opt.step(p.data(), g.data(), 0.01f);
+  const std::vector<float> before = p;
+  const std::vector<float> momentum(kSize, 0.5f);
+  opt.step(p.data(), momentum.data(), 0.01f);
+  EXPECT_EQ(p[0], before[0]);
+  EXPECT_NE(p[1], before[1]);
+}
+
 }  // namespace
 }  // namespace braid::optim::test

@@ -19,7 +19,11 @@ BRAID_MULTIVERSION void frozen_kernel(float* __restrict p, const float* __restri
     const float mi = momentum[i];
     m[i] = mi;
     const float denom = std::sqrt(v[i]) / bias_correction2_sqrt + eps;
-    p[i] = p[i] * keep - step_size * ((mi + l2 * p[i]) / denom);
+    // A float whose variance froze at 0 never had a gradient (an embedding row of a token
+    // not seen in the warm-up): its 1-bit momentum is the codec's scale, not a signal, and
+    // divided by eps alone it would throw the parameter to infinity. It stays.
+    const float update = v[i] > 0 ? step_size * ((mi + l2 * p[i]) / denom) : 0.0f;
+    p[i] = p[i] * keep - update;
   }
 }
 
