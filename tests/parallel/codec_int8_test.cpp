@@ -19,6 +19,8 @@ namespace braid::parallel {
 namespace {
 
 using testing::CodecRun;
+using testing::noise;
+using testing::random_gradient;
 using testing::run_codec;
 
 CodecConfig int8_config(int64_t group, bool stochastic = false, uint64_t seed = 0) {
@@ -28,25 +30,6 @@ CodecConfig int8_config(int64_t group, bool stochastic = false, uint64_t seed = 
   c.stochastic_rounding = stochastic;
   c.seed = seed;
   return c;
-}
-
-uint64_t mix(uint64_t x) {  // splitmix64's finaliser
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// Uniform in [-1, 1), a pure function of its arguments.
-float noise(uint64_t a, uint64_t b, uint64_t c) {
-  const uint64_t h = mix(mix(mix(a) ^ b) ^ c);
-  return static_cast<float>(h >> 40) * (2.0f / 16777216.0f) - 1.0f;
-}
-
-float random_gradient(int rank, int64_t step, int64_t i) {
-  // Magnitudes that vary across groups, so the scales differ.
-  return noise(static_cast<uint64_t>(rank), static_cast<uint64_t>(step), static_cast<uint64_t>(i)) *
-         (1.0f + static_cast<float>(i % 5));
 }
 
 // The group of float i in the codec's layout: chunks of ceil(count / N), groups of G from each

@@ -130,4 +130,24 @@ inline double distance(const std::vector<double>& a, const std::vector<double>& 
   return std::sqrt(s);
 }
 
+inline uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [-1, 1), a pure function of its arguments.
+inline float noise(uint64_t a, uint64_t b, uint64_t c) {
+  const uint64_t h = mix(mix(mix(a) ^ b) ^ c);
+  return static_cast<float>(h >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+// A rank's gradient at a step: noise whose magnitude varies across the floats (so chunk and
+// block scales differ).
+inline float random_gradient(int rank, int64_t step, int64_t i) {
+  return noise(static_cast<uint64_t>(rank), static_cast<uint64_t>(step), static_cast<uint64_t>(i)) *
+         (1.0f + static_cast<float>(i % 5));
+}
+
 }  // namespace braid::parallel::testing

@@ -32,6 +32,7 @@ void DataParallel::start_engine() {
 }
 
 void DataParallel::stop_engine() {
+  if (reducer_) reducer_->abort();  // a step's exchange waiting for a backward that ended
   if (common_.batchnorm_reducer) common_.batchnorm_reducer->use_engine(nullptr);
   engine_.reset();
   if (reducer_) reducer_->use_engine(nullptr);
@@ -71,6 +72,7 @@ double DataParallel::run_micro_batches(const data::Batch& batch, int64_t step, b
     loss_sum += forward_loss(micro_[k], step, group_->rank() + int64_t{n} * k, scale);
     communicate_ = every_micro || p == m - 1;
     if (communicate_) reducer_->arm(step);
+    before_backward(p);
     backward();
     communicate_ = false;
     if (tree && p < m - 1) micro_sum_.add(p, grads, grads, 0, params_.size());

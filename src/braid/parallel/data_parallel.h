@@ -41,6 +41,10 @@ struct DataParallelOptions {
   // How gradients cross the wire (codec.h): none (fp32), bf16, fp16, int8, sign, topk,
   // powersgd, onebit_adam.
   CodecConfig codec;
+  // DDP: priority scheduling of pieces (gradient_reducer.h) and each bucket's update in the
+  // next forward, just before its layers (ByteScheduler).
+  bool priority = false;
+  size_t partition_bytes = size_t{4} << 20;
 };
 
 class DataParallel : public Strategy {
@@ -81,6 +85,9 @@ class DataParallel : public Strategy {
   // Hooks around each micro-batch p of run_micro_batches (ZeRO stage 2's window).
   virtual void before_micro(int p) { (void)p; }
   virtual void after_micro(int p) { (void)p; }
+  // After micro-batch p's forward, before its backward writes the gradients (DDP's deferred
+  // updates are applied by then).
+  virtual void before_backward(int p) { (void)p; }
   // Bucket i is complete: start its exchange.
   virtual void start_bucket(size_t i) = 0;
   // Backward reports [begin, end) final (ZeRO stage 3 also prefetches there).

@@ -40,6 +40,8 @@ Ddp::Ddp(std::unique_ptr<nn::Module> module, StepOptions options,
   reducer.first_bucket_bytes = ddp_.first_bucket_bytes;
   reducer.deterministic = options_.deterministic;
   reducer.codec = ddp_.codec;
+  reducer.priority = ddp_.priority;
+  reducer.partition_bytes = ddp_.partition_bytes;
   make_reducer(reducer, [this](size_t bytes) -> void* {
     if (ddp_.shared_gradients) {
       shared_wire_.push_back(comm::allocate_shared(*group_, bytes));
@@ -52,6 +54,10 @@ Ddp::Ddp(std::unique_ptr<nn::Module> module, StepOptions options,
   use_micro_tree();
   start_engine();
   sync_parameters();
+  if (ddp_.priority) {
+    updated_.assign(buckets().size(), 0);
+    params_.set_use_listener([this](int64_t begin, int64_t end) { update_before_use(begin, end); });
+  }
 }
 
 Ddp::~Ddp() { stop_engine(); }
@@ -61,6 +67,7 @@ void Ddp::start_bucket(size_t i) {
 }
 
 double Ddp::communicate_alone() {
+  settle();
   Stopwatch watch;
   reducer_->arm(last_step_ + 1);  // past a codec's warm-up, as the steps around it are
   for (size_t i = 0; i < buckets().size(); ++i) start_bucket(i);
@@ -69,7 +76,50 @@ double Ddp::communicate_alone() {
   return watch.elapsed();
 }
 
+void Ddp::settle() {
+  if (!pending_) return;
+  for (size_t i = 0; i < updated_.size(); ++i)
+    if (updated_[i] == 0) update_bucket(i);
+}
+
+void Ddp::before_backward(int p) {
+  if (p == 0) settle();  // parameters forward did not announce (unused ones) included
+}
+
+void Ddp::update_before_use(int64_t begin, int64_t end) {
+  if (!pending_) return;
+  const std::vector<Bucket>& all = buckets();
+  for (size_t i = 0; i < all.size() && pending_; ++i)
+    if (updated_[i] == 0 && all[i].begin < end && begin < all[i].end) update_bucket(i);
+}
+
+// Bucket i of the pending step: waited for, averaged and stepped; the step's optimizer
+// bookkeeping once the last bucket is in.
+void Ddp::update_bucket(size_t i) {
+  const Bucket& b = buckets()[i];
+  Stopwatch watch;
+  reducer_->wait(i, timeline_);
+  times_.communication_exposed += watch.lap();
+  float* grads = params_.grad_memory();
+  const float average = average_factor();
+  if (average != 1.0f) scale_into(grads + b.begin, grads + b.begin, b.size(), average);
+  optimizer_->step_range(params_.params(), grads, pending_lr_, b.begin, b.end);
+  updated_[i] = 1;
+  if (++updated_count_ == updated_.size()) {
+    optimizer_->finish_step();
+    publish_codec_report();
+    pending_ = false;
+  }
+  times_.optimizer += watch.lap();
+}
+
+void Ddp::load_optimizer_state(const optim::NamedTensors& state) {
+  settle();
+  Strategy::load_optimizer_state(state);
+}
+
 void Ddp::sync_parameters() {
+  settle();
   broadcast_parameters(*engine_, params_);
   broadcast_buffers();
   broadcast_tensors(*engine_, optimizer_->state(), "broadcast of rank 0's optimizer state");
@@ -87,6 +137,15 @@ double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
   // Buckets in the order they went out; without clipping each bucket's update runs while
   // later buckets are still on the wire.
   const bool fused = !update_needs_whole_gradient() && !transactional_;
+  if (ddp_.priority && fused) {
+    // Each bucket is updated in the next forward, just before its layers read it.
+    pending_ = true;
+    pending_lr_ = lr;
+    std::fill(updated_.begin(), updated_.end(), 0);
+    updated_count_ = 0;
+    times_.total = watch.elapsed();
+    return loss;
+  }
   const float average = average_factor();
   float* grads = params_.grad_memory();
   const std::vector<Bucket>& all = buckets();

@@ -59,10 +59,15 @@ class Ddp : public DataParallel {
   // The update waits for every bucket's allreduce (it is no longer fused into backward):
   // a rank lost mid-step leaves the parameters and optimizer state as they were.
   bool make_transactional(bool on = true) override {
+    settle();
     transactional_ = on;
     return true;
   }
   void sync_parameters() override;
+  void synchronize() override { settle(); }
+  void gather_for_checkpoint() override { settle(); }
+  void load_optimizer_state(const optim::NamedTensors& state) override;
+  void settle() override;
 
   using Bucket = GradientReducer::Bucket;
   const std::vector<Bucket>& buckets() const { return reducer_->buckets(); }
@@ -74,8 +79,13 @@ class Ddp : public DataParallel {
 
  protected:
   void start_bucket(size_t i) override;
+  void before_backward(int p) override;
 
  private:
+  // Priority scheduling: the next forward is about to read [begin, end): the buckets there
+  // are waited for and updated first.
+  void update_before_use(int64_t begin, int64_t end);
+  void update_bucket(size_t i);
   DdpOptions ddp_;
   comm::SharedBuffer shared_grads_;
   comm::SharedBuffer shared_params_;
@@ -83,6 +93,11 @@ class Ddp : public DataParallel {
   std::vector<std::shared_ptr<Buffer>> private_wire_;
   bool transactional_ = false;  // make_transactional(): no update fused into backward
   int64_t last_step_ = 0;       // communicate_alone() runs past a codec's warm-up
+  // Priority scheduling: the last step's buckets not yet updated, and its rate.
+  bool pending_ = false;
+  float pending_lr_ = 0;
+  std::vector<char> updated_;
+  size_t updated_count_ = 0;
 };
 
 }  // namespace braid::parallel

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 
 #include "comm/collectives.h"
 #include "comm/group.h"
@@ -65,8 +66,30 @@ GradientReducer::GradientReducer(const nn::ParamSet& params, std::shared_ptr<com
   const std::string_view codec = codec_->name();
   if (options_.reduce_scatter && codec != "none" && codec != "bf16" && codec != "fp16")
     staging_.assign(static_cast<size_t>(largest_chunk_ * n), 0.0f);
+  const auto buckets = static_cast<int64_t>(buckets_.size());
+  if (options_.priority) {
+    BRAID_CHECK(codec == "none", "priority scheduling sends fp32 pieces; compression codec '",
+                codec, "' exchanges whole buckets: use one of them");
+    const auto partition =
+        std::max<int64_t>(1, static_cast<int64_t>(options_.partition_bytes / sizeof(float)));
+    int64_t widest = 0;
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+      first_piece_.push_back(pieces_.size());
+      for (int64_t at = 0; at < buckets_[i].size(); at += partition) {
+        pieces_.push_back({i, at, std::min(partition, buckets_[i].size() - at)});
+        widest = std::max(widest, pieces_.back().size);
+      }
+    }
+    first_piece_.push_back(pieces_.size());
+    piece_buffer_.assign(static_cast<size_t>(widest + buckets), 0.0f);
+    largest = std::max(largest, widest + buckets);
+    data_.assign(buckets_.size(), nullptr);
+    ready_.assign(buckets_.size(), 0);
+    done_.assign(buckets_.size(), 0);
+  }
   if (options_.deterministic) {
-    // One bucket's exchange, in shares of a whole number of floats per rank.
+    // One exchange (a bucket, or a piece and its readiness floats), in shares of a whole
+    // number of floats per rank.
     const auto size = static_cast<size_t>((largest + n - 1) / n * n);
     send_.assign(size, 0.0f);
     recv_.assign(size, 0.0f);
@@ -82,10 +105,98 @@ void GradientReducer::prepare(const WireAllocator& wire) {
 void GradientReducer::arm(int64_t step) {
   step_ = step;
   for (Bucket& b : buckets_) b.pending = b.size();
+  if (!options_.priority) return;
+  BRAID_CHECK(engine_ != nullptr, "gradient reducer: no progress engine to run on");
+  // The last step's task marked every bucket done before it ended; it may still be leaving.
+  pieces_handle_.wait();
+  {
+    const std::lock_guard lock(mu_);
+    std::fill(ready_.begin(), ready_.end(), 0);
+    std::fill(done_.begin(), done_.end(), 0);
+    order_.clear();
+  }
+  pieces_handle_ = engine_->submit("prioritised pieces of the gradient buckets",
+                                   [this](comm::Group& g) { run_pieces(g); });
+}
+
+void GradientReducer::abort() {
+  const std::lock_guard lock(mu_);
+  aborted_ = true;
+  changed_.notify_all();
+}
+
+CodecReport GradientReducer::take_report() {
+  CodecReport out = codec_->take_report();
+  out.wire_bytes += pieces_report_.wire_bytes;
+  out.dense_bytes += pieces_report_.dense_bytes;
+  pieces_report_ = {};
+  return out;
+}
+
+std::vector<int> GradientReducer::last_order() const {
+  const std::lock_guard lock(mu_);
+  return order_;
+}
+
+void GradientReducer::run_pieces(comm::Group& /*engine_group*/) {
+  comm::Group& g = *group_;
+  const int n = g.size();
+  const size_t buckets = buckets_.size();
+  std::vector<size_t> next(first_piece_.begin(), first_piece_.end() - 1);
+  std::vector<float> everywhere(buckets, 0.0f);  // ranks known to hold each bucket ready
+  const auto unsent = [&](size_t b) { return next[b] < first_piece_[b + 1]; };
+  const auto deadline = std::chrono::steady_clock::now() + g.timeout();
+  for (size_t left = pieces_.size(); left > 0; --left) {
+    size_t b = buckets;
+    for (size_t k = buckets; k-- > 0;)
+      if (everywhere[k] > static_cast<float>(n) - 0.5f && unsent(k)) {
+        b = k;
+        break;
+      }
+    if (b == buckets)
+      for (size_t k = 0; k < buckets && b == buckets; ++k)
+        if (unsent(k)) b = k;
+    const Piece& piece = pieces_[next[b]++];
+    float* data = nullptr;
+    float* buffer = piece_buffer_.data();
+    {
+      std::unique_lock lock(mu_);
+      if (!changed_.wait_until(lock, deadline, [&] { return ready_[b] != 0 || aborted_; }))
+        BRAID_THROW(Error, "gradient bucket ", b, " was not finished by backward within the ",
+                    "group's timeout; the compute thread stopped or is stuck");
+      if (aborted_) BRAID_THROW(Error, "the step's exchange was stopped before bucket ", b);
+      data = data_[b] + piece.offset;
+      for (size_t k = 0; k < buckets; ++k) buffer[piece.size + static_cast<int64_t>(k)] = ready_[k];
+      order_.push_back(static_cast<int>(b));
+    }
+    const int64_t len = piece.size + static_cast<int64_t>(buckets);
+    std::memcpy(buffer, data, static_cast<size_t>(piece.size) * sizeof(float));
+    if (options_.deterministic)
+      ordered_allreduce(g, buffer, len);
+    else
+      comm::allreduce(g, buffer, static_cast<size_t>(len), DType::f32, ReduceOp::sum);
+    std::memcpy(data, buffer, static_cast<size_t>(piece.size) * sizeof(float));
+    std::copy(buffer + piece.size, buffer + len, everywhere.begin());
+    // Each piece is an fp32 ring allreduce, readiness floats included.
+    pieces_report_.wire_bytes += dense_allreduce_bytes(len, n);
+    pieces_report_.dense_bytes += dense_allreduce_bytes(piece.size, n);
+    if (!unsent(b)) {
+      const std::lock_guard lock(mu_);
+      done_[b] = 1;
+      changed_.notify_all();
+    }
+  }
 }
 
 void GradientReducer::start(size_t i, float* data, float* sum) {
   BRAID_CHECK(engine_ != nullptr, "gradient reducer: no progress engine to run on");
+  if (options_.priority) {
+    const std::lock_guard lock(mu_);
+    data_[i] = data;
+    ready_[i] = 1;
+    changed_.notify_all();
+    return;
+  }
   Bucket& b = buckets_[i];
   const auto index = static_cast<int64_t>(i);
   if (options_.reduce_scatter) {
@@ -112,7 +223,7 @@ void GradientReducer::start(size_t i, float* data, float* sum) {
   b.handle = engine_->submit(label, [this, i, data](comm::Group&) {
     const Bucket& bucket = buckets_[i];
     if (options_.deterministic)
-      ordered_allreduce(*group_, bucket, data);
+      ordered_allreduce(*group_, data, bucket.size());
     else
       codec_->allreduce(*group_, i, data, bucket.size(), step_);
     // A lossy codec decodes something into the alignment gaps between parameters too;
@@ -126,6 +237,25 @@ double GradientReducer::wait(size_t i, Timeline* timeline) {
   Bucket& b = buckets_[i];
   const int64_t t0 = timeline ? Timeline::now() : 0;
   Stopwatch watch;
+  if (options_.priority) {
+    bool done = false;
+    {
+      std::unique_lock lock(mu_);
+      // The task's failure ends the wait too: it is rethrown below.
+      while (done_[i] == 0 && !pieces_handle_.done())
+        changed_.wait_for(lock, std::chrono::milliseconds(10));
+      done = done_[i] != 0;
+    }
+    if (!done) {
+      pieces_handle_.wait();
+      const std::lock_guard lock(mu_);
+      BRAID_CHECK(done_[i] != 0, "gradient bucket ", i, " was never sent");
+    }
+    if (timeline)
+      timeline->record(TimelineLane::kCompute, "wait for gradients", t0, Timeline::now(),
+                       {"bucket", static_cast<int64_t>(i)});
+    return watch.elapsed();
+  }
   b.handle.wait();
   const double waited = watch.elapsed();
   if (timeline) {
@@ -141,9 +271,8 @@ double GradientReducer::wait(size_t i, Timeline* timeline) {
 
 // Rank r gets every rank's copy of share r, adds them in the tree of tree_sum.h, and
 // everyone gathers the shares: every element is summed in the same order on every rank.
-void GradientReducer::ordered_allreduce(comm::Group& g, const Bucket& b, float* data) {
+void GradientReducer::ordered_allreduce(comm::Group& g, float* data, int64_t len) {
   const int n = g.size();
-  const int64_t len = b.size();
   const int64_t share = (len + n - 1) / n;
   float* send = send_.data();
   float* recv = recv_.data();

@@ -15,12 +15,24 @@
 //   give the bits of one process accumulating N micro-batches.
 // - The reducer counts what each bucket still waits for from backward (arm, on_ready), so
 //   a strategy only says where a bucket's floats are when it starts.
+// - Priority scheduling (ByteScheduler, Peng et al. SOSP 2019), fp32 only: the step's
+//   exchange runs as one task on the progress thread that cuts buckets into pieces of at
+//   most partition_bytes and sends, among the pieces every rank has ready, the input side's
+//   first (the next forward needs them first), so a bucket finished late overtakes queued
+//   ones. Every rank must pick the same piece without a round trip of its own: each piece
+//   carries one float per bucket, 1 where this rank's bucket is ready, and after its sum
+//   every rank knows which buckets are ready everywhere. A piece is chosen only from those
+//   (the highest bucket first); when none is, the first unsent bucket in backward's order,
+//   which every rank will have. The first piece of a step is always bucket 0's. Sums are
+//   per float as without pieces (bitwise FIFO's in deterministic mode; at 2 ranks always).
 // Nothing is allocated per step. Not thread-safe: the compute thread calls it; the tasks it
 // submits touch only their bucket's floats and the codec.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "comm/progress_engine.h"
@@ -39,6 +51,9 @@ struct ReducerOptions {
   CodecConfig codec;            // how buckets cross the wire
   // Only parameters [first_param, end_param) (a pipeline stage's): buckets cover their range.
   size_t first_param = 0, end_param = SIZE_MAX;
+  // Priority scheduling of pieces of at most partition_bytes (fp32 codec only).
+  bool priority = false;
+  size_t partition_bytes = size_t{4} << 20;
 };
 
 class GradientReducer {
@@ -94,10 +109,21 @@ class GradientReducer {
   // null). Returns the seconds the caller waited.
   double wait(size_t i, Timeline* timeline);
   // What the codec sent since the last call (for metrics and the timeline).
-  CodecReport take_report() { return codec_->take_report(); }
+  CodecReport take_report();
+  // Priority mode: the buckets of the last step's pieces in the order they were sent.
+  std::vector<int> last_order() const;
+  // Priority mode: stops a step's exchange that waits for a bucket backward will not finish
+  // (the strategy is going away after an error); its handle then fails.
+  void abort();
 
  private:
-  void ordered_allreduce(comm::Group& g, const Bucket& b, float* data);
+  void ordered_allreduce(comm::Group& g, float* data, int64_t len);
+  // Priority mode: the step's whole exchange, on the progress thread.
+  void run_pieces(comm::Group& g);
+  struct Piece {
+    size_t bucket = 0;
+    int64_t offset = 0, size = 0;  // floats, from the bucket's first
+  };
   void ordered_reduce_scatter(comm::Group& g, const Bucket& b, const float* data, float* sum);
 
   std::shared_ptr<comm::Group> group_;
@@ -111,6 +137,19 @@ class GradientReducer {
   std::vector<float> send_, recv_;  // deterministic mode's exchange
   std::vector<float> staging_;      // reduce-scatter through a compressing codec: one bucket
   comm::ProgressEngine* engine_ = nullptr;
+  // Priority mode. The compute thread marks buckets ready (start) and waits for them
+  // (wait); the progress thread's task sends the pieces and marks buckets done.
+  std::vector<Piece> pieces_;
+  std::vector<size_t> first_piece_;  // per bucket, and one past the last bucket's
+  std::vector<float> piece_buffer_;  // a piece and the readiness floats
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<float*> data_;        // guarded by mu_
+  std::vector<char> ready_, done_;  // guarded by mu_
+  std::vector<int> order_;          // guarded by mu_
+  bool aborted_ = false;            // guarded by mu_
+  comm::Handle pieces_handle_;
+  CodecReport pieces_report_;  // written by the task, read after its buckets were waited for
 };
 
 }  // namespace braid::parallel

@@ -76,6 +76,11 @@ class Strategy {
   // drift apart between exchanges (local SGD); a no-op where they never do. The trainer
   // calls it on every rank before it evaluates or saves, so both see one model.
   virtual void synchronize() {}
+  // Applies what a step left pending (DDP under priority scheduling updates each bucket in
+  // the next forward): afterwards params() and the optimizer state are every step's. The
+  // trainer calls it where it reads the parameters between steps (the weight average);
+  // synchronize() and the checkpoint calls imply it.
+  virtual void settle() {}
   // values[i] = the sum over ranks of values[i], the same bits on every rank (evaluation
   // tallies, a stop request). Every rank calls it at the same point, between steps.
   // `what` names it in errors ("stop vote", "evaluation tally"); a string literal (kept

@@ -96,6 +96,11 @@ struct TrainConfig {
     double min_compression_rate = 2.0;
     int64_t freeze_step = 100;
   } compression;
+  // DDP: priority scheduling of gradient pieces, each bucket updated in the next forward.
+  struct Scheduler {
+    bool priority = false;
+    double partition_mb = 4;
+  } scheduler;
   struct LocalSgd {
     int64_t period = 8;      // local steps between parameter averages (H)
     int64_t start_step = 0;  // steps before it are synchronous DDP steps (post-local SGD)

@@ -360,6 +360,15 @@ std::vector<Setting> make_settings() {
       "compression.freeze_step", kParallel, 1, int64_t{1} << 40,
       "onebit_adam: steps of plain Adam (and fp32 gradients) before the variance freezes",
       [](auto& c) -> auto& { return c.compression.freeze_step; }));
+  t.push_back(row(
+      "scheduler.priority", K::boolean, kParallel,
+      "ddp: send gradient buckets in pieces, the input side's first among those every rank has "
+      "ready, and update each bucket in the next forward just before its layers (ByteScheduler)",
+      [](auto& c) -> auto& { return c.scheduler.priority; }));
+  t.push_back(number(
+      "scheduler.partition_mb", kParallel, Range{0.001, 1 << 20},
+      "scheduler.priority: MiB of gradients per piece",
+      [](auto& c) -> auto& { return c.scheduler.partition_mb; }));
   // From about a KiB (a bucket of 256 floats) to a TiB: converted to bytes as a size_t, so
   // neither end may round to 0 or overflow.
   t.push_back(number(

@@ -187,6 +187,13 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     d.batchnorm_reducer = std::move(batchnorm_reducer);
     d.global_batch = config.global_batch;
     d.codec = codec_config(config);
+    d.priority = config.scheduler.priority;
+    d.partition_bytes = static_cast<size_t>(config.scheduler.partition_mb * (1 << 20));
+    BRAID_CHECK(!d.priority || (name == "ddp" && config.zero_stage == 0 && d.codec.name == "none" &&
+                                !config.sync_batchnorm),
+                "scheduler.priority is built for strategy ddp with fp32 gradients (no zero_stage, "
+                "compression.codec, comm_dtype or sync_batchnorm); drop scheduler.priority or "
+                "those");
     if (name == "ddp" && config.zero_stage > 0) {
       BRAID_CHECK(config.zero_stage < 3 || config.ema_decay == 0,
                   "ema_decay keeps an average "

@@ -179,6 +179,7 @@ double Trainer::train_step(const data::Batch& batch) {
   times_.communication_exposed = t.communication_exposed;
   if (average_) {
     Stopwatch watch;
+    strategy_->settle();  // the weight average reads every update of this step
     average_->update(params());
     times_.optimizer += watch.lap();
   }
