@@ -62,6 +62,8 @@ struct TrainBenchFlags {
   int powersgd_rank = 4;
   double topk_ratio = 0.01;
   int64_t start_iter = 2;
+  bool priority = false;  // scheduler.priority
+  double partition_mb = 4;
   int64_t batch = 128;
   int steps = 30, warmup = 5, repeats = 5, threads = 1, ranks = 0, zero_stage = 0;
   double bucket_mb = 25;
@@ -84,6 +86,8 @@ train::TrainConfig bench_config(const TrainBenchFlags& f) {
   config.precision = f.precision;
   config.comm_dtype = f.comm_dtype;
   config.compression.codec = f.codec;
+  config.scheduler.priority = f.priority;
+  config.scheduler.partition_mb = f.partition_mb;
   config.compression.powersgd_rank = f.powersgd_rank;
   config.compression.topk_ratio = f.topk_ratio;
   config.compression.start_iter = f.start_iter;
@@ -233,6 +237,7 @@ double compute_alone(const TrainBenchFlags& f, Ranks& ranks, uint64_t seed) {
   TrainBenchFlags single = f;
   single.strategy = "single";
   single.codec = "none";  // nothing crosses a wire
+  single.priority = false;
   single.comm_dtype = "fp32";
   train::Trainer trainer(bench_config(single), /*load_data=*/false);
   data::Batch batch;
@@ -412,6 +417,8 @@ void run_train_bench(const TrainBenchFlags& f) {
     out["bucket_mb"] = f.bucket_mb;
     out["comm_dtype"] = f.comm_dtype;
     out["codec"] = f.codec;
+    out["priority"] = f.priority;
+    out["partition_mb"] = f.partition_mb;
     {
       const parallel::CodecReport& r = trainer.strategy().last_codec_report();
       out["wire_bytes_per_step"] = r.wire_bytes;
@@ -541,6 +548,9 @@ void add_train_bench(CLI::App& bench) {
   tr->add_option("--topk-ratio", f->topk_ratio, "topk: fraction of each bucket sent");
   tr->add_option("--start-iter", f->start_iter,
                  "powersgd, onebit_adam: uncompressed steps first (within the warm-up)");
+  tr->add_flag("--priority", f->priority,
+               "ddp: priority scheduling of gradient pieces, updates in the next forward");
+  tr->add_option("--partition-mb", f->partition_mb, "--priority: MiB per piece");
   tr->add_option("--comm-dtype", f->comm_dtype, "ddp: gradients on the wire: fp32, bf16, fp16")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   tr->add_option("--micro-batches", f->micro_batches, "pipeline: micro-batches a step (M)");
