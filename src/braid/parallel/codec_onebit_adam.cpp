@@ -44,15 +44,16 @@ void OnebitAdamCodec::prepare(const std::vector<BucketLayout>& buckets, int rank
     b.offset = floats;
     b.size = buckets[i].size();
     b.words = (b.size + 31) / 32;
+    b.blocks = (b.size + kBlock - 1) / kBlock;
     floats += b.size;
-    wire_words += (b.words + 1) * ranks;
+    wire_words += (b.words + b.blocks) * ranks;
   }
   momentum_.assign(static_cast<size_t>(floats), 0.0f);
   error_.assign(static_cast<size_t>(floats), 0.0f);
   auto* memory = static_cast<uint32_t*>(wire(static_cast<size_t>(wire_words) * sizeof(uint32_t)));
   for (Bucket& b : buckets_) {
     b.wire = memory;
-    memory += (b.words + 1) * ranks;
+    memory += (b.words + b.blocks) * ranks;
   }
 }
 
@@ -97,35 +98,42 @@ void OnebitAdamCodec::warm_up(comm::Group& g, Bucket& b, float* grad, int64_t co
 
 void OnebitAdamCodec::compress(comm::Group& g, Bucket& b, float* grad, int64_t count) {
   const int n = g.size();
-  const int64_t message = b.words + 1;
+  const int64_t message = b.words + b.blocks;
   report_.wire_bytes += static_cast<double>(n - 1) * static_cast<double>(message) * 4;
   float* m = momentum_.data() + b.offset;
   float* e = error_.data() + b.offset;
   const auto one_minus_beta1 = static_cast<float>(1.0 - static_cast<double>(beta1_));
 
-  // The compensated local momentum, in place of the gradient.
-  double norm_sq = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    const float c = (beta1_ * m[i] + one_minus_beta1 * grad[i]) + e[i];
-    grad[i] = c;
-    norm_sq += static_cast<double>(c) * c;
+  // The compensated local momentum, in place of the gradient, and a scale per block (the
+  // RMS of its floats): one scale over a bucket's layers gave floats of small momentum and
+  // small variance steps far too large once the variance froze (a cnn went to NaN).
+  uint32_t* mine = b.wire + g.rank() * message;
+  for (int64_t k = 0; k < b.blocks; ++k) {
+    const int64_t lo = k * kBlock, hi = std::min(count, lo + kBlock);
+    double norm_sq = 0;
+    for (int64_t i = lo; i < hi; ++i) {
+      const float c = (beta1_ * m[i] + one_minus_beta1 * grad[i]) + e[i];
+      grad[i] = c;
+      norm_sq += static_cast<double>(c) * c;
+    }
+    const float scale = hi > lo ? static_cast<float>(std::sqrt(norm_sq / (hi - lo))) : 0.0f;
+    std::memcpy(mine + k, &scale, sizeof scale);
   }
-  const float scale = count > 0 ? static_cast<float>(std::sqrt(norm_sq / count)) : 0.0f;
 
   // Encode into this rank's message; the error is what the decoded value misses.
-  uint32_t* mine = b.wire + g.rank() * message;
-  std::memcpy(mine, &scale, sizeof scale);
   double error_sq = 0;
   for (int64_t w = 0; w < b.words; ++w) {
     uint32_t word = 0;
     const int64_t first = w * 32, last = std::min(count, first + 32);
+    float scale;
+    std::memcpy(&scale, mine + first / kBlock, sizeof scale);
     for (int64_t i = first; i < last; ++i) {
       const bool positive = grad[i] >= 0;
       word |= static_cast<uint32_t>(positive) << (i - first);
       e[i] = grad[i] - (positive ? scale : -scale);
       error_sq += static_cast<double>(e[i]) * e[i];
     }
-    mine[1 + w] = word;
+    mine[b.blocks + w] = word;
   }
   b.error_sq = error_sq;
 
@@ -134,11 +142,11 @@ void OnebitAdamCodec::compress(comm::Group& g, Bucket& b, float* grad, int64_t c
   // Every rank sums the same decoded values in the same (rank) order: the same bits.
   for (int r = 0; r < n; ++r) {
     const uint32_t* msg = b.wire + r * message;
-    float s;
-    std::memcpy(&s, msg, sizeof s);
     for (int64_t w = 0; w < b.words; ++w) {
-      const uint32_t word = msg[1 + w];
+      const uint32_t word = msg[b.blocks + w];
       const int64_t first = w * 32, last = std::min(count, first + 32);
+      float s;
+      std::memcpy(&s, msg + first / kBlock, sizeof s);
       for (int64_t i = first; i < last; ++i) {
         const float v = (word >> (i - first)) & 1u ? s : -s;
         grad[i] = r == 0 ? v : grad[i] + v;

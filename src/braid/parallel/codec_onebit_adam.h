@@ -14,18 +14,21 @@
 // Compression, step >= freeze_step: each rank
 //   1. forms its local momentum from its own gradient, m_local = beta1 m + (1 - beta1) g;
 //   2. adds its error-feedback memory, c = m_local + e;
-//   3. sends one bit per element, sign(c) (0 counts as +), and one fp32 scale
-//      s = ||c||_2 / sqrt(n), DeepSpeed's choice: the decoded vector s sign(c) has c's L2
-//      norm, so the momentum that the frozen variance divides keeps its size (mean |c|, the
-//      least-squares scale, would shrink it; error feedback corrects either over steps);
+//   3. sends one bit per element, sign(c) (0 counts as +), and one fp32 scale per block of
+//      kBlock floats, s = ||c||_2 / sqrt(kBlock) over the block, DeepSpeed's choice: the
+//      decoded s sign(c) has c's L2 norm, so the momentum that the frozen variance divides
+//      keeps its size (mean |c|, the least-squares scale, would shrink it; error feedback
+//      corrects either over steps). Per block, not per bucket: a bucket spans layers whose
+//      momenta differ by orders of magnitude, and one scale gave the small ones steps far
+//      too large once their variance froze (a cnn went to NaN right after the freeze);
 //   4. keeps e = c - s sign(c), what the encoding lost, for its next step.
-// The exchange is one all-gather of every rank's packed signs and scale, (n + 31) / 32 + 1
-// words each: fixed size, no second compression round (DeepSpeed's server stage), so the
-// only error is the worker's, and it is fed back. Every rank decodes the N messages in rank
-// order and sums them in fp32, so all ranks hold the same bits; m = sum / N (the averaged
-// momentum, for the next step) and the bucket := sum.
-// Wire bytes per rank and bucket: (N - 1) (4 ceil(n / 32) + 4); with 2 ranks about 1/32 of
-// an fp32 ring allreduce's 4 n.
+// The exchange is one all-gather of every rank's scales and packed signs,
+// ceil(n / kBlock) + ceil(n / 32) words each: fixed size, no second compression round
+// (DeepSpeed's server stage), so the only error is the worker's, and it is fed back. Every
+// rank decodes the N messages in rank order and sums them in fp32, so all ranks hold the
+// same bits; m = sum / N (the averaged momentum, for the next step) and the bucket := sum.
+// Wire bytes per rank and bucket: (N - 1) 4 (ceil(n / kBlock) + ceil(n / 32)); about 1/28 of
+// an fp32 ring allreduce's 4 n with 2 ranks.
 //
 // Assumes the reducer divides the sum by the group size N (DDP without deterministic
 // micro-batch sums) and that no step is skipped (a skipped step would leave the codec's m
@@ -42,6 +45,8 @@ namespace braid::parallel {
 
 class OnebitAdamCodec : public GradientCodec {
  public:
+  static constexpr int64_t kBlock = 256;  // floats sharing one scale (a multiple of 32)
+
   OnebitAdamCodec(int64_t freeze_step, float beta1);
 
   std::string_view name() const override { return "onebit_adam"; }
@@ -56,7 +61,8 @@ class OnebitAdamCodec : public GradientCodec {
  private:
   struct Bucket {
     int64_t offset = 0, size = 0;  // into momentum_ and error_
-    uint32_t* wire = nullptr;      // N messages of `words` + 1 words: scale, then signs
+    int64_t blocks = 0;            // scales: one per kBlock floats
+    uint32_t* wire = nullptr;      // N messages of `blocks` + `words` words: scales, then signs
     int64_t words = 0;             // ceil(size / 32)
     double error_sq = 0;           // ||e||^2 after its last step
   };
