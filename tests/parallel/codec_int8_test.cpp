@@ -19,6 +19,7 @@ namespace braid::parallel {
 namespace {
 
 using testing::CodecRun;
+using testing::mix;
 using testing::noise;
 using testing::random_gradient;
 using testing::run_codec;
