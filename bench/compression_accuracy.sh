@@ -25,7 +25,7 @@ print(' '.join(f'{k} {r[k]:.4f}' for k in ('loss','accuracy') if k in r))" "$1";
 # after the first epoch, so its row is compared with the `adam` row (codec none, Adam).
 codec_flags() {  # the flags a codec needs beside --compression.codec
   case "$1" in
-    topk) echo "--optimizer.momentum 0 --compression.warmup-steps 234" ;;
+    topk) echo "--optimizer.momentum 0 --compression.topk-warmup-steps 234" ;;
     onebit_adam) echo "--optimizer.name onebit_adam --optimizer.lr 0.001 --compression.freeze-step 234" ;;
     adam) echo "--optimizer.name adam --optimizer.lr 0.001" ;;
     *) echo "" ;;
@@ -45,7 +45,7 @@ for c in "${codecs[@]}"; do
   flags=$(codec_flags "$c")
   # gpt-tiny's recipe is adamw: top-k without DGC's momentum (Adam keeps its own moments);
   # onebit_adam frozen after 100 of the 600 steps. `adam` is the recipe itself here.
-  [ "$c" = topk ] && flags="--compression.topk-momentum 0 --compression.warmup-steps 100"
+  [ "$c" = topk ] && flags="--compression.topk-momentum 0 --compression.topk-warmup-steps 100"
   [ "$c" = onebit_adam ] && flags="--compression.freeze-step 100"
   [ "$c" = adam ] && continue
   opt=""

@@ -90,7 +90,7 @@ struct TrainConfig {
     bool stochastic_rounding = false;
     double topk_ratio = 0.01;
     double topk_momentum = 0.9;
-    int64_t warmup_steps = 0;
+    int64_t topk_warmup_steps = 0;
     int64_t powersgd_rank = 4;
     int64_t start_iter = 10;
     double min_compression_rate = 2.0;

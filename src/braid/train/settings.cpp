@@ -340,9 +340,9 @@ std::vector<Setting> make_settings() {
       "with momentum 0)",
       [](auto& c) -> auto& { return c.compression.topk_momentum; }));
   t.push_back(integer(
-      "compression.warmup_steps", kParallel, 0, int64_t{1} << 40,
+      "compression.topk_warmup_steps", kParallel, 0, int64_t{1} << 40,
       "topk: steps over which the kept fraction falls from 25 % to topk_ratio (DGC's warm-up)",
-      [](auto& c) -> auto& { return c.compression.warmup_steps; }));
+      [](auto& c) -> auto& { return c.compression.topk_warmup_steps; }));
   t.push_back(integer(
       "compression.powersgd_rank", kParallel, 1, 1024,
       "powersgd: the rank r of the low-rank factors",

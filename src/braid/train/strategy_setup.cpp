@@ -80,7 +80,7 @@ parallel::CodecConfig codec_config(const TrainConfig& config) {
   out.topk_ratio = c.topk_ratio;
   out.topk_momentum = static_cast<float>(c.topk_momentum);
   out.clip_norm = out.name == "topk" ? static_cast<float>(config.clip_grad_norm) : 0.0f;
-  out.warmup_steps = c.warmup_steps;
+  out.warmup_steps = c.topk_warmup_steps;
   out.powersgd_rank = static_cast<int>(c.powersgd_rank);
   out.start_iter = c.start_iter;
   out.min_compression_rate = c.min_compression_rate;
