@@ -27,7 +27,7 @@ BUILD=${BUILD:-build/release}
 
 MUTATIONS=(
   # 1. DDP accumulation outside deterministic mode sums the micro-batch means.
-  "ddp-accumulation-sums|src/braid/parallel/ddp.cpp|s/m > 1 && !options_.deterministic ? 1.0f \/ static_cast<float>(m) : 1.0f/1.0f/|parallel_ddp_test|Ddp.AccumulatingRanksEqualOneProcessOnTheGlobalBatch"
+  "ddp-accumulation-sums|src/braid/parallel/data_parallel.cpp|s/m > 1 && !options_.deterministic ? 1.0f \/ static_cast<float>(m) : 1.0f/1.0f/|parallel_ddp_test|Ddp.AccumulatingRanksEqualOneProcessOnTheGlobalBatch"
   # ... the accumulation local SGD's local steps (and a parameter-server worker) share ...
   "accumulation-sums|src/braid/parallel/strategy.cpp|s/const float scale = m > 1 ? 1.0f \/ static_cast<float>(m) : 1.0f;/const float scale = 1.0f;/|parallel_local_sgd_test|LocalSgd.AccumulatedMicroBatchesEqualTheWholeShard"
   # ... and the one-process strategy's own.
@@ -91,6 +91,13 @@ MUTATIONS=(
   "mesh-commit-stale-parameters|src/braid/parallel/mesh_strategy.cpp|s/^  synchronize();  \/\/ the whole parameters too/  \/\/ synchronize();/|test_cli|Strategies/ElasticModelParallel.ARestartedRankRebuildsTheMeshAndTheRunIsTheUndisturbedOne"
   # ... a round short of --min-ranks fails at once though a restart is on its way.
   "short-round-waits-for-nobody|src/braid/comm/membership.cpp|s/  if (short_of_members \&\& on_their_way \&\& !timed_out) return std::nullopt;/  (void)on_their_way;/|comm_membership_test|Membership.ARoundShortOfMembersWaitsForARestartOnItsWay"
+  # Issue 30: a lossy decode leaves the alignment gaps between parameters non-zero (backward
+  # never writes them; sign put its scale there and later steps read it).
+  "reducer-keeps-decoded-gaps|src/braid/parallel/gradient_reducer.cpp|s/^\( *\)for (const FloatRange\& gap : gaps_\[i\])/\1for (const FloatRange\& gap : std::vector<FloatRange>{})/|parallel_codec_strategies_test|Codecs/CodecUnderZero.StagesOneAndTwoEqualDdpWithTheSameCodecBitwise/6"
+  # ... priority scheduling never picks by priority (first-in-first-out in pieces) ...
+  "priority-never-overtakes|src/braid/parallel/gradient_reducer.cpp|s/if (everywhere\[k\] > static_cast<float>(n) - 0.5f \&\& unsent(k)) {/if (false \&\& unsent(k)) {/|parallel_ddp_priority_test|DdpPriority.PiecesGoBucketZeroFirstThenTheInputSideFirst"
+  # ... and DDP leaves the updates a forward did not announce for after backward.
+  "priority-skips-settle-before-backward|src/braid/parallel/ddp.cpp|s/^  if (p == 0) settle();/  (void)p;/|parallel_ddp_priority_test|DdpPriority.EqualsFifoBitwiseInDeterministicModeAndAtTwoRanks"
 )
 
 list=0 baseline=0 keep_going=0
