@@ -130,6 +130,8 @@ double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
   last_step_ = step;
   Stopwatch watch;
   times_ = {};
+  // A model that reads parameters without announcing them first gets every update now.
+  if (!module_->announces_use()) settle();
   if (!params_.buffers().empty()) broadcast_buffers();
   times_.communication_exposed += watch.lap();
   const double loss = run_micro_batches(batch, step, /*every_micro=*/false);
