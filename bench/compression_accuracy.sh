@@ -3,7 +3,7 @@
 # codec: the cnn's test accuracy after EPOCHS epochs of Fashion-MNIST, and gpt-tiny's
 # validation loss after STEPS steps of the fortunes corpus. One line each; goals: every
 # codec within 0.5 points of uncompressed (cnn), within 0.05 of its validation loss (gpt).
-#   bench/compression_accuracy.sh [EPOCHS=5] [STEPS=600] [OUT_DIR] [CODECS...]
+#   [MODELS="cnn gpt-tiny"] bench/compression_accuracy.sh [EPOCHS=5] [STEPS=600] [OUT_DIR] [CODECS...]
 # topk runs with optimizer momentum 0 (the codec keeps the momentum: DGC), onebit_adam with
 # its optimizer; powersgd and onebit_adam start compressing at step 10.
 set -euo pipefail
@@ -32,7 +32,9 @@ codec_flags() {  # the flags a codec needs beside --compression.codec
   esac
 }
 codec_name() { [ "$1" = adam ] && echo none || echo "$1"; }
+models=${MODELS:-cnn gpt-tiny}  # MODELS=gpt-tiny: the language model only
 for c in "${codecs[@]}"; do
+  [[ " $models " == *" cnn "* ]] || break
   # shellcheck disable=SC2046
   build/release/braid launch -n 2 -- build/release/braid train --model cnn --epochs "$epochs" \
     --threads 1 --compression.codec "$(codec_name "$c")" --compression.start-iter 10 \
@@ -42,6 +44,7 @@ for c in "${codecs[@]}"; do
   echo "cnn $c: $(last_eval "$out/cnn-$c")"
 done
 for c in "${codecs[@]}"; do
+  [[ " $models " == *" gpt-tiny "* ]] || break
   flags=$(codec_flags "$c")
   # gpt-tiny's recipe is adamw: top-k without DGC's momentum (Adam keeps its own moments);
   # onebit_adam frozen after 100 of the 600 steps. `adam` is the recipe itself here.
