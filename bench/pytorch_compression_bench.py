@@ -35,7 +35,6 @@ import json
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from blas_threads import limit_blas_threads
@@ -43,10 +42,10 @@ from blas_threads import limit_blas_threads
 limit_blas_threads()  # before torch loads
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 from models import MODELS, build_model, is_language_model  # noqa: E402
+from pytorch_ddp_bench import timed_rounds  # noqa: E402
 from pytorch_train_bench import make_batch, make_optimizer  # noqa: E402
 
 CONTEXT = 128  # the GPTs' sequence length (make_batch)
@@ -146,27 +145,7 @@ def main():
     opt = make_optimizer(a.model, model)
     x, y = make_batch(a.model, batch, torch.Generator().manual_seed(a.seed + 1 + rank))
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        loss.backward()
-        opt.step()
-        return loss
-
-    for _ in range(a.warmup):
-        loss = step()
-    rounds = []
-    for _ in range(a.repeats):
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(a.steps):
-            loss = step()
-        elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
-        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-        rounds.append(elapsed.item())
-    if not torch.isfinite(loss):
-        raise RuntimeError(f"{a.model}: loss became {loss.item()}")
+    rounds = timed_rounds(a.model, model, opt, x, y, a, world)
     if state is not None:  # PowerSGD: elements before / after compression since it began
         before, after = state.total_numel_before_compression, state.total_numel_after_compression
         ratio = before / after if after else None
