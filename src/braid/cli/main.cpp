@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/error_report.h"
 #include "core/error.h"
 #include "core/gemm_choice.h"
 #include "core/log.h"
@@ -20,13 +21,6 @@ std::string subcommand_names(const CLI::App& app) {
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
     names += (names.empty() ? "" : ", ") + sub->get_name();
   return names;
-}
-
-// One line for the user; the check's source location only for those who ask (BRAID_LOG=debug).
-int report(const char* kind, const braid::Error& e, int code) {
-  std::fprintf(stderr, "braid: %s%s\n", kind, e.what());
-  if (!e.where().empty()) braid::log_debug("raised at ", e.where());
-  return code;
 }
 
 // BRAID_KERNEL_CACHE: the kernel cache's directory (train/kernel_cache.h), or "off";
@@ -101,15 +95,8 @@ int main(int argc, char** argv) {
         used.empty() ? "braid --help" : "braid " + used.front()->get_name() + " --help";
     std::fprintf(stderr, "braid: error: %s (%s lists the flags)\n", e.what(), help.c_str());
     return e.get_exit_code();
-  } catch (const braid::TimeoutError& e) {
-    return report("timeout: ", e, 3);
-  } catch (const braid::IoError& e) {
-    return report("I/O error: ", e, 2);
-  } catch (const braid::Error& e) {
-    return report("error: ", e, 1);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "braid: internal error: %s\n", e.what());
-    return 70;
+    return braid::cli::report_error(e);
   }
   return 0;
 }

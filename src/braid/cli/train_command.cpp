@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/error_report.h"
 #include "cli/train_settings.h"
 #include "core/gemm.h"
 #include "core/log.h"
@@ -121,9 +122,9 @@ train::TrainConfig keep_global_batch(train::TrainConfig config, const json& stat
 // checkpoint holds the full model whatever they were, so evaluating it, or resuming it as
 // one process, drops them: the defaults (one process) apply unless flags set them again.
 void drop_distribution(json& j) {
-  for (const char* key : {"strategy", "mesh", "tensor_parallel", "pipeline", "local_sgd", "ps",
-                          "fedavg", "zero_stage", "comm_dtype", "compression", "sync_batchnorm",
-                          "bucket_mb"})
+  for (const char* key :
+       {"strategy", "mesh", "tensor_parallel", "pipeline", "local_sgd", "ps", "fedavg",
+        "zero_stage", "comm_dtype", "compression", "sync_batchnorm", "bucket_mb"})
     j.erase(key);
 }
 
@@ -363,7 +364,14 @@ void run_train(const TrainFlags& f) {
   }
   prepare_outputs(f, trainer, config, auto_resumed || incarnation > 0);
   const train::StopOnSignal stop_on_signal;
-  report(trainer.run(), trainer.writes_outputs(), config);
+  try {
+    report(trainer.run(), trainer.writes_outputs(), config);
+  } catch (const std::exception& e) {
+    // Said before the trainer goes: a parameter-server worker tells the servers it failed as
+    // it is destroyed, and the launcher may stop this process right after.
+    report_error_now(e);
+    throw;
+  }
 }
 
 struct EvalFlags {
