@@ -89,6 +89,14 @@ class GradientCodec {
   virtual void reduce_scatter(comm::Group& g, size_t bucket, float* grad, int64_t count,
                               float* chunk_sum, int64_t chunk, int64_t step);
 
+  // Whether allreduce() is the plain fp32 sum: what deterministic mode's rank-ordered
+  // exchange and priority scheduling's pieces do in its place, and what local SGD may sum
+  // in place in the shared parameters.
+  virtual bool plain_sum() const { return false; }
+  // Whether reduce_scatter() may be handed ZeRO's bucket with whatever floats lie above it
+  // as its pad (they reach only the pad's own sums); otherwise it gets a zero-padded copy.
+  virtual bool pad_may_be_anything() const { return false; }
+
   // The numbers since the last call, then zeroed.
   CodecReport take_report();
 

@@ -38,7 +38,7 @@ GradientReducer::GradientReducer(const nn::ParamSet& params, std::shared_ptr<com
   BRAID_CHECK(options_.bucket_bytes > 0 && options_.first_bucket_bytes > 0,
               "bucket sizes must be > 0");
   codec_ = make_codec(options_.codec);
-  BRAID_CHECK(!options_.deterministic || codec_->name() == "none", "deterministic mode sums ",
+  BRAID_CHECK(!options_.deterministic || codec_->plain_sum(), "deterministic mode sums ",
               "every bucket in rank order in fp32, which compression codec '", codec_->name(),
               "' does not; drop one of them");
   const int n = group_->size();
@@ -63,13 +63,12 @@ GradientReducer::GradientReducer(const nn::ParamSet& params, std::shared_ptr<com
     gaps_.push_back(std::move(gaps));
     buckets_.push_back(std::move(b));
   }
-  const std::string_view codec = codec_->name();
-  if (options_.reduce_scatter && codec != "none" && codec != "bf16" && codec != "fp16")
+  if (options_.reduce_scatter && !codec_->pad_may_be_anything())
     staging_.assign(static_cast<size_t>(largest_chunk_ * n), 0.0f);
   const auto buckets = static_cast<int64_t>(buckets_.size());
   if (options_.priority) {
-    BRAID_CHECK(codec == "none", "priority scheduling sends fp32 pieces; compression codec '",
-                codec, "' exchanges whole buckets: use one of them");
+    BRAID_CHECK(codec_->plain_sum(), "priority scheduling sends fp32 pieces; compression codec '",
+                codec_->name(), "' exchanges whole buckets: use one of them");
     const auto partition =
         std::max<int64_t>(1, static_cast<int64_t>(options_.partition_bytes / sizeof(float)));
     int64_t widest = 0;

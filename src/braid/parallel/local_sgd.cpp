@@ -31,7 +31,7 @@ LocalSgd::LocalSgd(std::unique_ptr<nn::Module> module, StepOptions options,
   // Its own codec state: a parameter change is not a gradient, so error feedback keeps
   // what the averages lost apart from what the DDP steps' exchanges lost.
   averager_ = std::make_unique<GradientReducer>(params_, group_, r);
-  const bool compressed = averager_->codec().name() != "none";
+  const bool compressed = !averager_->codec().plain_sum();
   engine()
       .submit("local_sgd: the averager's buffers",
               [this](comm::Group&) {
