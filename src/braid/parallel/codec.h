@@ -82,10 +82,12 @@ class GradientCodec {
   virtual void allreduce(comm::Group& g, size_t bucket, float* grad, int64_t count,
                          int64_t step) = 0;
 
-  // For ZeRO: chunk_sum[0, chunk) := chunk g.rank() of that sum, where grad holds the bucket
-  // padded with zeros to g.size() x chunk floats (grad may be used as scratch). The
-  // default runs allreduce() and copies the chunk out (the same bits as under DDP);
-  // a codec with a cheaper native form overrides it.
+  // For ZeRO: chunk_sum[0, chunk) := chunk g.rank() of that sum (its floats past `count`
+  // zero), where grad[0, count) holds the bucket, which may be used as scratch. The floats
+  // from count up to g.size() x chunk are ZeRO's (stage 1: the bucket above's gradients):
+  // readable, but nothing they hold may reach chunk_sum's first count floats. The default
+  // runs allreduce() over the count floats and copies the chunk out (the same bits as under
+  // DDP); a codec with a cheaper native form overrides it.
   virtual void reduce_scatter(comm::Group& g, size_t bucket, float* grad, int64_t count,
                               float* chunk_sum, int64_t chunk, int64_t step);
 
@@ -93,9 +95,6 @@ class GradientCodec {
   // exchange and priority scheduling's pieces do in its place, and what local SGD may sum
   // in place in the shared parameters.
   virtual bool plain_sum() const { return false; }
-  // Whether reduce_scatter() may be handed ZeRO's bucket with whatever floats lie above it
-  // as its pad (they reach only the pad's own sums); otherwise it gets a zero-padded copy.
-  virtual bool pad_may_be_anything() const { return false; }
 
   // The numbers since the last call, then zeroed.
   CodecReport take_report();

@@ -25,7 +25,6 @@ class CastCodec : public GradientCodec {
   void reduce_scatter(comm::Group& g, size_t bucket, float* grad, int64_t count, float* chunk_sum,
                       int64_t chunk, int64_t step) override;
   bool plain_sum() const override { return wire_ == DType::f32; }
-  bool pad_may_be_anything() const override { return true; }
 
  private:
   void narrow(const float* in, uint16_t* out, int64_t n) const;

@@ -63,8 +63,6 @@ GradientReducer::GradientReducer(const nn::ParamSet& params, std::shared_ptr<com
     gaps_.push_back(std::move(gaps));
     buckets_.push_back(std::move(b));
   }
-  if (options_.reduce_scatter && !codec_->pad_may_be_anything())
-    staging_.assign(static_cast<size_t>(largest_chunk_ * n), 0.0f);
   const auto buckets = static_cast<int64_t>(buckets_.size());
   if (options_.priority) {
     BRAID_CHECK(codec_->plain_sum(), "priority scheduling sends fp32 pieces; compression codec '",
@@ -204,16 +202,9 @@ void GradientReducer::start(size_t i, float* data, float* sum) {
       const Bucket& bucket = buckets_[i];
       if (options_.deterministic) {
         ordered_reduce_scatter(*group_, bucket, data, sum);
-      } else if (!staging_.empty()) {
-        // A compressing codec sees the whole padded bucket (its scales, its top-k) and may
-        // write it: a copy with a zero pad, not ZeRO's floats above the bucket.
-        const int64_t padded = bucket.chunk * group_->size();
-        std::memcpy(staging_.data(), data, static_cast<size_t>(bucket.size()) * sizeof(float));
-        std::fill(staging_.data() + bucket.size(), staging_.data() + padded, 0.0f);
-        codec_->reduce_scatter(*group_, i, staging_.data(), bucket.size(), sum, bucket.chunk,
-                               step_);
       } else {
         codec_->reduce_scatter(*group_, i, data, bucket.size(), sum, bucket.chunk, step_);
+        zero_gaps(i, data);  // the codec may have used the bucket as scratch
       }
     });
     return;
@@ -225,11 +216,16 @@ void GradientReducer::start(size_t i, float* data, float* sum) {
       ordered_allreduce(*group_, data, bucket.size());
     else
       codec_->allreduce(*group_, i, data, bucket.size(), step_);
-    // A lossy codec decodes something into the alignment gaps between parameters too;
-    // backward never writes them, so they are put back to zero before they are read again.
-    for (const FloatRange& gap : gaps_[i])
-      std::fill(data + (gap.begin - bucket.begin), data + (gap.end - bucket.begin), 0.0f);
+    zero_gaps(i, data);
   });
+}
+
+// A lossy codec decodes something into the alignment gaps between parameters too; backward
+// never writes them, so they are put back to zero before a later step reads them as data.
+void GradientReducer::zero_gaps(size_t i, float* data) const {
+  const int64_t begin = buckets_[i].begin;
+  for (const FloatRange& gap : gaps_[i])
+    std::fill(data + (gap.begin - begin), data + (gap.end - begin), 0.0f);
 }
 
 double GradientReducer::wait(size_t i, Timeline* timeline) {

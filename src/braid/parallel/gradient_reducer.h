@@ -118,6 +118,7 @@ class GradientReducer {
 
  private:
   void ordered_allreduce(comm::Group& g, float* data, int64_t len);
+  void zero_gaps(size_t i, float* data) const;
   // Priority mode: the step's whole exchange, on the progress thread.
   void run_pieces(comm::Group& g);
   struct Piece {
@@ -135,7 +136,6 @@ class GradientReducer {
   int64_t largest_chunk_ = 0;
   int64_t step_ = 0;
   std::vector<float> send_, recv_;  // deterministic mode's exchange
-  std::vector<float> staging_;      // reduce-scatter through a compressing codec: one bucket
   comm::ProgressEngine* engine_ = nullptr;
   // Priority mode. The compute thread marks buckets ready (start) and waits for them
   // (wait); the progress thread's task sends the pieces and marks buckets done.
