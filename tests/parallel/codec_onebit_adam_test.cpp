@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +24,8 @@ namespace {
 
 using Floats = std::vector<float>;
 constexpr float kBeta1 = 0.9f;
+constexpr float kBeta2 = 0.999f;  // CodecConfig's and Adam's defaults, as is eps
+constexpr float kEps = 1e-8f;
 
 // Buckets of these sizes, back to back (sizes off multiples of 32 exercise the last word).
 std::vector<BucketLayout> layouts(const std::vector<int64_t>& sizes) {
@@ -37,33 +40,39 @@ std::vector<BucketLayout> layouts(const std::vector<int64_t>& sizes) {
 
 // A rank's gradient: a per-element mean of mixed magnitudes (so sign compression is biased
 // without error feedback) plus noise that differs by rank and step.
-float grad(int rank, int64_t step, int64_t i) {
+float noise(int rank, int64_t step, int64_t i) {
   uint64_t x = (uint64_t(rank) << 40) ^ (uint64_t(step) << 20) ^ uint64_t(i);
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   x ^= x >> 31;
-  const float noise = static_cast<float>(x >> 40) / static_cast<float>(1 << 24) - 0.5f;
-  return 0.05f * static_cast<float>(i % 11 - 5) + 0.3f * noise;
+  return static_cast<float>(x >> 40) / static_cast<float>(1 << 24) - 0.5f;
 }
 
-Floats grads_of(int rank, int64_t step, const BucketLayout& b) {
+float grad(int rank, int64_t step, int64_t i) {
+  return 0.05f * static_cast<float>(i % 11 - 5) + 0.3f * noise(rank, step, i);
+}
+
+using Gradients = float (*)(int rank, int64_t step, int64_t i);
+
+Floats grads_of(int rank, int64_t step, const BucketLayout& b, Gradients gen = grad) {
   Floats g(static_cast<size_t>(b.size()));
-  for (int64_t i = 0; i < b.size(); ++i) g[static_cast<size_t>(i)] = grad(rank, step, b.begin + i);
+  for (int64_t i = 0; i < b.size(); ++i) g[static_cast<size_t>(i)] = gen(rank, step, b.begin + i);
   return g;
 }
 
-// What one rank saw: the codec's output per step and bucket, its momentum after the
+// What one rank saw: the codec's output per step and bucket, its moments after the
 // warm-up, its reports, and its error memory at the end.
 struct RankRun {
   std::vector<std::vector<Floats>> out;  // [step][bucket]
   std::vector<Floats> warm_momentum;     // [bucket], after step freeze - 1
+  std::vector<Floats> warm_variance;     // [bucket], after step freeze - 1
   std::vector<CodecReport> reports;      // [step]
   std::vector<Floats> error;             // [bucket], at the end
 };
 
 std::vector<RankRun> run_codec(int n, int64_t freeze, int64_t steps,
-                               const std::vector<BucketLayout>& buckets) {
+                               const std::vector<BucketLayout>& buckets, Gradients gen = grad) {
   std::vector<RankRun> runs(static_cast<size_t>(n));
   const auto errors = comm::testing::run_group(n, [&](comm::Group& g) {
     RankRun& run = runs[static_cast<size_t>(g.rank())];
@@ -81,12 +90,14 @@ std::vector<RankRun> run_codec(int n, int64_t freeze, int64_t steps,
     for (int64_t s = 0; s < steps; ++s) {
       run.out.emplace_back();
       for (size_t b = 0; b < buckets.size(); ++b) {
-        Floats g_local = grads_of(g.rank(), s, buckets[b]);
+        Floats g_local = grads_of(g.rank(), s, buckets[b], gen);
         codec->allreduce(g, b, g_local.data(), buckets[b].size(), s);
         run.out.back().push_back(std::move(g_local));
         if (s == freeze - 1) {
           const auto m = onebit.momentum(b);
           run.warm_momentum.emplace_back(m.begin(), m.end());
+          const auto v = onebit.variance(b);
+          run.warm_variance.emplace_back(v.begin(), v.end());
         }
       }
       run.reports.push_back(codec->take_report());
@@ -109,7 +120,7 @@ TEST(OnebitAdamCodec, WarmUpIsBitwiseTheFp32Sum) {
   constexpr int64_t kFreeze = 4;
   const auto errors = comm::testing::run_group(3, [&](comm::Group& g) {
     std::vector<std::unique_ptr<uint32_t[]>> wire;
-    OnebitAdamCodec codec(kFreeze, kBeta1);
+    OnebitAdamCodec codec(kFreeze, kBeta1, kBeta2, kEps);
     codec.prepare(buckets, g.size(), [&](size_t bytes) {
       wire.push_back(std::make_unique<uint32_t[]>(bytes / 4 + 1));
       return static_cast<void*>(wire.back().get());
@@ -128,9 +139,9 @@ TEST(OnebitAdamCodec, WarmUpIsBitwiseTheFp32Sum) {
   EXPECT_NO_THROW(comm::testing::rethrow_first(errors));
 }
 
-// The codec's momentum after the warm-up is the exp_avg of braid's Adam stepped on the
-// reducer's averages (sum x 1/N), computed here on its own.
-TEST(OnebitAdamCodec, WarmUpMomentumIsAdamsOnTheAveragedGradients) {
+// The codec's moments after the warm-up are the exp_avg and exp_avg_sq of braid's Adam
+// stepped on the reducer's averages (sum x 1/N), computed here on its own.
+TEST(OnebitAdamCodec, WarmUpMomentsAreAdamsOnTheAveragedGradients) {
   const auto buckets = layouts({37, 100});
   constexpr int kRanks = 3;
   constexpr int64_t kFreeze = 6;
@@ -147,39 +158,60 @@ TEST(OnebitAdamCodec, WarmUpMomentumIsAdamsOnTheAveragedGradients) {
     adam.step(params.data(), average.data(), 0.0f);
   }
   const float* exp_avg = adam.state()[0].second.f32();
+  const float* exp_avg_sq = adam.state()[1].second.f32();
   for (const RankRun& run : runs) {
     for (size_t b = 0; b < buckets.size(); ++b) {
       const Floats want(exp_avg + buckets[b].begin, exp_avg + buckets[b].end);
       EXPECT_TRUE(same_bits(run.warm_momentum[b], want)) << "bucket " << b;
+      const Floats want_sq(exp_avg_sq + buckets[b].begin, exp_avg_sq + buckets[b].end);
+      EXPECT_TRUE(same_bits(run.warm_variance[b], want_sq)) << "bucket " << b;
     }
   }
 }
 
-// One process doing what the ranks do together: from the same momentum, each rank's
-// compensated momentum to sign x scale, summed in rank order.
+// Adam's denominator with the variance frozen after `freeze` updates: sqrt(v) /
+// sqrt(1 - beta2^freeze) + eps (0 where v is 0: the float does not move).
+Floats denominators(const Floats& v, int64_t freeze) {
+  const auto bc2_sqrt = static_cast<float>(
+      std::sqrt(1.0 - std::pow(double{kBeta2}, static_cast<double>(freeze))));
+  Floats d(v.size());
+  for (size_t i = 0; i < v.size(); ++i) d[i] = v[i] > 0 ? std::sqrt(v[i]) / bc2_sqrt + kEps : 0;
+  return d;
+}
+
+// One process doing what the ranks do together: from the same momentum and frozen
+// denominators d, each rank's compensated momentum c to the sign of c / d with the scale
+// RMS(c / d), summed in rank order and scaled back by d. (Buckets under 256 floats: one
+// block, one scale.)
 struct Reference {
   int n;
   Floats m;                                    // averaged momentum
+  Floats d;                                    // frozen denominators
   std::vector<Floats> e;                       // per rank
   Floats step(const std::vector<Floats>& g) {  // g[rank]
     const size_t size = m.size();
     Floats sum(size, 0.0f);
+    std::vector<float> decoded(size);
     for (int r = 0; r < n; ++r) {
       Floats c(size);
       double sq = 0;
       for (size_t i = 0; i < size; ++i) {
         c[i] = (kBeta1 * m[i] + static_cast<float>(1.0 - double{kBeta1}) * g[size_t(r)][i]) +
                e[size_t(r)][i];
-        sq += double{c[i]} * c[i];
+        const double w = double{c[i]} / d[i];
+        sq += w * w;
       }
       const auto scale = static_cast<float>(std::sqrt(sq / static_cast<double>(size)));
       for (size_t i = 0; i < size; ++i) {
-        const float decoded = std::signbit(c[i]) && c[i] != 0 ? -scale : scale;
-        e[size_t(r)][i] = c[i] - decoded;
-        sum[i] = r == 0 ? decoded : sum[i] + decoded;
+        decoded[i] = std::signbit(c[i]) && c[i] != 0 ? -scale : scale;
+        e[size_t(r)][i] = c[i] - decoded[i] * d[i];
+        sum[i] = r == 0 ? decoded[i] : sum[i] + decoded[i];
       }
     }
-    for (size_t i = 0; i < size; ++i) m[i] = sum[i] * (1.0f / static_cast<float>(n));
+    for (size_t i = 0; i < size; ++i) {
+      sum[i] *= d[i];
+      m[i] = sum[i] * (1.0f / static_cast<float>(n));
+    }
     return sum;
   }
 };
@@ -189,7 +221,8 @@ void expect_ranks_agree_with_reference(int n) {
   constexpr int64_t kFreeze = 2, kSteps = 8;
   const std::vector<RankRun> runs = run_codec(n, kFreeze, kSteps, buckets);
   for (size_t b = 0; b < buckets.size(); ++b) {
-    Reference ref{n, runs[0].warm_momentum[b], std::vector<Floats>(size_t(n))};
+    Reference ref{n, runs[0].warm_momentum[b], denominators(runs[0].warm_variance[b], kFreeze),
+                  std::vector<Floats>(size_t(n))};
     for (Floats& e : ref.e) e.assign(ref.m.size(), 0.0f);
     for (int64_t s = kFreeze; s < kSteps; ++s) {
       std::vector<Floats> g;
@@ -230,8 +263,8 @@ TEST(OnebitAdamCodec, AfterFreezeThreeRanksHoldTheReferenceBits) {
 // mean_r g_r(t), from the same warm-up momentum. With D = M - M* and E = sum_r e_r, the
 // memories, D(t) = b1 D(t-1) - (E(t) - E(t-1)) / N, so the cumulative difference
 // S(T) = sum_{t<=T} D(t) is -(E(T) / N + b1 D(T)) / (1 - b1): as bounded as the memory is
-// (checked, with the memory read from the codec), so S after 200 steps is no larger than
-// after 50. Without error feedback sign compression's bias makes S grow like T.
+// (checked, with the memory read from the codec), so S after 1600 steps is not twice
+// S after 200. Without error feedback sign compression's bias makes S grow like T.
 struct Drift {
   double cumulative = 0;  // ||S(T)||
   double identity = 0;    // ||(1 - b1) S(T) + b1 D(T) + E(T) / N||
@@ -269,15 +302,64 @@ Drift momentum_drift(int n, int64_t freeze, int64_t steps,
 
 TEST(OnebitAdamCodec, ErrorFeedbackKeepsTheCumulativeMomentumErrorBounded) {
   const auto buckets = layouts({100, 60});
+  constexpr int64_t kFreeze = 20;  // a variance of 20 steps (of one, d is one gradient)
   for (int n : {2, 3}) {
-    const Drift short_run = momentum_drift(n, 1, 50, buckets);
-    const Drift long_run = momentum_drift(n, 1, 200, buckets);
+    const Drift short_run = momentum_drift(n, kFreeze, 200, buckets);
+    const Drift long_run = momentum_drift(n, kFreeze, 1600, buckets);
     std::printf(
-        "%d ranks: ||S|| %.4g after 50 steps, %.4g after 200; identity residue %.3g, %.3g\n", n,
+        "%d ranks: ||S|| %.4g after 200 steps, %.4g after 1600; identity residue %.3g, %.3g\n", n,
         short_run.cumulative, long_run.cumulative, short_run.identity, long_run.identity);
     EXPECT_LT(short_run.identity, 1e-4 * short_run.cumulative) << n << " ranks";
     EXPECT_LT(long_run.identity, 1e-4 * long_run.cumulative) << n << " ranks";
     EXPECT_LT(long_run.cumulative, 2 * short_run.cumulative) << n << " ranks";
+  }
+}
+
+// Per block of 256 floats, one float with a large, steady gradient among floats of small
+// noise: the block's momenta and variances differ by four orders of magnitude. After the
+// freeze, the step each float makes, u = M / d (M the decoded averaged momentum, d its
+// frozen denominator), stays within Adam's own bound (1 - b1) / sqrt(1 - b2), about 3.2:
+// the floats of a block share a step size. (Signed in momentum units, the small floats
+// would receive the large float's momentum, and steps of hundreds.)
+float block_sparse(int rank, int64_t step, int64_t i) {
+  return (i % 256 == 0 ? 10.0f : 0.0f) + 1e-3f * noise(rank, step, i);
+}
+
+TEST(OnebitAdamCodec, FloatsOfOneBlockMakeStepsOfAdamsSize) {
+  const auto buckets = layouts({512, 300});
+  constexpr int kRanks = 2;
+  constexpr int64_t kFreeze = 20, kSteps = 120;
+  const std::vector<RankRun> runs = run_codec(kRanks, kFreeze, kSteps, buckets, block_sparse);
+  double largest = 0, largest_small = 0;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const Floats d = denominators(runs[0].warm_variance[b], kFreeze);
+    for (int64_t s = kFreeze; s < kSteps; ++s)
+      for (size_t i = 0; i < d.size(); ++i) {
+        ASSERT_GT(d[i], 0) << "every float had a gradient in the warm-up";
+        const double u = std::fabs(double{runs[0].out[size_t(s)][b][i]} / kRanks / d[i]);
+        largest = std::max(largest, u);
+        if (i % 256 != 0) largest_small = std::max(largest_small, u);
+      }
+  }
+  std::printf("largest step |M / d| after the freeze: %.3g (small floats %.3g)\n", largest,
+              largest_small);
+  EXPECT_LT(largest, (1 - double{kBeta1}) / std::sqrt(1 - double{kBeta2}));
+  EXPECT_GT(largest_small, 0.01) << "the small floats move too";
+}
+
+// A float whose variance froze at 0 had no gradient in the warm-up: it is sent as 0 and
+// keeps no memory, even when gradients reach it after the freeze.
+float late_gradient(int rank, int64_t step, int64_t i) {
+  return i == 5 ? (step < 3 ? 0.0f : 1.0f) : grad(rank, step, i);
+}
+
+TEST(OnebitAdamCodec, AFloatWhoseVarianceFrozeAtZeroStaysAtZero) {
+  const std::vector<RankRun> runs = run_codec(2, 3, 10, layouts({64}), late_gradient);
+  for (const RankRun& run : runs) {
+    EXPECT_EQ(run.warm_variance[0][5], 0.0f);
+    for (int64_t s = 3; s < 10; ++s) EXPECT_EQ(run.out[size_t(s)][0][5], 0.0f) << "step " << s;
+    EXPECT_EQ(run.error[0][5], 0.0f);
+    EXPECT_NE(run.out[9][0][4], 0.0f);
   }
 }
 
@@ -309,6 +391,12 @@ TEST(OnebitAdamCodec, MadeByNameAndChecksItsKnobs) {
   EXPECT_THROW(make_codec(config), Error);
   config.freeze_step = 10;
   config.beta1 = 1.0f;
+  EXPECT_THROW(make_codec(config), Error);
+  config.beta1 = 0.9f;
+  config.beta2 = 1.0f;
+  EXPECT_THROW(make_codec(config), Error);
+  config.beta2 = 0.999f;
+  config.eps = -1e-8f;
   EXPECT_THROW(make_codec(config), Error);
 }
 

@@ -128,9 +128,12 @@ struct CodecConfig {
   int64_t start_iter = 10;
   double min_compression_rate = 2.0;
   // onebit_adam: Adam's moments; plain Adam for `freeze_step` steps, then the variance is
-  // frozen and the momentum crosses the wire as signs with a scale (error feedback).
+  // frozen and the momentum crosses the wire as signs with a scale (error feedback); the
+  // optimizer's beta2 and eps weigh each float's sign by the step it makes.
   int64_t freeze_step = 100;
   float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
 };
 
 // Throws braid::Error naming the codecs when `config.name` is not one.

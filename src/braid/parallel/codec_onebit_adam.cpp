@@ -11,26 +11,32 @@
 namespace braid::parallel {
 namespace {
 
-// m = beta1 m + (1 - beta1) (sum x 1/N): adam_kernel's expression for m (optim/adam.cpp),
-// multiversioned as it is, so that where its clones for x86-64-v3/v4 contract the sum of
-// products into an FMA, this one does too and m keeps Adam's bits.
-BRAID_MULTIVERSION void average_into_momentum(float* __restrict m, const float* __restrict sum,
-                                              int64_t n, float inverse, float beta1,
-                                              float one_minus_beta1) {
+// g = sum x 1/N, m = beta1 m + (1 - beta1) g, v = beta2 v + (1 - beta2) g^2: adam_kernel's
+// expressions (optim/adam.cpp), multiversioned as it is, so that where its clones for
+// x86-64-v3/v4 contract the sums of products into FMAs, this one does too and m and v keep
+// Adam's bits.
+BRAID_MULTIVERSION void average_into_moments(float* __restrict m, float* __restrict v,
+                                             const float* __restrict sum, int64_t n,
+                                             float inverse, float beta1, float one_minus_beta1,
+                                             float beta2, float one_minus_beta2) {
   for (int64_t i = 0; i < n; ++i) {
     const float gi = sum[i] * inverse;
     const float mi = beta1 * m[i] + one_minus_beta1 * gi;
+    const float vi = beta2 * v[i] + one_minus_beta2 * gi * gi;
     m[i] = mi;
+    v[i] = vi;
   }
 }
 
 }  // namespace
 
-OnebitAdamCodec::OnebitAdamCodec(int64_t freeze_step, float beta1)
-    : freeze_step_(freeze_step), beta1_(beta1) {
+OnebitAdamCodec::OnebitAdamCodec(int64_t freeze_step, float beta1, float beta2, float eps)
+    : freeze_step_(freeze_step), beta1_(beta1), beta2_(beta2), eps_(eps) {
   BRAID_CHECK(freeze_step >= 1, "onebit_adam codec: freeze_step = ", freeze_step,
               " must be >= 1 (the optimizer's variance is formed by the warm-up's Adam steps)");
   BRAID_CHECK(beta1 >= 0 && beta1 < 1, "onebit_adam codec: beta1 = ", beta1, " must be in [0, 1)");
+  BRAID_CHECK(beta2 >= 0 && beta2 < 1, "onebit_adam codec: beta2 = ", beta2, " must be in [0, 1)");
+  BRAID_CHECK(eps >= 0, "onebit_adam codec: eps = ", eps, " must be >= 0");
 }
 
 void OnebitAdamCodec::prepare(const std::vector<BucketLayout>& buckets, int ranks,
@@ -49,7 +55,9 @@ void OnebitAdamCodec::prepare(const std::vector<BucketLayout>& buckets, int rank
     wire_words += (b.words + b.blocks) * ranks;
   }
   momentum_.assign(static_cast<size_t>(floats), 0.0f);
+  variance_.assign(static_cast<size_t>(floats), 0.0f);
   error_.assign(static_cast<size_t>(floats), 0.0f);
+  denominator_.assign(static_cast<size_t>(floats), 0.0f);
   auto* memory = static_cast<uint32_t*>(wire(static_cast<size_t>(wire_words) * sizeof(uint32_t)));
   for (Bucket& b : buckets_) {
     b.wire = memory;
@@ -61,6 +69,12 @@ std::span<const float> OnebitAdamCodec::momentum(size_t bucket) const {
   BRAID_CHECK(bucket < buckets_.size(), "onebit_adam codec: no bucket ", bucket);
   const Bucket& b = buckets_[bucket];
   return {momentum_.data() + b.offset, static_cast<size_t>(b.size)};
+}
+
+std::span<const float> OnebitAdamCodec::variance(size_t bucket) const {
+  BRAID_CHECK(bucket < buckets_.size(), "onebit_adam codec: no bucket ", bucket);
+  const Bucket& b = buckets_[bucket];
+  return {variance_.data() + b.offset, static_cast<size_t>(b.size)};
 }
 
 std::span<const float> OnebitAdamCodec::error(size_t bucket) const {
@@ -91,36 +105,55 @@ void OnebitAdamCodec::warm_up(comm::Group& g, Bucket& b, float* grad, int64_t co
   report_.wire_bytes += dense_allreduce_bytes(count, g.size());
   comm::allreduce(g, grad, static_cast<size_t>(count), DType::f32, ReduceOp::sum);
   // On the reducer's average: a product with 1/N (ddp.cpp's scale_into).
-  average_into_momentum(momentum_.data() + b.offset, grad, count,
-                        1.0f / static_cast<float>(g.size()), beta1_,
-                        static_cast<float>(1.0 - static_cast<double>(beta1_)));
+  average_into_moments(momentum_.data() + b.offset, variance_.data() + b.offset, grad, count,
+                       1.0f / static_cast<float>(g.size()), beta1_,
+                       static_cast<float>(1.0 - static_cast<double>(beta1_)), beta2_,
+                       static_cast<float>(1.0 - static_cast<double>(beta2_)));
+}
+
+void OnebitAdamCodec::freeze(Bucket& b) {
+  // The optimizer's denominator at its frozen bias correction, sqrt(1 - beta2^T).
+  const auto bc2_sqrt = static_cast<float>(
+      std::sqrt(1.0 - std::pow(static_cast<double>(beta2_), static_cast<double>(freeze_step_))));
+  const float* v = variance_.data() + b.offset;
+  float* d = denominator_.data() + b.offset;
+  for (int64_t i = 0; i < b.size; ++i) d[i] = v[i] > 0 ? std::sqrt(v[i]) / bc2_sqrt + eps_ : 0.0f;
+  b.frozen = true;
 }
 
 void OnebitAdamCodec::compress(comm::Group& g, Bucket& b, float* grad, int64_t count) {
+  if (!b.frozen) freeze(b);
   const int n = g.size();
   const int64_t message = b.words + b.blocks;
   report_.wire_bytes += static_cast<double>(n - 1) * static_cast<double>(message) * 4;
   float* m = momentum_.data() + b.offset;
   float* e = error_.data() + b.offset;
+  const float* d = denominator_.data() + b.offset;
   const auto one_minus_beta1 = static_cast<float>(1.0 - static_cast<double>(beta1_));
 
-  // The compensated local momentum, in place of the gradient, and a scale per block (the
-  // RMS of its floats): one scale over a bucket's layers gave floats of small momentum and
-  // small variance steps far too large once the variance froze (a cnn went to NaN).
+  // The compensated local momentum c, in place of the gradient, and per block the scale of
+  // its steps, the RMS of c / d over the floats that move (d > 0).
   uint32_t* mine = b.wire + g.rank() * message;
   for (int64_t k = 0; k < b.blocks; ++k) {
     const int64_t lo = k * kBlock, hi = std::min(count, lo + kBlock);
     double norm_sq = 0;
+    int64_t moving = 0;
     for (int64_t i = lo; i < hi; ++i) {
       const float c = (beta1_ * m[i] + one_minus_beta1 * grad[i]) + e[i];
       grad[i] = c;
-      norm_sq += static_cast<double>(c) * c;
+      if (d[i] > 0) {
+        const double w = static_cast<double>(c) / d[i];
+        norm_sq += w * w;
+        ++moving;
+      }
     }
-    const float scale = hi > lo ? static_cast<float>(std::sqrt(norm_sq / (hi - lo))) : 0.0f;
+    const float scale =
+        moving > 0 ? static_cast<float>(std::sqrt(norm_sq / static_cast<double>(moving))) : 0.0f;
     std::memcpy(mine + k, &scale, sizeof scale);
   }
 
-  // Encode into this rank's message; the error is what the decoded value misses.
+  // Encode into this rank's message; the error is what the decoded value misses (none is
+  // kept for a float that does not move).
   double error_sq = 0;
   for (int64_t w = 0; w < b.words; ++w) {
     uint32_t word = 0;
@@ -128,9 +161,9 @@ void OnebitAdamCodec::compress(comm::Group& g, Bucket& b, float* grad, int64_t c
     float scale;
     std::memcpy(&scale, mine + first / kBlock, sizeof scale);
     for (int64_t i = first; i < last; ++i) {
-      const bool positive = grad[i] >= 0;
+      const bool positive = grad[i] >= 0;  // d > 0: the step's sign is the momentum's
       word |= static_cast<uint32_t>(positive) << (i - first);
-      e[i] = grad[i] - (positive ? scale : -scale);
+      e[i] = d[i] > 0 ? grad[i] - (positive ? scale : -scale) * d[i] : 0.0f;
       error_sq += static_cast<double>(e[i]) * e[i];
     }
     mine[b.blocks + w] = word;
@@ -139,7 +172,8 @@ void OnebitAdamCodec::compress(comm::Group& g, Bucket& b, float* grad, int64_t c
 
   comm::allgather(g, mine, b.wire, static_cast<size_t>(message), DType::i32);
 
-  // Every rank sums the same decoded values in the same (rank) order: the same bits.
+  // Every rank sums the same decoded steps in the same (rank) order and scales them by the
+  // same d: the same bits.
   for (int r = 0; r < n; ++r) {
     const uint32_t* msg = b.wire + r * message;
     for (int64_t w = 0; w < b.words; ++w) {
@@ -154,7 +188,10 @@ void OnebitAdamCodec::compress(comm::Group& g, Bucket& b, float* grad, int64_t c
     }
   }
   const float inverse = 1.0f / static_cast<float>(n);
-  for (int64_t i = 0; i < count; ++i) m[i] = grad[i] * inverse;
+  for (int64_t i = 0; i < count; ++i) {
+    grad[i] *= d[i];
+    m[i] = grad[i] * inverse;
+  }
 }
 
 }  // namespace braid::parallel

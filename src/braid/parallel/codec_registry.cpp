@@ -28,7 +28,8 @@ std::unique_ptr<GradientCodec> make_codec(const CodecConfig& config) {
   if (n == "topk") return std::make_unique<TopkCodec>(config);
   if (n == "powersgd") return std::make_unique<PowerSgdCodec>(config);
   if (n == "onebit_adam")
-    return std::make_unique<OnebitAdamCodec>(config.freeze_step, config.beta1);
+    return std::make_unique<OnebitAdamCodec>(config.freeze_step, config.beta1, config.beta2,
+                                             config.eps);
   std::string known;
   for (const std::string& name : codec_names()) known += (known.empty() ? "" : ", ") + name;
   BRAID_THROW(Error, "compression codec '", n, "' does not exist; the codecs are ", known);

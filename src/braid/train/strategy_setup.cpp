@@ -86,6 +86,8 @@ parallel::CodecConfig codec_config(const TrainConfig& config) {
   out.min_compression_rate = c.min_compression_rate;
   out.freeze_step = c.freeze_step;
   out.beta1 = static_cast<float>(config.optimizer.beta1);
+  out.beta2 = static_cast<float>(config.optimizer.beta2);
+  if (config.optimizer.eps != 0) out.eps = static_cast<float>(config.optimizer.eps);
   const std::string& opt = config.optimizer.name;
   BRAID_CHECK(out.name != "topk" || c.topk_momentum == 0 || config.optimizer.momentum == 0 ||
                   (opt != "sgd" && opt != "rmsprop" && opt != "lars"),
