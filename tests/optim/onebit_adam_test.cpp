@@ -55,8 +55,13 @@ void expect_warm_up_is_adam(const AdamOptions& adam) {
   }
 }
 
-TEST(OnebitAdam, WarmUpIsBitwiseAdamWithL2Decay) {
-  expect_warm_up_is_adam({.beta1 = 0.9f, .beta2 = 0.99f, .weight_decay = 0.1f});
+TEST(OnebitAdam, WarmUpIsBitwiseAdam) { expect_warm_up_is_adam({.beta1 = 0.9f, .beta2 = 0.99f}); }
+
+// Weight decay mixed into the gradient would enter the variance the optimizer divides by
+// and not the codec's, which sees the gradients alone.
+TEST(OnebitAdam, RefusesL2DecayInTheGradient) {
+  EXPECT_THROW(OnebitAdam(example_segments(), kSize, {{.weight_decay = 0.1f}, 3}), Error);
+  EXPECT_NO_THROW(OnebitAdam(example_segments(), kSize, {{.weight_decay = 0.0f}, 3}));
 }
 
 TEST(OnebitAdam, WarmUpIsBitwiseAdamW) {
@@ -65,13 +70,15 @@ TEST(OnebitAdam, WarmUpIsBitwiseAdamW) {
 }
 
 // After freeze_step Adam steps: v stays, m is the input, and
-// p -= lr / (1 - b1^t) (m + wd p) / (sqrt(v) / sqrt(1 - b2^T) + eps).
+// p = p (1 - lr wd) - lr / (1 - b1^t) m / (sqrt(v) / sqrt(1 - b2^T) + eps).
 TEST(OnebitAdam, FrozenStepMatchesTheFormula) {
   constexpr int kFreeze = 3;
   // The options are floats: the reference takes their values, not the decimals.
   const double b1 = 0.9f, b2 = 0.99f, eps = 1e-8f, wd = 0.1f;
-  OnebitAdam opt(example_segments(), kSize,
-                 {{.beta1 = 0.9f, .beta2 = 0.99f, .weight_decay = 0.1f}, kFreeze});
+  OnebitAdam opt(
+      example_segments(), kSize,
+      {{.beta1 = 0.9f, .beta2 = 0.99f, .weight_decay = 0.1f, .decoupled_weight_decay = true},
+       kFreeze});
   std::vector<float> p = example_params();
   for (int t = 0; t < kFreeze; ++t) opt.step(p.data(), grads_at(t).data(), lr_at(t));
   const std::vector<float> v = copy_state(opt, 1);
@@ -87,9 +94,9 @@ TEST(OnebitAdam, FrozenStepMatchesTheFormula) {
         const auto k = static_cast<size_t>(i);
         EXPECT_EQ(exp_avg[k], m[k]) << "exp_avg is the input momentum, element " << i;
         const double step = t + 1;
-        const double num = m[k] + (s.decay ? wd * before[k] : 0.0);
+        const double keep = s.decay ? 1 - double{lr_at(t)} * wd : 1.0;
         const double den = std::sqrt(double{v[k]}) / std::sqrt(1 - std::pow(b2, kFreeze)) + eps;
-        const double want = before[k] - lr_at(t) / (1 - std::pow(b1, step)) * num / den;
+        const double want = before[k] * keep - lr_at(t) / (1 - std::pow(b1, step)) * m[k] / den;
         EXPECT_NEAR(p[k], want, 5e-7 * std::max(1.0, std::abs(want)))
             << "step " << t + 1 << " element " << i;
       }
@@ -121,7 +128,7 @@ TEST(OnebitAdam, FrozenStepWithAdamWDecaysTheParameters) {
 // step() and step_range() per segment + finish_step() give the same bits on both sides of
 // the switch, so every path counts the step the phase is chosen by alike.
 TEST(OnebitAdam, StepInPartsSwitchesAtTheSameStep) {
-  const OnebitAdamOptions o{{.weight_decay = 0.1f}, 3};
+  const OnebitAdamOptions o{{.weight_decay = 0.1f, .decoupled_weight_decay = true}, 3};
   OnebitAdam whole(example_segments(), kSize, o), parts(example_segments(), kSize, o);
   std::vector<float> p_whole = example_params(), p_parts = example_params();
   for (int t = 0; t < 7; ++t) {
@@ -137,7 +144,7 @@ TEST(OnebitAdam, StepInPartsSwitchesAtTheSameStep) {
 
 // A checkpoint taken before or after the switch resumes with the same bits.
 TEST(OnebitAdam, StateRoundTripsOnBothSidesOfTheSwitch) {
-  const OnebitAdamOptions o{{.weight_decay = 0.1f}, 3};
+  const OnebitAdamOptions o{{.weight_decay = 0.1f, .decoupled_weight_decay = true}, 3};
   for (int saved_at : {2, 4}) {
     OnebitAdam a(example_segments(), kSize, o);
     std::vector<float> p = example_params();

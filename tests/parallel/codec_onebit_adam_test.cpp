@@ -172,8 +172,8 @@ TEST(OnebitAdamCodec, WarmUpMomentsAreAdamsOnTheAveragedGradients) {
 // Adam's denominator with the variance frozen after `freeze` updates: sqrt(v) /
 // sqrt(1 - beta2^freeze) + eps (0 where v is 0: the float does not move).
 Floats denominators(const Floats& v, int64_t freeze) {
-  const auto bc2_sqrt = static_cast<float>(
-      std::sqrt(1.0 - std::pow(double{kBeta2}, static_cast<double>(freeze))));
+  const auto bc2_sqrt =
+      static_cast<float>(std::sqrt(1.0 - std::pow(double{kBeta2}, static_cast<double>(freeze))));
   Floats d(v.size());
   for (size_t i = 0; i < v.size(); ++i) d[i] = v[i] > 0 ? std::sqrt(v[i]) / bc2_sqrt + kEps : 0;
   return d;

@@ -13,8 +13,8 @@ namespace {
 // as Adam's are, so the step size of a step is the one Adam would use.
 BRAID_MULTIVERSION void frozen_kernel(float* __restrict p, const float* __restrict momentum,
                                       float* __restrict m, const float* __restrict v, int64_t n,
-                                      float l2, float keep, float step_size,
-                                      float bias_correction2_sqrt, float eps) {
+                                      float keep, float step_size, float bias_correction2_sqrt,
+                                      float eps) {
   for (int64_t i = 0; i < n; ++i) {
     const float mi = momentum[i];
     m[i] = mi;
@@ -22,7 +22,7 @@ BRAID_MULTIVERSION void frozen_kernel(float* __restrict p, const float* __restri
     // A float whose variance froze at 0 never had a gradient (an embedding row of a token
     // not seen in the warm-up): its 1-bit momentum is the codec's scale, not a signal, and
     // divided by eps alone it would throw the parameter to infinity. It stays.
-    const float update = v[i] > 0 ? step_size * ((mi + l2 * p[i]) / denom) : 0.0f;
+    const float update = v[i] > 0 ? step_size * (mi / denom) : 0.0f;
     p[i] = p[i] * keep - update;
   }
 }
@@ -34,6 +34,9 @@ OnebitAdam::OnebitAdam(std::vector<Segment> segments, int64_t buffer_size,
     : Optimizer(segments, buffer_size),
       options_(options),
       adam_(std::move(segments), buffer_size, options.adam) {
+  BRAID_CHECK(options.adam.weight_decay == 0 || options.adam.decoupled_weight_decay,
+              "onebit_adam: weight decay must be decoupled (AdamW's form): L2 decay in the "
+              "gradient would enter the optimizer's variance and not its codec's");
   BRAID_CHECK(options.freeze_step >= 1, "onebit_adam: freeze_step = ", options.freeze_step,
               " must be >= 1 (the variance it freezes is formed by Adam steps)");
   // Adam's state tensors share its memory: the frozen phase works on the same m and v.
@@ -69,10 +72,8 @@ void OnebitAdam::update(float* params, const float* grads, float lr, int64_t ste
       std::sqrt(1.0 - std::pow(beta2, static_cast<double>(options_.freeze_step))));
   for (const Segment& s : segments) {
     const double wd = s.decay ? o.weight_decay : 0.0;
-    const bool decoupled = o.decoupled_weight_decay;
     frozen_kernel(params + s.offset, grads + s.offset, exp_avg_ + s.offset, exp_avg_sq_ + s.offset,
-                  s.numel, decoupled ? 0.0f : static_cast<float>(wd),
-                  decoupled ? static_cast<float>(1.0 - lr * wd) : 1.0f, step_size, bc2_sqrt, o.eps);
+                  s.numel, static_cast<float>(1.0 - lr * wd), step_size, bc2_sqrt, o.eps);
   }
 }
 

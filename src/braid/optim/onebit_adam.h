@@ -7,13 +7,12 @@
 // step(), step_range()/finish_step() and a resumed checkpoint switch at the same step:
 // - Warm-up, t <= freeze_step: exactly braid's Adam (optim/adam.h), bit for bit: the steps
 //   run through an Adam object over the same segments, whose moments are this optimizer's
-//   state. The codec meanwhile sends fp32 and keeps its own copy of m.
+//   state. The codec meanwhile sends fp32 and keeps its own copies of m and v.
 // - Compression, t > freeze_step: the variance v is frozen at its step-freeze_step value
 //   and the gradient argument IS the new momentum m, already formed by the codec from
 //   1-bit signs and averaged over ranks (the reducer's division by N). With T = freeze_step:
 //     m = input                                          (stored as "exp_avg")
-//     p = p - lr / (1 - beta1^t) * (m + l2 * p) / (sqrt(v) / sqrt(1 - beta2^T) + eps)
-//   (AdamW: p *= 1 - lr wd first and l2 = 0; Adam: l2 = wd on decay segments).
+//     p = p (1 - lr wd) - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^T) + eps)
 //
 // Bias correction. DeepSpeed's OnebitAdam corrects neither moment, in either phase:
 // update = exp_avg / (exp_avg_sq.sqrt() + eps), p -= lr (update + wd p). Its warm-up is
@@ -25,9 +24,12 @@
 // This is Adam with v and its correction frozen at step T, the paper's Algorithm 1 in
 // torch's bias-corrected form.
 //
-// Weight decay. The codec forms m from gradients alone (it never sees the parameters), so
-// Adam's L2 term, which Adam mixes into m through the gradient, is added to m here: its
-// EMA over slowly moving parameters is l2 p. AdamW's decoupled decay is unchanged.
+// Weight decay is decoupled (AdamW's form; DeepSpeed's OnebitAdam too, p -= lr wd p beside
+// the update), in both phases; L2 decay mixed into the gradient is refused. The codec
+// follows v from the gradients it averages and divides its signs by the denominator the
+// optimizer divides by; L2 decay would put (g + wd p)^2 into the optimizer's v and not
+// the codec's. Measured: gpt-tiny with L2 decay 0.1 went to NaN 13 steps after the freeze,
+// the optimizer's d for rarely seen embedding rows being thousands of times the codec's.
 //
 // State: "exp_avg" (m), "exp_avg_sq" (v), "step", as Adam's, so a checkpoint moves between
 // the two optimizers. The codec's copy of m and its error feedback are not in it.

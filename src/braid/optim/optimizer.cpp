@@ -159,9 +159,9 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, std::vector<
                         f32(c.weight_decay), c.name == "adamw"};
     return std::make_unique<Adam>(std::move(segments), buffer_size, o);
   }
-  if (c.name == "onebit_adam") {
+  if (c.name == "onebit_adam") {  // decoupled decay: optim/onebit_adam.h says why
     const AdamOptions o{f32(c.beta1), f32(c.beta2), eps_or(c.eps, AdamOptions{}.eps),
-                        f32(c.weight_decay)};
+                        f32(c.weight_decay), true};
     return std::make_unique<OnebitAdam>(std::move(segments), buffer_size,
                                         OnebitAdamOptions{o, c.freeze_step});
   }

@@ -16,9 +16,9 @@ namespace {
 // x86-64-v3/v4 contract the sums of products into FMAs, this one does too and m and v keep
 // Adam's bits.
 BRAID_MULTIVERSION void average_into_moments(float* __restrict m, float* __restrict v,
-                                             const float* __restrict sum, int64_t n,
-                                             float inverse, float beta1, float one_minus_beta1,
-                                             float beta2, float one_minus_beta2) {
+                                             const float* __restrict sum, int64_t n, float inverse,
+                                             float beta1, float one_minus_beta1, float beta2,
+                                             float one_minus_beta2) {
   for (int64_t i = 0; i < n; ++i) {
     const float gi = sum[i] * inverse;
     const float mi = beta1 * m[i] + one_minus_beta1 * gi;

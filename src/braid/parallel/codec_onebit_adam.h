@@ -9,8 +9,9 @@
 // are plain Adam): an fp32 allreduce (sum) of the bucket. The codec also follows Adam's
 // moments of the averaged gradient g = sum / N, m = beta1 m + (1 - beta1) g and
 // v = beta2 v + (1 - beta2) g^2, with Adam's arithmetic and the reducer's division (a
-// product with 1/N), so they have the bits of Adam's exp_avg and exp_avg_sq when the
-// optimizer has no L2 weight decay. Every rank holds the same v: it is formed from the sum.
+// product with 1/N), so they have the bits of the optimizer's exp_avg and exp_avg_sq (its
+// weight decay is decoupled, outside the moments). Every rank holds the same v: it is
+// formed from the sum.
 //
 // Compression, step >= freeze_step: v is frozen (T = freeze_step updates), and with it each
 // float's denominator d = sqrt(v) / sqrt(1 - beta2^T) + eps, the optimizer's: a momentum m

@@ -406,7 +406,8 @@ std::vector<Setting> make_settings() {
   t.push_back(text(
       "optimizer.name", kOptimizer,
       {"sgd", "adam", "adamw", "rmsprop", "adagrad", "lars", "lamb", "onebit_adam"},
-      "the optimizer (onebit_adam: with compression.codec onebit_adam)",
+      "the optimizer (onebit_adam: with compression.codec onebit_adam; its weight decay is "
+      "AdamW's, decoupled)",
       [](auto& c) -> auto& { return c.optimizer.name; }));
   t.push_back(number(
       "optimizer.lr", kOptimizer, kPositive, "learning rate (the peak, after any warm-up)",
