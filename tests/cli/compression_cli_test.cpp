@@ -9,11 +9,13 @@
 
 #include "fashion_mnist_data.h"
 #include "run_braid.h"
+#include "same_checkpoint.h"
 #include "temp_dir.h"
 
 namespace {
 
 using braid::testing::run_braid;
+using braid::testing::same_checkpoint;
 using braid::testing::TempDir;
 
 TEST(CompressionCli, AJobRecordsItsCodecsBytesRatioAndErrorFeedback) {
@@ -40,12 +42,44 @@ TEST(CompressionCli, AJobRecordsItsCodecsBytesRatioAndErrorFeedback) {
   EXPECT_GT(last.value("error_feedback_norm", 0.0), 0.0) << last.dump();
 }
 
+// 1-bit Adam stopped at its freeze step and resumed compresses from the checkpoint's moments
+// (the codec's copies of m and v are the optimizer's), so it goes on with the bits of the
+// run that never stopped: at the freeze the error memory is zero either way.
+TEST(CompressionCli, OnebitAdamResumedAtItsFreezeGoesOnBitwise) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string launch = std::string("launch -n 2 -- ") + BRAID_BINARY + " train ";
+  const std::string flags =
+      "--model mlp --batch 32 --threads 1 --schedule constant --optimizer.name onebit_adam "
+      "--optimizer.lr 0.001 --optimizer.weight-decay 0.01 --compression.codec onebit_adam "
+      "--compression.freeze-step 4 ";
+  auto r = run_braid(launch + flags + "--steps 10 --out " + tmp.file("straight"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_braid(launch + flags + "--steps 4 --out " + tmp.file("half"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_braid(launch + "--resume " + tmp.file("half") + " --steps 10");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("at step 4"), std::string::npos) << r.output;
+  EXPECT_TRUE(same_checkpoint(tmp.file("half/checkpoint"), tmp.file("straight/checkpoint")));
+}
+
 TEST(CompressionCli, ACodecWithNoDataAxisIsRefusedSayingWhy) {
   const TempDir tmp;
   const auto r =
       run_braid("train --model mlp --steps 1 --compression.codec sign --out " + tmp.path());
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("compresses what crosses a data-parallel axis"), std::string::npos)
+      << r.output;
+}
+
+TEST(CompressionCli, OnebitAdamUnderZeroIsRefusedSayingWhy) {
+  const TempDir tmp;
+  const auto r = run_braid(std::string("launch -n 2 -- ") + BRAID_BINARY +
+                           " train --model mlp --steps 1 --zero-stage 1 --optimizer.name "
+                           "onebit_adam --compression.codec onebit_adam --out " +
+                           tmp.path());
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("runs under strategy ddp without zero_stage"), std::string::npos)
       << r.output;
 }
 

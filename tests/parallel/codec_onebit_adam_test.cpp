@@ -10,8 +10,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "comm/collectives.h"
@@ -109,6 +111,15 @@ std::vector<RankRun> run_codec(int n, int64_t freeze, int64_t steps,
   });
   comm::testing::rethrow_first(errors);
   return runs;
+}
+
+bool throws_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error&) {
+    return true;
+  }
+  return false;
 }
 
 bool same_bits(const Floats& a, const Floats& b) {
@@ -313,6 +324,52 @@ TEST(OnebitAdamCodec, ErrorFeedbackKeepsTheCumulativeMomentumErrorBounded) {
     EXPECT_LT(long_run.identity, 1e-4 * long_run.cumulative) << n << " ranks";
     EXPECT_LT(long_run.cumulative, 2 * short_run.cumulative) << n << " ranks";
   }
+}
+
+// A run resumed after the warm-up from a checkpoint (the optimizer's exp_avg and exp_avg_sq
+// in the flat layout) goes on with the bits of the run that never stopped: the codec's
+// moments are the optimizer's, and its error memory is zero at the freeze either way.
+TEST(OnebitAdamCodec, RestoredFromTheOptimizerStateItGoesOnAsIfNeverStopped) {
+  const auto buckets = layouts({37, 300});
+  constexpr int64_t kFreeze = 4, kSteps = 9;
+  const int64_t total = buckets.back().end;
+  const auto errors = comm::testing::run_group(2, [&](comm::Group& g) {
+    std::vector<std::unique_ptr<uint32_t[]>> wire;
+    const auto allocate = [&](size_t bytes) {
+      wire.push_back(std::make_unique<uint32_t[]>(bytes / 4 + 1));
+      return static_cast<void*>(wire.back().get());
+    };
+    OnebitAdamCodec straight(kFreeze, kBeta1, kBeta2, kEps), resumed(kFreeze, kBeta1, kBeta2, kEps);
+    straight.prepare(buckets, g.size(), allocate);
+    resumed.prepare(buckets, g.size(), allocate);
+    for (int64_t s = 0; s < kFreeze; ++s)
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        Floats grads = grads_of(g.rank(), s, buckets[b]);
+        straight.allreduce(g, b, grads.data(), buckets[b].size(), s);
+      }
+    optim::NamedTensors state;
+    for (const char* name : {"exp_avg", "exp_avg_sq"}) {
+      Tensor t = Tensor::empty(Shape{total}, DType::f32);
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        const auto from =
+            std::string(name) == "exp_avg" ? straight.momentum(b) : straight.variance(b);
+        std::copy(from.begin(), from.end(), t.f32() + buckets[b].begin);
+      }
+      state.emplace_back(name, std::move(t));
+    }
+    resumed.restore(state);
+    for (int64_t s = kFreeze; s < kSteps; ++s)
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        Floats want = grads_of(g.rank(), s, buckets[b]), got = want;
+        straight.allreduce(g, b, want.data(), buckets[b].size(), s);
+        resumed.allreduce(g, b, got.data(), buckets[b].size(), s);
+        BRAID_CHECK(same_bits(got, want), "step ", s, " bucket ", b, " differs after the restore");
+      }
+    optim::NamedTensors missing;
+    missing.emplace_back("exp_avg", Tensor::empty(Shape{total}, DType::f32));
+    BRAID_CHECK(throws_error([&] { resumed.restore(missing); }), "a state without exp_avg_sq");
+  });
+  EXPECT_NO_THROW(comm::testing::rethrow_first(errors));
 }
 
 // Per block of 256 floats, one float with a large, steady gradient among floats of small

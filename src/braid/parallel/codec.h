@@ -30,6 +30,8 @@
 #include <string_view>
 #include <vector>
 
+#include "optim/optimizer.h"
+
 namespace braid::comm {
 class Group;
 }
@@ -95,6 +97,11 @@ class GradientCodec {
   // exchange and priority scheduling's pieces do in its place, and what local SGD may sum
   // in place in the shared parameters.
   virtual bool plain_sum() const { return false; }
+
+  // The optimizer's state was loaded (a checkpoint, a resumed or re-formed run), in the
+  // layout of the flat buffer the buckets index. A codec that follows the optimizer's
+  // moments takes them from it; its error-feedback memory starts again at zero.
+  virtual void restore(const optim::NamedTensors& /*optimizer_state*/) {}
 
   // The numbers since the last call, then zeroed.
   CodecReport take_report();

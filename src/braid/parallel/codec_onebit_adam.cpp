@@ -49,6 +49,7 @@ void OnebitAdamCodec::prepare(const std::vector<BucketLayout>& buckets, int rank
     Bucket& b = buckets_[i];
     b.offset = floats;
     b.size = buckets[i].size();
+    b.begin = buckets[i].begin;
     b.words = (b.size + 31) / 32;
     b.blocks = (b.size + kBlock - 1) / kBlock;
     floats += b.size;
@@ -62,6 +63,27 @@ void OnebitAdamCodec::prepare(const std::vector<BucketLayout>& buckets, int rank
   for (Bucket& b : buckets_) {
     b.wire = memory;
     memory += (b.words + b.blocks) * ranks;
+  }
+}
+
+void OnebitAdamCodec::restore(const optim::NamedTensors& optimizer_state) {
+  const Tensor* exp_avg = nullptr;
+  const Tensor* exp_avg_sq = nullptr;
+  for (const auto& [name, t] : optimizer_state) {
+    if (name == "exp_avg") exp_avg = &t;
+    if (name == "exp_avg_sq") exp_avg_sq = &t;
+  }
+  BRAID_CHECK(exp_avg && exp_avg_sq, "onebit_adam codec: the optimizer state has no exp_avg ",
+              "and exp_avg_sq to take the codec's moments from (optimizer onebit_adam keeps both)");
+  for (Bucket& b : buckets_) {
+    BRAID_CHECK(exp_avg->numel() >= b.begin + b.size && exp_avg_sq->numel() >= b.begin + b.size,
+                "onebit_adam codec: the optimizer state holds ", exp_avg->numel(),
+                " floats; bucket [", b.begin, ", ", b.begin + b.size, ") lies past them");
+    std::copy_n(exp_avg->f32() + b.begin, b.size, momentum_.begin() + b.offset);
+    std::copy_n(exp_avg_sq->f32() + b.begin, b.size, variance_.begin() + b.offset);
+    std::fill_n(error_.begin() + b.offset, b.size, 0.0f);
+    b.error_sq = 0;
+    b.frozen = false;  // d is formed again from the restored v
   }
 }
 

@@ -49,7 +49,9 @@
 //
 // Assumes the reducer divides the sum by the group size N (DDP without deterministic
 // micro-batch sums) and that no step is skipped (a skipped step would leave the codec's m
-// one step ahead of the optimizer's). The codec's m, v and e are not checkpointed.
+// one step ahead of the optimizer's). The codec's m and v are the optimizer's exp_avg and
+// exp_avg_sq, bit for bit, so a checkpoint holds them: restore() takes them back from a
+// loaded optimizer state. The error-feedback memory is not kept; it restarts at zero.
 #pragma once
 
 #include <cstdint>
@@ -70,6 +72,8 @@ class OnebitAdamCodec : public GradientCodec {
   void prepare(const std::vector<BucketLayout>& buckets, int ranks,
                const WireAllocator& wire) override;
   void allreduce(comm::Group& g, size_t bucket, float* grad, int64_t count, int64_t step) override;
+  // m and v := the optimizer's exp_avg and exp_avg_sq over each bucket's floats; e := 0.
+  void restore(const optim::NamedTensors& optimizer_state) override;
 
   // The averaged momentum, the variance (frozen after the warm-up) and the error-feedback
   // memory of a bucket (for tests, metrics).
@@ -80,6 +84,7 @@ class OnebitAdamCodec : public GradientCodec {
  private:
   struct Bucket {
     int64_t offset = 0, size = 0;  // into momentum_, variance_ and error_
+    int64_t begin = 0;             // the bucket's first float in the flat buffer
     int64_t blocks = 0;            // scales: one per kBlock floats
     uint32_t* wire = nullptr;      // N messages of `blocks` + `words` words: scales, then signs
     int64_t words = 0;             // ceil(size / 32)

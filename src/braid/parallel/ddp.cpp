@@ -116,6 +116,7 @@ void Ddp::update_bucket(size_t i) {
 void Ddp::load_optimizer_state(const optim::NamedTensors& state) {
   settle();
   Strategy::load_optimizer_state(state);
+  reducer_->restore_codec(optimizer_->state());
 }
 
 void Ddp::sync_parameters() {

@@ -84,6 +84,10 @@ class GradientReducer {
   std::vector<Bucket>& buckets() { return buckets_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   const GradientCodec& codec() const { return *codec_; }
+  // The optimizer's state was loaded (codec.h's restore); no bucket may be in flight.
+  void restore_codec(const optim::NamedTensors& optimizer_state) {
+    codec_->restore(optimizer_state);
+  }
   const ReducerOptions& options() const { return options_; }
   // The largest chunk over buckets (reduce-scatter), and the largest bucket.
   int64_t largest_chunk() const { return largest_chunk_; }

@@ -133,6 +133,11 @@ std::unique_ptr<parallel::Strategy> make_strategy(
               "sends Adam's momentum, the optimizer takes it as its own): set both or neither "
               "(now: codec ",
               codec, ", optimizer ", config.optimizer.name, ")");
+  BRAID_CHECK(codec != "onebit_adam" || (name == "ddp" && config.zero_stage == 0),
+              "compression.codec onebit_adam runs under strategy ddp without zero_stage: its "
+              "codec follows Adam's moments over whole buckets, which a sharded optimizer (ZeRO), "
+              "local SGD's model averages or a mesh do not give it (now: strategy ",
+              name, ", zero_stage ", config.zero_stage, ")");
   BRAID_CHECK(codec != "onebit_adam" || (config.clip_grad_norm == 0 && config.precision != "fp16"),
               "compression.codec onebit_adam hands the optimizer the averaged momentum, which "
               "clip_grad_norm would clip as a gradient and fp16's skipped steps would leave "
