@@ -3,7 +3,13 @@
 # codec: the cnn's test accuracy after EPOCHS epochs of Fashion-MNIST, and gpt-tiny's
 # validation loss after STEPS steps of the fortunes corpus. One line each; goals: every
 # codec within 0.5 points of uncompressed (cnn), within 0.05 of its validation loss (gpt).
-#   [MODELS="cnn gpt-tiny"] bench/compression_accuracy.sh [EPOCHS=5] [STEPS=600] [OUT_DIR] [CODECS...]
+#   [MODELS="cnn gpt-tiny"] [CNN_OPTIMIZER=adam|sgd] [POWERSGD_RANK=4] [START_ITER=10] \
+#     [BRAID=build/release/braid] bench/compression_accuracy.sh [EPOCHS=5] [STEPS=600] [OUT_DIR] [CODECS...]
+# BRAID: the binary (a copy keeps a long sweep safe from rebuilds).
+# CNN_OPTIMIZER=sgd trains the cnn with momentum SGD (lr 0.05, momentum 0.9, cosine), the
+# optimizer sign and top-k compression were made for, in place of its Adam recipe: Adam
+# divides each float by its own gradient history, which a sign or a top-k selection
+# replaces with the codec's (every float of a sign block has the same magnitude).
 # topk runs with optimizer momentum 0 (the codec keeps the momentum: DGC), onebit_adam with
 # its optimizer; powersgd and onebit_adam start compressing at step 10.
 set -euo pipefail
@@ -23,12 +29,22 @@ print(' '.join(f'{k} {r[k]:.4f}' for k in ('loss','accuracy') if k in r))" "$1";
 # Recipes per codec: topk warms up over the first epoch (DGC's warm-up) with its own momentum;
 # onebit_adam is Adam at lr 1e-3 (the cnn recipe's SGD rate would throw Adam off) frozen
 # after the first epoch, so its row is compared with the `adam` row (codec none, Adam).
+braid=${BRAID:-build/release/braid}
+cnn_optimizer=${CNN_OPTIMIZER:-adam}
+powersgd_rank=${POWERSGD_RANK:-4}
+start_iter=${START_ITER:-10}
+cnn_recipe() {  # the optimizer flags of the cnn's recipe
+  [ "$cnn_optimizer" = sgd ] &&
+    echo "--optimizer.name sgd --optimizer.lr 0.05 --optimizer.momentum ${1:-0.9}"
+  return 0
+}
 codec_flags() {  # the flags a codec needs beside --compression.codec
   case "$1" in
-    topk) echo "--optimizer.momentum 0 --compression.topk-warmup-steps 234" ;;
+    powersgd) echo "$(cnn_recipe) --compression.powersgd-rank $powersgd_rank" ;;
+    topk) echo "$(cnn_recipe 0) --optimizer.momentum 0 --compression.topk-warmup-steps 234" ;;
     onebit_adam) echo "--optimizer.name onebit_adam --optimizer.lr 0.001 --compression.freeze-step 234" ;;
     adam) echo "--optimizer.name adam --optimizer.lr 0.001" ;;
-    *) echo "" ;;
+    *) cnn_recipe ;;
   esac
 }
 codec_name() { [ "$1" = adam ] && echo none || echo "$1"; }
@@ -36,8 +52,8 @@ models=${MODELS:-cnn gpt-tiny}  # MODELS=gpt-tiny: the language model only
 for c in "${codecs[@]}"; do
   [[ " $models " == *" cnn "* ]] || break
   # shellcheck disable=SC2046
-  build/release/braid launch -n 2 -- build/release/braid train --model cnn --epochs "$epochs" \
-    --threads 1 --compression.codec "$(codec_name "$c")" --compression.start-iter 10 \
+  "$braid" launch -n 2 -- "$braid" train --model cnn --epochs "$epochs" \
+    --threads 1 --compression.codec "$(codec_name "$c")" --compression.start-iter "$start_iter" \
     $(codec_flags "$c") \
     --log-every 1000 --out "$out/cnn-$c" --overwrite > "$out/cnn-$c.log" 2>&1 ||
     { echo "cnn $c: failed, see $out/cnn-$c.log"; continue; }
@@ -51,12 +67,13 @@ for c in "${codecs[@]}"; do
   [ "$c" = topk ] && flags="--compression.topk-momentum 0 --compression.topk-warmup-steps 100"
   [ "$c" = onebit_adam ] && flags="--compression.freeze-step 100"
   [ "$c" = adam ] && continue
+  [ "$c" = powersgd ] && flags="--compression.powersgd-rank $powersgd_rank"
   opt=""
   [ "$c" = onebit_adam ] && opt="--optimizer.name onebit_adam"
   # shellcheck disable=SC2086
-  build/release/braid launch -n 2 -- build/release/braid train --model gpt-tiny \
+  "$braid" launch -n 2 -- "$braid" train --model gpt-tiny \
     --epochs 100 --max-steps "$steps" --threads 1 --compression.codec "$c" \
-    --compression.start-iter 10 \
+    --compression.start-iter "$start_iter" \
     $flags $opt --log-every 1000 --out "$out/gpt-$c" --overwrite > "$out/gpt-$c.log" 2>&1 ||
     { echo "gpt-tiny $c: failed, see $out/gpt-$c.log"; continue; }
   echo "gpt-tiny $c: $(last_eval "$out/gpt-$c")"
