@@ -6,14 +6,17 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "fashion_mnist_data.h"
 #include "run_braid.h"
 #include "same_checkpoint.h"
 #include "temp_dir.h"
+#include "tiny_mlp.h"
 
 namespace {
 
+using braid::testing::BraidResult;
 using braid::testing::run_braid;
 using braid::testing::same_checkpoint;
 using braid::testing::TempDir;
@@ -80,6 +83,72 @@ TEST(CompressionCli, OnebitAdamUnderZeroIsRefusedSayingWhy) {
                            tmp.path());
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("runs under strategy ddp without zero_stage"), std::string::npos)
+      << r.output;
+}
+
+BraidResult launch_ps(const std::string& flags) {
+  return run_braid(
+      std::string("launch --servers 2 --workers 2 -- ") + BRAID_BINARY + " train " + flags,
+      "BRAID_TIMEOUT_S=30");
+}
+
+// Parameter-server pushes through top-k of every float carry the fp32 pushes, so a sync run
+// (deterministic: the servers sum in worker order) ends with the same model and the same
+// servers' state bit for bit; a wrong range, offset or size on either side would not.
+TEST(CompressionCli, PsPushesThroughTopkOfEveryFloatEqualFp32Pushes) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const std::string flags = braid::testing::tiny_mlp_flags(tmp) +
+                            "--optimizer adam --lr 0.003 --strategy ps --ps.mode sync --steps 20 ";
+  BraidResult r = launch_ps(flags + "--out " + tmp.file("fp32"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = launch_ps(flags +
+                "--compression.codec topk --compression.topk-ratio 1 "
+                "--compression.topk-momentum 0 --out " +
+                tmp.file("topk"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  // (index, value) of every float: twice fp32's bytes.
+  EXPECT_NE(r.output.find("topk 0.5x fewer bytes"), std::string::npos) << r.output;
+  for (const char* file :
+       {"model.safetensors", "ps-server-0.safetensors", "ps-server-1.safetensors"}) {
+    const std::string a = braid::testing::read_bytes(tmp.file("fp32/checkpoint/") + file);
+    ASSERT_FALSE(a.empty()) << file;
+    EXPECT_TRUE(a == braid::testing::read_bytes(tmp.file("topk/checkpoint/") + file))
+        << file << " differs";
+  }
+}
+
+// int8 pushes: a byte a float and a scale per 256 on the wire, recorded in metrics.jsonl,
+// and the run learns (the servers decode what the workers encoded).
+TEST(CompressionCli, PsPushesInInt8RecordTheirRatioAndTrain) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const BraidResult r = launch_ps(
+      "--model mlp --batch 32 --threads 1 --strategy ps --steps 60 --log-every 20 "
+      "--compression.codec int8 --out " +
+      tmp.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::vector<nlohmann::json> train;
+  std::ifstream in(tmp.path() + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json rec = nlohmann::json::parse(line);
+    if (rec.value("event", "") == "train") train.push_back(rec);
+  }
+  ASSERT_GE(train.size(), 2u) << r.output;
+  EXPECT_EQ(train.back().value("codec", ""), "int8") << train.back().dump();
+  EXPECT_GT(train.back().value("compression_ratio", 0.0), 3.8) << train.back().dump();
+  EXPECT_LT(train.back().value("compression_ratio", 0.0), 4.0) << train.back().dump();
+  EXPECT_GT(train.back().value("error_feedback_norm", 0.0), 0.0) << train.back().dump();
+  EXPECT_LT(train.back().value("loss", 9.0), 0.8 * train.front().value("loss", 0.0))
+      << "the loss fell: " << train.front().dump() << " then " << train.back().dump();
+}
+
+TEST(CompressionCli, PowerSgdUnderAParameterServerIsRefusedSayingWhy) {
+  const TempDir tmp;
+  const BraidResult r = launch_ps(
+      "--model mlp --steps 1 --strategy ps --compression.codec powersgd --out " + tmp.path());
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("allreduces its factors among the workers"), std::string::npos)
       << r.output;
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/dtype.h"
 #include "parallel/codec.h"
+#include "parallel/compressed_allreduce.h"
 
 namespace braid::parallel {
 
@@ -33,6 +34,24 @@ class CastCodec : public GradientCodec {
   DType wire_;
   std::vector<uint16_t*> bucket_wire_;  // each bucket's 16-bit copy, padded to N chunks
   std::vector<uint16_t> chunk_out_;     // a reduce-scatter's 16-bit result
+};
+
+// bf16 or fp16 as a fixed-size encoding (a parameter-server push, ps_push_codec.h), with
+// error feedback, which a push can afford and a 16-bit sum cannot: memory += in, out :=
+// memory rounded to the wire type, memory -= the rounded value. Two bytes per float,
+// padded to a 4-byte word. A float that rounds to inf or NaN (fp16 past 65504) is sent so
+// (the server's optimizer sees the overflow) and its memory cleared.
+class CastEncoder : public ChunkEncoder {
+ public:
+  explicit CastEncoder(DType wire);  // bf16 or f16
+  size_t encoded_bytes(int64_t floats) const override;
+  double encode(const float* in, float* memory, int64_t n, std::byte* out,
+                const EncodeSite& site) const override;
+  void decode(const std::byte* in, int64_t n, float* out) const override;
+  void decode_add(const std::byte* in, int64_t n, float* sum) const override;
+
+ private:
+  DType wire_;
 };
 
 }  // namespace braid::parallel

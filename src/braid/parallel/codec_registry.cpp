@@ -9,6 +9,7 @@
 #include "parallel/codec_powersgd.h"
 #include "parallel/codec_sign.h"
 #include "parallel/codec_topk.h"
+#include "parallel/ps_push_codec.h"
 
 namespace braid::parallel {
 
@@ -33,6 +34,36 @@ std::unique_ptr<GradientCodec> make_codec(const CodecConfig& config) {
   std::string known;
   for (const std::string& name : codec_names()) known += (known.empty() ? "" : ", ") + name;
   BRAID_THROW(Error, "compression codec '", n, "' does not exist; the codecs are ", known);
+}
+
+std::unique_ptr<ChunkEncoder> make_push_encoder(const CodecConfig& config) {
+  const std::string& n = config.name;
+  if (n == "none" || n == "fp32") return nullptr;
+  if (n == "bf16") return std::make_unique<CastEncoder>(DType::bf16);
+  if (n == "fp16") return std::make_unique<CastEncoder>(DType::f16);
+  if (n == "int8")
+    return std::make_unique<Int8Encoder>(config.int8_chunk, config.stochastic_rounding,
+                                         config.seed);
+  if (n == "sign") return std::make_unique<SignEncoder>(config.sign_chunk);
+  if (n == "topk") {
+    BRAID_CHECK(config.topk_momentum == 0 && config.warmup_steps == 0,
+                "compression.codec topk under a parameter server sends plain error-feedback "
+                "top-k: the servers' optimizer keeps the momentum, and a push's size is fixed by "
+                "its range; set compression.topk_momentum 0 and compression.topk_warmup_steps 0 "
+                "(now ",
+                config.topk_momentum, " and ", config.warmup_steps, ")");
+    return std::make_unique<TopkEncoder>(config.topk_ratio);
+  }
+  BRAID_CHECK(n != "powersgd",
+              "compression.codec powersgd allreduces its factors among the workers, whom a "
+              "parameter server keeps apart; under strategy ps or fedavg use bf16, fp16, int8, "
+              "sign or topk");
+  BRAID_CHECK(n != "onebit_adam",
+              "compression.codec onebit_adam pairs with an optimizer on the worker; a parameter "
+              "server runs the optimizer itself; under strategy ps or fedavg use bf16, fp16, "
+              "int8, sign or topk");
+  make_codec(config);  // an unknown name: its error lists the codecs
+  BRAID_THROW(Error, "compression codec '", n, "' has no push encoding");
 }
 
 }  // namespace braid::parallel

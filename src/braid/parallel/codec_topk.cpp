@@ -38,6 +38,18 @@ int64_t topk_count(int64_t count, double ratio, int64_t warmup_steps, int64_t st
   return std::min(count, std::max<int64_t>(1, k));
 }
 
+void topk_largest(const float* v, int64_t n, int64_t k, int32_t* order) {
+  int32_t* const first = order;
+  int32_t* const last = order + n;
+  std::iota(first, last, 0);
+  if (k >= n) return;
+  std::nth_element(first, first + k, last, [v](int32_t x, int32_t y) {
+    const uint32_t mx = magnitude_bits(v[x]), my = magnitude_bits(v[y]);
+    return mx != my ? mx > my : x < y;
+  });
+  std::sort(first, first + k);
+}
+
 TopkCodec::TopkCodec(const CodecConfig& config)
     : ratio_(config.topk_ratio),
       momentum_(config.topk_momentum),
@@ -117,16 +129,7 @@ void TopkCodec::accumulate(Bucket& b, const float* grad, int64_t count) const {
 
 // The k indices of largest |v|, ascending (so the wire and the decode walk memory in order).
 const int32_t* TopkCodec::select(const Bucket& b, int64_t count, int64_t k) {
-  const auto first = order_.begin(), last = first + count;
-  std::iota(first, last, 0);
-  if (k < count) {
-    const float* v = b.residual.data();
-    std::nth_element(first, first + k, last, [v](int32_t x, int32_t y) {
-      const uint32_t mx = magnitude_bits(v[x]), my = magnitude_bits(v[y]);
-      return mx != my ? mx > my : x < y;
-    });
-    std::sort(first, first + k);
-  }
+  topk_largest(b.residual.data(), count, k, order_.data());
   return order_.data();
 }
 
@@ -190,6 +193,62 @@ void TopkCodec::allreduce(comm::Group& g, size_t bucket, float* grad, int64_t co
   comm::allgather(g, piece, gathered_, static_cast<size_t>(2 * k), DType::i32);
   scatter_add(gathered_, n, k, grad, count);
   report(b, count, k, n);
+}
+
+TopkEncoder::TopkEncoder(double ratio) : ratio_(ratio) {
+  BRAID_CHECK(ratio_ > 0 && ratio_ <= 1, "topk encoder: topk_ratio must be in (0, 1], got ", ratio_,
+              "; it is the fraction of each push sent");
+}
+
+size_t TopkEncoder::encoded_bytes(int64_t floats) const {
+  return static_cast<size_t>(kept(floats)) * 8;
+}
+
+double TopkEncoder::encode(const float* in, float* memory, int64_t n, std::byte* out,
+                           const EncodeSite& /*site*/) const {
+  for (int64_t i = 0; i < n; ++i) memory[i] += in[i];
+  const int64_t k = kept(n);
+  thread_local std::vector<int32_t> order;  // one per thread, reused across pushes
+  if (static_cast<int64_t>(order.size()) < n) order.resize(static_cast<size_t>(n));
+  topk_largest(memory, n, k, order.data());
+  auto* indices = reinterpret_cast<int32_t*>(out);
+  auto* values = reinterpret_cast<float*>(out) + k;
+  for (int64_t j = 0; j < k; ++j) {
+    const int32_t i = order[static_cast<size_t>(j)];
+    indices[j] = i;
+    values[j] = memory[i];  // NaN and inf too: the server's optimizer meets them
+    memory[i] = 0;
+  }
+  double lost = 0;
+  for (int64_t i = 0; i < n; ++i) lost += static_cast<double>(memory[i]) * memory[i];
+  return lost;
+}
+
+namespace {
+
+template <typename Apply>
+void for_each_entry(const std::byte* in, int64_t n, int64_t k, Apply&& apply) {
+  const auto* indices = reinterpret_cast<const int32_t*>(in);
+  const auto* values = reinterpret_cast<const float*>(in) + k;
+  for (int64_t j = 0; j < k; ++j) {
+    const int32_t i = indices[j];
+    BRAID_CHECK(i >= 0 && i < n, "topk encoder: entry ", j, " names float ", i, " of a piece of ",
+                n, "; the sender cut its pieces differently");
+    apply(i, values[j]);
+  }
+}
+
+}  // namespace
+
+// Assigned, not added to zeros: a push of every float is the fp32 push bit for bit (but
+// for a -0.0 gradient, which the memory's +0.0 turned into +0.0 before it was sent).
+void TopkEncoder::decode(const std::byte* in, int64_t n, float* out) const {
+  std::fill(out, out + n, 0.0f);
+  for_each_entry(in, n, kept(n), [out](int32_t i, float v) { out[i] = v; });
+}
+
+void TopkEncoder::decode_add(const std::byte* in, int64_t n, float* sum) const {
+  for_each_entry(in, n, kept(n), [sum](int32_t i, float v) { sum[i] += v; });
 }
 
 }  // namespace braid::parallel

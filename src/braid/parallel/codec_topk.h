@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "parallel/codec.h"
+#include "parallel/compressed_allreduce.h"
 
 namespace braid::parallel {
 
@@ -52,6 +53,9 @@ namespace braid::parallel {
 double topk_kept_fraction(double ratio, int64_t warmup_steps, int64_t step);
 // Entries sent of a bucket of `count`: max(1, round(fraction x count)), at most count.
 int64_t topk_count(int64_t count, double ratio, int64_t warmup_steps, int64_t step);
+// order[0, k) := the indices of the k largest |v[i]| of v[0, n), ascending (ties to the lower
+// index, NaN above every number). order must hold n entries.
+void topk_largest(const float* v, int64_t n, int64_t k, int32_t* order);
 
 class TopkCodec : public GradientCodec {
  public:
@@ -91,6 +95,25 @@ class TopkCodec : public GradientCodec {
   std::vector<int32_t> order_;   // candidate indices, reordered by selection
   int32_t* gathered_ = nullptr;  // N pieces of 2 k_max words: the all-gather's buffer
   int64_t gathered_words_ = 0;
+};
+
+// Top-k as a fixed-size encoding (a parameter-server push, ps_push_codec.h): plain
+// error-feedback top-k (Stich et al. 2018), memory += in, then the k = topk_count(n, ratio)
+// entries of largest |memory| as k int32 indices and k fp32 values, which leave the memory.
+// No momentum correction and no warm-up: the servers' optimizer keeps the momentum, and a
+// push's size is fixed by its range alone.
+class TopkEncoder : public ChunkEncoder {
+ public:
+  explicit TopkEncoder(double ratio);  // in (0, 1]
+  size_t encoded_bytes(int64_t floats) const override;
+  double encode(const float* in, float* memory, int64_t n, std::byte* out,
+                const EncodeSite& site) const override;
+  void decode(const std::byte* in, int64_t n, float* out) const override;
+  void decode_add(const std::byte* in, int64_t n, float* sum) const override;
+
+ private:
+  int64_t kept(int64_t floats) const { return floats > 0 ? topk_count(floats, ratio_, 0, 0) : 0; }
+  double ratio_;
 };
 
 }  // namespace braid::parallel

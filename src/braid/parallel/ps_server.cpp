@@ -37,6 +37,8 @@ PsServer::PsServer(std::shared_ptr<comm::Group> world, PsServerOptions options)
   range_ = split_key_ranges(options_.segments, options_.buffer_size,
                             l.servers)[static_cast<size_t>(options_.server)];
   staging_.assign(static_cast<size_t>(range_.size()), 0.0f);
+  push_decoder_ = make_push_encoder(options_.push_codec);
+  if (push_decoder_) push_wire_.resize(push_decoder_->encoded_bytes(range_.size()));
   members_.assign(static_cast<size_t>(l.workers), Member::live);
   worker_pushes_.assign(static_cast<size_t>(l.workers), 0);
   first_push_s_.assign(static_cast<size_t>(l.workers), 0.0);
@@ -386,7 +388,12 @@ void PsServer::handle(const PsRequest& r, int source) {
       BRAID_CHECK(shard_, "ps server ", options_.server, ": a push from worker ", r.worker,
                   " before worker 0 sent the initial parameters");
       // Died or stopped halfway through its gradient: nothing is applied.
-      if (!receive_from_worker(source, kPushTag, staging_.data(), bytes)) return;
+      if (push_decoder_) {
+        if (!receive_from_worker(source, kPushTag, push_wire_.data(), push_wire_.size())) return;
+        push_decoder_->decode(push_wire_.data(), range_.size(), staging_.data());
+      } else if (!receive_from_worker(source, kPushTag, staging_.data(), bytes)) {
+        return;
+      }
       ++pushes_;
       {
         const double at = std::chrono::duration<double>(Clock::now() - started_).count();

@@ -44,6 +44,7 @@
 
 #include "comm/group.h"
 #include "parallel/ps_protocol.h"
+#include "parallel/ps_push_codec.h"
 #include "parallel/ps_restarts.h"
 #include "parallel/ps_shard.h"
 
@@ -70,6 +71,8 @@ struct PsServerOptions {
   std::optional<PsShardSnapshot> resume_from{};
   // The launcher restarts dead processes (null: it does not).
   std::shared_ptr<PsRestarts> restarts{};
+  // How pushes cross the wire (ps_push_codec.h): the workers' compression codec.
+  CodecConfig push_codec{};
 };
 
 // What a server saw, for the run's metrics.
@@ -156,7 +159,9 @@ class PsServer {
   std::shared_ptr<comm::Group> world_;
   PsServerOptions options_;
   KeyRange range_;
-  std::vector<float> staging_;  // a push's gradient, or the initial values
+  std::vector<float> staging_;                  // a push's gradient, or the initial values
+  std::unique_ptr<ChunkEncoder> push_decoder_;  // null: pushes are fp32
+  std::vector<std::byte> push_wire_;            // an encoded push of the range
   std::optional<PsShard> shard_;
   struct WaitingPull {
     int worker;

@@ -1,7 +1,9 @@
 #include "parallel/ps_worker.h"
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
+#include <utility>
 
 #include "comm/collectives.h"
 #include "core/log.h"
@@ -10,8 +12,12 @@
 namespace braid::parallel {
 
 PsWorker::PsWorker(std::unique_ptr<nn::Module> module, StepOptions options,
-                   std::shared_ptr<comm::Group> world, PsLayout layout)
-    : Strategy(std::move(module), std::move(options)), world_(std::move(world)), layout_(layout) {
+                   std::shared_ptr<comm::Group> world, PsLayout layout,
+                   const CodecConfig& push_codec)
+    : Strategy(std::move(module), std::move(options)),
+      world_(std::move(world)),
+      layout_(layout),
+      push_encoder_(make_push_encoder(push_codec)) {
   BRAID_CHECK(world_, "ps worker: needs the job's world group");
   BRAID_CHECK(world_->size() == layout_.size(), "ps worker: a job of ", layout_.workers,
               " workers and ", layout_.servers, " servers has ", layout_.size(),
@@ -31,6 +37,13 @@ PsWorker::PsWorker(std::unique_ptr<nn::Module> module, StepOptions options,
   push_.requests.assign(ranges_.size(), PsRequest{});
   push_.ids.assign(ranges_.size(), Ids{});
   pull_arrived_.assign(ranges_.size(), true);
+  if (push_encoder_) {
+    for (const KeyRange& r : ranges_) {
+      push_memory_.emplace_back(static_cast<size_t>(r.size()), 0.0f);
+      push_wire_.emplace_back(push_encoder_->encoded_bytes(r.size()));
+    }
+    push_memory_norm2_.assign(ranges_.size(), 0.0);
+  }
   params_.add_ready_listener([this](int64_t begin, int64_t end) { on_ready(begin, end); });
   params_.set_use_listener([this](int64_t begin, int64_t end) { on_use(begin, end); });
 }
@@ -319,8 +332,18 @@ void PsWorker::send_range(int s, float lr, int64_t step, int64_t weight) {
                        .weight = weight};
   const int rank = layout_.server_rank(s);
   push_.ids[i].push_back(world_->isend(rank, kRequestTag, &push_.requests[i], sizeof(PsRequest)));
-  push_.ids[i].push_back(world_->isend(rank, kPushTag, params_.grads() + r.begin,
-                                       static_cast<size_t>(r.size()) * sizeof(float)));
+  const void* payload = params_.grads() + r.begin;
+  size_t bytes = static_cast<size_t>(r.size()) * sizeof(float);
+  push_report_.dense_bytes += static_cast<double>(bytes);
+  if (push_encoder_) {
+    const EncodeSite site{.step = step, .rank = world_->rank(), .bucket = i};
+    push_memory_norm2_[i] = push_encoder_->encode(params_.grads() + r.begin, push_memory_[i].data(),
+                                                  r.size(), push_wire_[i].data(), site);
+    payload = push_wire_[i].data();
+    bytes = push_wire_[i].size();
+  }
+  push_report_.wire_bytes += static_cast<double>(bytes);
+  push_.ids[i].push_back(world_->isend(rank, kPushTag, payload, bytes));
 }
 
 int PsWorker::start_push(float lr, int64_t step, int64_t weight) {
@@ -331,6 +354,10 @@ int PsWorker::start_push(float lr, int64_t step, int64_t weight) {
   next_step_ = step + 1;  // what synchronize() waits for, whoever drives the steps
   for (int s = 0; s < layout_.servers; ++s)
     if (!push_.started[static_cast<size_t>(s)]) send_range(s, lr, step, weight);
+  double memory_norm2 = 0;
+  for (double x : push_memory_norm2_) memory_norm2 += x;
+  push_report_.error_norm = std::sqrt(memory_norm2);
+  codec_report_ = std::exchange(push_report_, CodecReport{});
   Pending p{.timestamp = next_timestamp_++, .is_pull = false};
   p.by_server.swap(push_.ids);
   push_.ids.assign(ranges_.size(), Ids{});

@@ -32,6 +32,10 @@
 // waits for a server's range only before the first layer that reads it
 // (ParamSet::about_to_use), so the first layers compute while the rest is on the way. One
 // thread drives the world group: the rank's compute thread.
+//
+// With a compression codec (ps_push_codec.h) each server's range of a push is encoded, with
+// this worker's error-feedback memory of that range, into a buffer of the range's encoded
+// size; last_codec_report() gives the step's bytes against fp32's.
 #pragma once
 
 #include <memory>
@@ -41,6 +45,7 @@
 #include "comm/group.h"
 #include "parallel/micro_batches.h"
 #include "parallel/ps_protocol.h"
+#include "parallel/ps_push_codec.h"
 #include "parallel/ps_restarts.h"
 #include "parallel/strategy.h"
 
@@ -49,7 +54,7 @@ namespace braid::parallel {
 class PsWorker : public Strategy {
  public:
   PsWorker(std::unique_ptr<nn::Module> module, StepOptions options,
-           std::shared_ptr<comm::Group> world, PsLayout layout);
+           std::shared_ptr<comm::Group> world, PsLayout layout, const CodecConfig& push_codec = {});
   ~PsWorker() override;
 
   std::string_view name() const override { return "ps"; }
@@ -96,6 +101,8 @@ class PsWorker : public Strategy {
   // Tells every server this worker's run ended well (once). Destroyed without it while an
   // exception unwinds, the worker tells them it failed instead (PsRequestKind::fail).
   void finish() override;
+
+  const CodecReport& last_codec_report() const override { return codec_report_; }
 
   const std::vector<KeyRange>& ranges() const { return ranges_; }
   // The version of each server's range that the parameters hold now.
@@ -158,6 +165,14 @@ class PsWorker : public Strategy {
     std::vector<PsRequest> requests;
     std::vector<Ids> ids;
   } push_;
+  // The push's encoding (null: fp32), and per server its error-feedback memory and the
+  // encoded range, which stays unchanged until the push's send completes.
+  std::unique_ptr<ChunkEncoder> push_encoder_;
+  std::vector<std::vector<float>> push_memory_;
+  std::vector<std::vector<std::byte>> push_wire_;
+  std::vector<double> push_memory_norm2_;
+  CodecReport push_report_;   // the push being sent
+  CodecReport codec_report_;  // the last push sent whole
   bool seeded_ = false;
   int64_t stop_at_ = -1;
   PsStopReason stop_reason_ = PsStopReason::none;

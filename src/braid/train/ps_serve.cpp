@@ -96,6 +96,7 @@ void serve_parameters(const TrainConfig& config, std::shared_ptr<comm::Group> wo
   o.buffer_size = model.params().size();
   o.optimizer = config.optimizer;
   o.rules = ps_rules(config, layout.workers);
+  o.push_codec = codec_config(config);
   // A silent worker is lost after ps.worker_timeout_s, by default half the job's deadline:
   // the server names a stalled worker before the workers waiting on it reach their own
   // deadline (and blame the server). A lost worker may still come back (async, ssp) until

@@ -8,6 +8,7 @@
 #include "parallel/local_sgd.h"
 #include "parallel/mesh_strategy.h"
 #include "parallel/ps_evaluator.h"
+#include "parallel/ps_push_codec.h"
 #include "parallel/ps_worker.h"
 #include "parallel/single_process.h"
 #include "parallel/zero.h"
@@ -61,8 +62,8 @@ void check_global_batch(const TrainConfig& config, const std::string& name, int 
               "it divides, or another accumulate_steps");
 }
 
-// The config's compression section (and comm_dtype, its older spelling for the casts) as
-// the reducer's codec.
+}  // namespace
+
 parallel::CodecConfig codec_config(const TrainConfig& config) {
   const TrainConfig::Compression& c = config.compression;
   parallel::CodecConfig out;
@@ -98,8 +99,6 @@ parallel::CodecConfig codec_config(const TrainConfig& config) {
   return out;
 }
 
-}  // namespace
-
 std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer(
     const TrainConfig& config, const std::shared_ptr<comm::Group>& group) {
   if (!config.sync_batchnorm || !group || group->size() == 1) return nullptr;
@@ -122,12 +121,15 @@ std::unique_ptr<parallel::Strategy> make_strategy(
   const bool model_parallel = name == "pipeline" || name == "tensor" || name == "mesh";
   const std::string codec = codec_config(config).name;
   const bool data_axis =
-      name == "ddp" || name == "local_sgd" ||
+      name == "ddp" || name == "local_sgd" || name == "ps" || name == "fedavg" ||
       (model_parallel && mesh_shape(config, world) && mesh_shape(config, world)->data > 1);
   BRAID_CHECK(codec == "none" || data_axis, "compression.codec ", codec,
               " compresses what crosses a data-parallel axis: strategies ddp (and its "
-              "zero_stage), local_sgd, and a mesh with a data axis (mesh.data > 1), not '",
+              "zero_stage), local_sgd, a mesh with a data axis (mesh.data > 1), and the "
+              "pushes of ps and fedavg, not '",
               name, "' here; drop compression.codec (and comm_dtype)");
+  // A push encoding refuses what a parameter server cannot honour, saying why.
+  if (name == "ps" || name == "fedavg") parallel::make_push_encoder(codec_config(config));
   BRAID_CHECK((codec == "onebit_adam") == (config.optimizer.name == "onebit_adam"),
               "compression.codec onebit_adam and optimizer onebit_adam work as a pair (the codec "
               "sends Adam's momentum, the optimizer takes it as its own): set both or neither "
@@ -165,7 +167,7 @@ std::unique_ptr<parallel::Strategy> make_strategy(
       return std::make_unique<parallel::PsEvaluator>(std::move(module), step_options(config),
                                                      std::move(group), *ps);
     return std::make_unique<parallel::PsWorker>(std::move(module), step_options(config),
-                                                std::move(group), *ps);
+                                                std::move(group), *ps, codec_config(config));
   }
   BRAID_CHECK(model_parallel ||
                   (config.pipeline.stages <= 1 && config.tensor_parallel <= 1 &&

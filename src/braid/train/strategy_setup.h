@@ -41,6 +41,10 @@ std::optional<parallel::MeshShape> mesh_shape(const TrainConfig& config, int wor
 // The consistency rules of a parameter-server job from the config's ps.* keys.
 parallel::PsRules ps_rules(const TrainConfig& config, int workers);
 
+// The config's compression section (and comm_dtype, its older spelling for the casts): the
+// reducer's codec, and the encoding of parameter-server pushes.
+parallel::CodecConfig codec_config(const TrainConfig& config);
+
 // The reducer for SyncBatchNorm when the config asks for it and the job has ranks to
 // share statistics with; null otherwise.
 std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer(
