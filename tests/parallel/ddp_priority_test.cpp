@@ -63,6 +63,42 @@ std::vector<float> train(int n, bool deterministic, bool priority, int steps) {
   return out;
 }
 
+// Partition 0: the tuner tries each candidate on the first steps and keeps one; the pieces
+// change size between steps, and every rank keeps the same partition.
+std::vector<float> train_tuned(int steps, bool priority, std::vector<size_t>* chosen) {
+  std::vector<float> out;
+  std::mutex mu;
+  rethrow_first(run_group(2, [&](comm::Group& world) {
+    auto group = world.split(0, world.rank());
+    DdpOptions d;
+    d.bucket_bytes = 24000;  // a largest bucket of ~24 KB: candidates of 24, 6 and 4 KiB
+    d.first_bucket_bytes = 2000;
+    d.priority = priority;
+    d.partition_bytes = 0;
+    Ddp s(train::build_model(deep_mlp()).module, options("adamw"), group, d);
+    for (int t = 0; t < steps; ++t)
+      s.step(shard(global_batch(kBatch, t), group->rank(), 2), kLr, t);
+    s.synchronize();
+    const std::lock_guard lock(mu);
+    if (const PartitionTuner* tuner = s.partition_tuner()) {
+      EXPECT_EQ(tuner->candidates().size(), 3u);
+      EXPECT_TRUE(tuner->done());
+      if (tuner->done()) chosen->push_back(tuner->chosen());
+    }
+    if (group->rank() == 0) out = params_of(s);
+  }));
+  return out;
+}
+
+TEST(DdpPriority, ATunedPartitionEqualsFifoBitwiseAndIsTheSameOnEveryRank) {
+  std::vector<size_t> chosen, none;
+  const std::vector<float> tuned = train_tuned(14, true, &chosen);
+  expect_bitwise(tuned, train_tuned(14, false, &none), "2 ranks, partition tuned");
+  ASSERT_EQ(chosen.size(), 2u);
+  EXPECT_EQ(chosen[0], chosen[1]);
+  EXPECT_TRUE(none.empty()) << "no tuner without priority scheduling";
+}
+
 TEST(DdpPriority, EqualsFifoBitwiseInDeterministicModeAndAtTwoRanks) {
   expect_bitwise(train(3, true, true, 5), train(3, true, false, 5), "3 ranks, deterministic");
   expect_bitwise(train(2, false, true, 5), train(2, false, false, 5), "2 ranks");

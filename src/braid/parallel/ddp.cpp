@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "comm/group.h"
+#include "core/log.h"
 #include "core/memory.h"
 #include "core/timer.h"
 #include "parallel/rank0_broadcast.h"
@@ -41,7 +42,8 @@ Ddp::Ddp(std::unique_ptr<nn::Module> module, StepOptions options,
   reducer.deterministic = options_.deterministic;
   reducer.codec = ddp_.codec;
   reducer.priority = ddp_.priority;
-  reducer.partition_bytes = ddp_.partition_bytes;
+  reducer.partition_bytes =
+      ddp_.partition_bytes > 0 ? ddp_.partition_bytes : PartitionTuner::kSmallest;
   make_reducer(reducer, [this](size_t bytes) -> void* {
     if (ddp_.shared_gradients) {
       shared_wire_.push_back(comm::allocate_shared(*group_, bytes));
@@ -54,6 +56,8 @@ Ddp::Ddp(std::unique_ptr<nn::Module> module, StepOptions options,
   use_micro_tree();
   start_engine();
   sync_parameters();
+  if (ddp_.priority && ddp_.partition_bytes == 0)
+    tuner_.emplace(static_cast<size_t>(reducer_->largest_bucket()) * sizeof(float));
   if (ddp_.priority) {
     updated_.assign(buckets().size(), 0);
     params_.set_use_listener([this](int64_t begin, int64_t end) { update_before_use(begin, end); });
@@ -113,6 +117,15 @@ void Ddp::update_bucket(size_t i) {
   times_.optimizer += watch.lap();
 }
 
+void Ddp::tune_partition() {
+  const auto sum = [this](double* values, size_t n) {
+    sum_over_ranks(values, n, "the partition tuner's step times");
+  };
+  if (const auto partition = tuner_->begin_step(since_step_.lap(), sum))
+    reducer_->set_partition_bytes(*partition);
+  if (tuner_->done() && group_->rank() == 0) log_info("ddp: ", tuner_->summary());
+}
+
 void Ddp::load_optimizer_state(const optim::NamedTensors& state) {
   settle();
   Strategy::load_optimizer_state(state);
@@ -129,6 +142,7 @@ void Ddp::sync_parameters() {
 double Ddp::step(const data::Batch& batch, float lr, int64_t step) {
   check_batch_share(batch, ddp_.global_batch, group_->rank(), group_->size(), name());
   last_step_ = step;
+  if (tuner_ && !tuner_->done()) tune_partition();
   Stopwatch watch;
   times_ = {};
   // A model that reads parameters without announcing them first gets every update now.

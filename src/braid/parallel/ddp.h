@@ -29,15 +29,20 @@
 //   gradient is the mean over the global batch; with equal shares the weight is 1.
 // - Buffers (BatchNorm's running statistics) are broadcast from rank 0 before each step,
 //   as PyTorch's broadcast_buffers.
+// - Priority scheduling with partition_bytes 0: the partition is tuned on the first steps
+//   (partition_tuner.h) and logged.
 // Nothing is allocated per step. Errors from the progress thread (a dead or stalled peer,
 // a mismatched call) surface from step() naming the bucket.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/shared_buffer.h"
+#include "core/timer.h"
 #include "parallel/data_parallel.h"
+#include "parallel/partition_tuner.h"
 
 namespace braid::parallel {
 
@@ -76,6 +81,8 @@ class Ddp : public DataParallel {
   // buffer reduced; the next step zeroes it. For the overlap figure of `braid bench train`.
   // Returns its seconds.
   double communicate_alone();
+  // The partition tuner (priority scheduling, partition_bytes 0); null otherwise.
+  const PartitionTuner* partition_tuner() const { return tuner_ ? &*tuner_ : nullptr; }
 
  protected:
   void start_bucket(size_t i) override;
@@ -86,6 +93,8 @@ class Ddp : public DataParallel {
   // are waited for and updated first.
   void update_before_use(int64_t begin, int64_t end);
   void update_bucket(size_t i);
+  // Measures the step that ended and sets the next step's partition (tuner_).
+  void tune_partition();
   DdpOptions ddp_;
   comm::SharedBuffer shared_grads_;
   comm::SharedBuffer shared_params_;
@@ -98,6 +107,10 @@ class Ddp : public DataParallel {
   float pending_lr_ = 0;
   std::vector<char> updated_;
   size_t updated_count_ = 0;
+  // Priority scheduling with a partition tuned at run time, and the time since the last
+  // step began.
+  std::optional<PartitionTuner> tuner_;
+  Stopwatch since_step_;
 };
 
 }  // namespace braid::parallel

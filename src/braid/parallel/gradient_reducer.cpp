@@ -63,12 +63,29 @@ GradientReducer::GradientReducer(const nn::ParamSet& params, std::shared_ptr<com
     gaps_.push_back(std::move(gaps));
     buckets_.push_back(std::move(b));
   }
-  const auto buckets = static_cast<int64_t>(buckets_.size());
+  largest_bucket_ = largest;
   if (options_.priority) {
     BRAID_CHECK(codec_->plain_sum(), "priority scheduling sends fp32 pieces; compression codec '",
                 codec_->name(), "' exchanges whole buckets: use one of them");
+    data_.assign(buckets_.size(), nullptr);
+    ready_.assign(buckets_.size(), 0);
+    done_.assign(buckets_.size(), 0);
+  }
+  cut_pieces();
+}
+
+// Priority mode's pieces of at most partition_bytes, and the buffers an exchange of the
+// widest one needs (a piece and its readiness floats, in deterministic mode in shares of a
+// whole number of floats per rank). Grown, never shrunk: a tuned partition does not
+// allocate again when the search comes back to a smaller one.
+void GradientReducer::cut_pieces() {
+  const auto buckets = static_cast<int64_t>(buckets_.size());
+  int64_t largest = largest_bucket_;
+  if (options_.priority) {
     const auto partition =
         std::max<int64_t>(1, static_cast<int64_t>(options_.partition_bytes / sizeof(float)));
+    pieces_.clear();
+    first_piece_.clear();
     int64_t widest = 0;
     for (size_t i = 0; i < buckets_.size(); ++i) {
       first_piece_.push_back(pieces_.size());
@@ -78,19 +95,26 @@ GradientReducer::GradientReducer(const nn::ParamSet& params, std::shared_ptr<com
       }
     }
     first_piece_.push_back(pieces_.size());
-    piece_buffer_.assign(static_cast<size_t>(widest + buckets), 0.0f);
+    const auto need = static_cast<size_t>(widest + buckets);
+    if (piece_buffer_.size() < need) piece_buffer_.assign(need, 0.0f);
     largest = std::max(largest, widest + buckets);
-    data_.assign(buckets_.size(), nullptr);
-    ready_.assign(buckets_.size(), 0);
-    done_.assign(buckets_.size(), 0);
   }
   if (options_.deterministic) {
-    // One exchange (a bucket, or a piece and its readiness floats), in shares of a whole
-    // number of floats per rank.
+    const int n = group_->size();
     const auto size = static_cast<size_t>((largest + n - 1) / n * n);
-    send_.assign(size, 0.0f);
-    recv_.assign(size, 0.0f);
+    if (send_.size() < size) {
+      send_.assign(size, 0.0f);
+      recv_.assign(size, 0.0f);
+    }
   }
+}
+
+void GradientReducer::set_partition_bytes(size_t bytes) {
+  BRAID_CHECK(options_.priority && bytes > 0, "gradient reducer: a partition of ", bytes,
+              " bytes; pieces are priority mode's, of at least a float");
+  pieces_handle_.wait();  // the last step's task reads the pieces until it ends
+  options_.partition_bytes = bytes;
+  cut_pieces();
 }
 
 GradientReducer::~GradientReducer() = default;

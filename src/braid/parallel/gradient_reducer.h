@@ -116,6 +116,12 @@ class GradientReducer {
   CodecReport take_report();
   // Priority mode: the buckets of the last step's pieces in the order they were sent.
   std::vector<int> last_order() const;
+  // Priority mode: pieces of at most `bytes` from the next step on (between steps; the
+  // partition tuner's choice, partition_tuner.h). The same on every rank.
+  void set_partition_bytes(size_t bytes);
+  size_t partition_bytes() const { return options_.partition_bytes; }
+  // The largest bucket, in floats.
+  int64_t largest_bucket() const { return largest_bucket_; }
   // Priority mode: stops a step's exchange that waits for a bucket backward will not finish
   // (the strategy is going away after an error); its handle then fails.
   void abort();
@@ -123,6 +129,7 @@ class GradientReducer {
  private:
   void ordered_allreduce(comm::Group& g, float* data, int64_t len);
   void zero_gaps(size_t i, float* data) const;
+  void cut_pieces();
   // Priority mode: the step's whole exchange, on the progress thread.
   void run_pieces(comm::Group& g);
   struct Piece {
@@ -138,6 +145,7 @@ class GradientReducer {
   std::vector<BucketLayout> layouts_;
   std::vector<std::vector<FloatRange>> gaps_;  // per bucket: floats between its parameters
   int64_t largest_chunk_ = 0;
+  int64_t largest_bucket_ = 0;
   int64_t step_ = 0;
   std::vector<float> send_, recv_;  // deterministic mode's exchange
   comm::ProgressEngine* engine_ = nullptr;

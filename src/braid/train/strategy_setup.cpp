@@ -197,7 +197,9 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     d.global_batch = config.global_batch;
     d.codec = codec_config(config);
     d.priority = config.scheduler.priority;
-    d.partition_bytes = static_cast<size_t>(config.scheduler.partition_mb * (1 << 20));
+    // 0: tuned at run time (partition_tuner.h); else at least a float.
+    const double mb = config.scheduler.partition_mb;
+    d.partition_bytes = mb > 0 ? std::max<size_t>(4, static_cast<size_t>(mb * (1 << 20))) : 0;
     BRAID_CHECK(!d.priority || (name == "ddp" && config.zero_stage == 0 && d.codec.name == "none" &&
                                 !config.sync_batchnorm),
                 "scheduler.priority is built for strategy ddp with fp32 gradients (no zero_stage, "
