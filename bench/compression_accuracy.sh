@@ -41,7 +41,8 @@ cnn_recipe() {  # the optimizer flags of the cnn's recipe
 codec_flags() {  # the flags a codec needs beside --compression.codec
   case "$1" in
     powersgd) echo "$(cnn_recipe) --compression.powersgd-rank $powersgd_rank" ;;
-    topk) echo "$(cnn_recipe 0) --optimizer.momentum 0 --compression.topk-warmup-steps 234" ;;
+    topk) echo "$(cnn_recipe 0 || true) --compression.topk-warmup-steps 234" \
+      "$([ "$cnn_optimizer" = sgd ] || echo --optimizer.momentum 0)" ;;
     onebit_adam) echo "--optimizer.name onebit_adam --optimizer.lr 0.001 --compression.freeze-step 234" ;;
     adam) echo "--optimizer.name adam --optimizer.lr 0.001" ;;
     *) cnn_recipe ;;
