@@ -21,6 +21,17 @@ using braid::testing::run_braid;
 using braid::testing::same_checkpoint;
 using braid::testing::TempDir;
 
+// The train records of a run's metrics.jsonl, in order.
+std::vector<nlohmann::json> train_records(const std::string& run_dir) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json rec = nlohmann::json::parse(line);
+    if (rec.value("event", "") == "train") out.push_back(std::move(rec));
+  }
+  return out;
+}
+
 TEST(CompressionCli, AJobRecordsItsCodecsBytesRatioAndErrorFeedback) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
@@ -30,13 +41,9 @@ TEST(CompressionCli, AJobRecordsItsCodecsBytesRatioAndErrorFeedback) {
                            tmp.path());
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("int8 3.9x fewer bytes"), std::string::npos) << r.output;
-  nlohmann::json last;
-  std::ifstream in(tmp.path() + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    const nlohmann::json rec = nlohmann::json::parse(line);
-    if (rec.value("event", "") == "train") last = rec;
-  }
-  ASSERT_FALSE(last.is_null()) << "no train record";
+  const std::vector<nlohmann::json> train = train_records(tmp.path());
+  ASSERT_FALSE(train.empty()) << "no train record";
+  const nlohmann::json& last = train.back();
   EXPECT_EQ(last.value("codec", ""), "int8") << last.dump();
   // A byte and a scale per 256 floats against 4 bytes: just under 4.
   EXPECT_GT(last.value("compression_ratio", 0.0), 3.8) << last.dump();
@@ -128,12 +135,7 @@ TEST(CompressionCli, PsPushesInInt8RecordTheirRatioAndTrain) {
       "--compression.codec int8 --out " +
       tmp.path());
   ASSERT_EQ(r.code, 0) << r.output;
-  std::vector<nlohmann::json> train;
-  std::ifstream in(tmp.path() + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    const nlohmann::json rec = nlohmann::json::parse(line);
-    if (rec.value("event", "") == "train") train.push_back(rec);
-  }
+  const std::vector<nlohmann::json> train = train_records(tmp.path());
   ASSERT_GE(train.size(), 2u) << r.output;
   EXPECT_EQ(train.back().value("codec", ""), "int8") << train.back().dump();
   EXPECT_GT(train.back().value("compression_ratio", 0.0), 3.8) << train.back().dump();
