@@ -102,6 +102,7 @@ class PowerSgdCodec : public GradientCodec {
   double min_compression_rate_;
   uint64_t seed_;
   std::vector<Bucket> buckets_;
+  std::vector<float> q_transposed_;  // Q^T of the matrix being decoded (the widest Q's size)
 };
 
 // Orthonormalises the r columns of the row-major rows x r matrix `m` in place (modified
