@@ -145,6 +145,22 @@ TEST(CompressionCli, PsPushesInInt8RecordTheirRatioAndTrain) {
       << "the loss fell: " << train.front().dump() << " then " << train.back().dump();
 }
 
+// Federated averaging pushes each worker's change through the codec too; its round records
+// say so.
+TEST(CompressionCli, FedAvgRoundsRecordTheirPushesCodec) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const BraidResult r = launch_ps(
+      "--model mlp --threads 1 --strategy fedavg --fedavg.rounds 2 --compression.codec int8 "
+      "--out " +
+      tmp.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::vector<nlohmann::json> rounds = train_records(tmp.path());
+  ASSERT_FALSE(rounds.empty()) << r.output;
+  EXPECT_EQ(rounds.back().value("codec", ""), "int8") << rounds.back().dump();
+  EXPECT_GT(rounds.back().value("compression_ratio", 0.0), 3.8) << rounds.back().dump();
+}
+
 TEST(CompressionCli, PowerSgdUnderAParameterServerIsRefusedSayingWhy) {
   const TempDir tmp;
   const BraidResult r = launch_ps(
