@@ -550,7 +550,9 @@ void add_train_bench(CLI::App& bench) {
                  "powersgd, onebit_adam: uncompressed steps first (within the warm-up)");
   tr->add_flag("--priority", f->priority,
                "ddp: priority scheduling of gradient pieces, updates in the next forward");
-  tr->add_option("--partition-mb", f->partition_mb, "--priority: MiB per piece");
+  tr->add_option("--partition-mb", f->partition_mb,
+                 "--priority: MiB per piece (fixed here, 4 by default: a tuned run's first steps "
+                 "would try other sizes inside the timed rounds)");
   tr->add_option("--comm-dtype", f->comm_dtype, "ddp: gradients on the wire: fp32, bf16, fp16")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   tr->add_option("--micro-batches", f->micro_batches, "pipeline: micro-batches a step (M)");

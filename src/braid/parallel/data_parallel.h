@@ -44,7 +44,7 @@ struct DataParallelOptions {
   // DDP: priority scheduling of pieces (gradient_reducer.h) and each bucket's update in the
   // next forward, just before its layers (ByteScheduler).
   bool priority = false;
-  size_t partition_bytes = size_t{4} << 20;  // 0: tuned on the first steps (ddp)
+  size_t partition_bytes = 0;  // 0: tuned on the first steps (ddp; partition_tuner.h)
 };
 
 class DataParallel : public Strategy {

@@ -99,7 +99,7 @@ struct TrainConfig {
   // DDP: priority scheduling of gradient pieces, each bucket updated in the next forward.
   struct Scheduler {
     bool priority = false;
-    double partition_mb = 4;
+    double partition_mb = 0;  // 0: tuned on the first steps (parallel/partition_tuner.h)
   } scheduler;
   struct LocalSgd {
     int64_t period = 8;      // local steps between parameter averages (H)

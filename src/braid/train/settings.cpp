@@ -367,8 +367,8 @@ std::vector<Setting> make_settings() {
       [](auto& c) -> auto& { return c.scheduler.priority; }));
   t.push_back(number(
       "scheduler.partition_mb", kParallel, Range{0, 1 << 20},
-      "scheduler.priority: MiB of gradients per piece (0: tuned on the first steps, among the "
-      "largest bucket / 1, 4 and 16)",
+      "scheduler.priority: MiB of gradients per piece (0, the default: tuned on the first "
+      "steps, among the largest bucket / 1, 4 and 16)",
       [](auto& c) -> auto& { return c.scheduler.partition_mb; }));
   // From about a KiB (a bucket of 256 floats) to a TiB: converted to bytes as a size_t, so
   // neither end may round to 0 or overflow.
