@@ -155,8 +155,8 @@ class FedAvgRoundUnit : public ProgressUnit {
     last_.round = StepDone::Round{static_cast<int64_t>(mine.size()), samples};
     if (c.compression.codec != "none") {  // the push's encoding (parallel/ps_push_codec.h)
       const parallel::CodecReport& wire = ps_->last_codec_report();
-      last_.wire = StepDone::Wire{c.compression.codec, wire.wire_bytes, wire.ratio(),
-                                  wire.error_norm};
+      last_.wire =
+          StepDone::Wire{c.compression.codec, wire.wire_bytes, wire.ratio(), wire.error_norm};
     }
     return Advance::unit;
   }
