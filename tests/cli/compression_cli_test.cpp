@@ -32,6 +32,14 @@ std::vector<nlohmann::json> train_records(const std::string& run_dir) {
   return out;
 }
 
+// A train record of a run with codec int8: a byte and a scale per 256 floats against 4
+// bytes, just under 4 times fewer.
+void expect_int8_record(const nlohmann::json& rec) {
+  EXPECT_EQ(rec.value("codec", ""), "int8") << rec.dump();
+  EXPECT_GT(rec.value("compression_ratio", 0.0), 3.8) << rec.dump();
+  EXPECT_LT(rec.value("compression_ratio", 0.0), 4.0) << rec.dump();
+}
+
 TEST(CompressionCli, AJobRecordsItsCodecsBytesRatioAndErrorFeedback) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
@@ -44,10 +52,7 @@ TEST(CompressionCli, AJobRecordsItsCodecsBytesRatioAndErrorFeedback) {
   const std::vector<nlohmann::json> train = train_records(tmp.path());
   ASSERT_FALSE(train.empty()) << "no train record";
   const nlohmann::json& last = train.back();
-  EXPECT_EQ(last.value("codec", ""), "int8") << last.dump();
-  // A byte and a scale per 256 floats against 4 bytes: just under 4.
-  EXPECT_GT(last.value("compression_ratio", 0.0), 3.8) << last.dump();
-  EXPECT_LT(last.value("compression_ratio", 0.0), 4.0) << last.dump();
+  expect_int8_record(last);
   EXPECT_GT(last.value("wire_bytes", 0.0), 0.0) << last.dump();
   EXPECT_GT(last.value("error_feedback_norm", 0.0), 0.0) << last.dump();
 }
@@ -137,9 +142,7 @@ TEST(CompressionCli, PsPushesInInt8RecordTheirRatioAndTrain) {
   ASSERT_EQ(r.code, 0) << r.output;
   const std::vector<nlohmann::json> train = train_records(tmp.path());
   ASSERT_GE(train.size(), 2u) << r.output;
-  EXPECT_EQ(train.back().value("codec", ""), "int8") << train.back().dump();
-  EXPECT_GT(train.back().value("compression_ratio", 0.0), 3.8) << train.back().dump();
-  EXPECT_LT(train.back().value("compression_ratio", 0.0), 4.0) << train.back().dump();
+  expect_int8_record(train.back());
   EXPECT_GT(train.back().value("error_feedback_norm", 0.0), 0.0) << train.back().dump();
   EXPECT_LT(train.back().value("loss", 9.0), 0.8 * train.front().value("loss", 0.0))
       << "the loss fell: " << train.front().dump() << " then " << train.back().dump();
@@ -157,8 +160,7 @@ TEST(CompressionCli, FedAvgRoundsRecordTheirPushesCodec) {
   ASSERT_EQ(r.code, 0) << r.output;
   const std::vector<nlohmann::json> rounds = train_records(tmp.path());
   ASSERT_FALSE(rounds.empty()) << r.output;
-  EXPECT_EQ(rounds.back().value("codec", ""), "int8") << rounds.back().dump();
-  EXPECT_GT(rounds.back().value("compression_ratio", 0.0), 3.8) << rounds.back().dump();
+  expect_int8_record(rounds.back());
 }
 
 TEST(CompressionCli, PowerSgdUnderAParameterServerIsRefusedSayingWhy) {
