@@ -172,4 +172,15 @@ TEST(CompressionCli, PowerSgdUnderAParameterServerIsRefusedSayingWhy) {
       << r.output;
 }
 
+TEST(CompressionCli, PriorityWhereNothingIsScheduledIsRefusedSayingWhy) {
+  const TempDir tmp;
+  const auto r = run_braid(
+      "train --model mlp --steps 1 --strategy pipeline --scheduler.priority "
+      "--out " +
+      tmp.path());
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("strategies ddp, ps and fedavg, not 'pipeline'"), std::string::npos)
+      << r.output;
+}
+
 }  // namespace

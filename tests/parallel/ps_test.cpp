@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 
 #include "comm/inproc_ranks.h"
@@ -30,6 +31,8 @@ struct Outcome {
   std::vector<int64_t> versions;  // per server
   std::vector<std::vector<int64_t>> histograms;
   std::vector<int64_t> dropped;
+  size_t most_pull_bytes_in_flight = 0;  // worker 0's
+  std::vector<int64_t> range_bytes;      // per server
 };
 
 std::vector<optim::Segment> segments_of(const json& model, const StepOptions& o) {
@@ -44,7 +47,7 @@ int64_t buffer_size_of(const json& model, const StepOptions& o) {
 
 // W workers and S servers; worker w trains on shard w of each step's global batch.
 Outcome run_ps(const json& model, const StepOptions& o, int workers, int servers, int steps,
-               PsRules rules) {
+               PsRules rules, size_t pull_credit = 0) {
   rules.workers = workers;
   const PsLayout layout{workers, servers};
   const auto segments = segments_of(model, o);
@@ -58,12 +61,16 @@ Outcome run_ps(const json& model, const StepOptions& o, int workers, int servers
     auto world = g.split(0, g.rank());
     if (layout.is_worker(world->rank())) {
       PsWorker w(train::build_model(model).module, o, world, layout);
+      w.set_pull_credit(pull_credit);
       for (int t = 0; t < steps; ++t)
         w.step(shard(global_batch(kBatch, t), world->rank(), workers), kLr, t);
       w.synchronize();  // every worker, as the trainer calls it
       if (world->rank() == 0) {
         const std::lock_guard lock(mu);
         out.params = params_of(w);
+        out.most_pull_bytes_in_flight = w.most_pull_bytes_in_flight();
+        for (const KeyRange& r : w.ranges())
+          out.range_bytes.push_back(r.size() * static_cast<int64_t>(sizeof(float)));
       }
       w.finish();
       return;
@@ -108,6 +115,24 @@ TEST(Ps, SyncEqualsOneProcessOnTheGlobalBatch) {
       for (int64_t v : got.versions) EXPECT_EQ(v, 4);
     }
   }
+}
+
+// Priority pulls (scheduler.priority): with a credit of one byte a worker has one range
+// requested at a time, in layer order, and the run's result is the plain run's bit for bit
+// (2 workers: each server adds two pushes, in either order the same sum).
+TEST(Ps, PriorityPullsRequestOneRangeAtATimeAndChangeNothing) {
+  const StepOptions o = options("adam");
+  const Outcome plain = run_ps(small_mlp(), o, 2, 3, 4, {.mode = PsMode::sync});
+  const Outcome priority = run_ps(small_mlp(), o, 2, 3, 4, {.mode = PsMode::sync}, 1);
+  ASSERT_EQ(priority.params.size(), plain.params.size());
+  EXPECT_EQ(
+      std::memcmp(priority.params.data(), plain.params.data(), plain.params.size() * sizeof(float)),
+      0);
+  const int64_t largest = *std::max_element(plain.range_bytes.begin(), plain.range_bytes.end());
+  int64_t total = 0;
+  for (const int64_t b : plain.range_bytes) total += b;
+  EXPECT_EQ(static_cast<int64_t>(priority.most_pull_bytes_in_flight), largest);
+  EXPECT_EQ(static_cast<int64_t>(plain.most_pull_bytes_in_flight), total);
 }
 
 // A worker whose run raises an error tells the servers it failed (its destructor runs as

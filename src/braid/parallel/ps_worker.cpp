@@ -87,6 +87,7 @@ void PsWorker::receive_pull_from(size_t s) {
       std::find_if(pending_.begin(), pending_.end(), [](const Pending& p) { return p.is_pull; });
   BRAID_CHECK(pull != pending_.end(), "ps worker: no pull is under way");
   const int server = static_cast<int>(s);
+  request_pulls(*pull, server);  // forward asks for it: requested now if it was not
   for (;;) {
     try {
       wait_server(server, pull->by_server[s], "pulling the parameters");
@@ -98,6 +99,8 @@ void PsWorker::receive_pull_from(size_t s) {
     }
   }
   pull_arrived_[s] = true;
+  pull_in_flight_ -= static_cast<size_t>(ranges_[s].size()) * sizeof(float);
+  request_pulls(*pull, -1);  // its credit goes to the next range
   versions_[s] = replies_[s].version;
   if (replies_[s].stop_at >= 0 && (stop_at_ < 0 || replies_[s].stop_at < stop_at_)) {
     stop_at_ = replies_[s].stop_at;
@@ -244,13 +247,30 @@ int PsWorker::start_pull(int64_t step) {
                 " is still under way (pulls land in the parameter buffer): wait() for it first");
   seed_servers();
   Pending p{.timestamp = next_timestamp_++, .is_pull = true, .step = step};
-  for (int s = 0; s < layout_.servers; ++s) {
-    p.incarnations.push_back(server_incarnation(s));
-    p.by_server.push_back(start_pull_from(s, step));
-  }
+  const auto servers = static_cast<size_t>(layout_.servers);
+  p.by_server.assign(servers, Ids{});
+  p.incarnations.assign(servers, 0);
   std::fill(pull_arrived_.begin(), pull_arrived_.end(), false);
+  next_pull_ = 0;
+  pull_in_flight_ = 0;
   pending_.push_back(std::move(p));
+  request_pulls(pending_.back(), -1);
   return pending_.back().timestamp;
+}
+
+void PsWorker::request_pulls(Pending& pull, int upto) {
+  while (next_pull_ < layout_.servers) {
+    const auto s = static_cast<size_t>(next_pull_);
+    const auto bytes = static_cast<size_t>(ranges_[s].size()) * sizeof(float);
+    const bool within =
+        pull_credit_ == 0 || pull_in_flight_ == 0 || pull_in_flight_ + bytes <= pull_credit_;
+    if (!within && next_pull_ > upto) return;
+    pull.incarnations[s] = server_incarnation(next_pull_);
+    pull.by_server[s] = start_pull_from(next_pull_, pull.step);
+    pull_in_flight_ += bytes;
+    most_pull_in_flight_ = std::max(most_pull_in_flight_, pull_in_flight_);
+    ++next_pull_;
+  }
 }
 
 void PsWorker::wait(int timestamp) {

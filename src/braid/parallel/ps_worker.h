@@ -33,6 +33,12 @@
 // (ParamSet::about_to_use), so the first layers compute while the rest is on the way. One
 // thread drives the world group: the rank's compute thread.
 //
+// Priority scheduling (scheduler.priority; ByteScheduler's credit on a worker's link): a
+// pull requests the ranges in layer order with at most `pull credit` bytes of them
+// requested and not yet landed (at least one range), and requests the next as one lands or
+// as forward asks for it, so the first layers' range has the link to itself instead of
+// sharing it with every other server's answer. Without it every range is requested at once.
+//
 // With a compression codec (ps_push_codec.h) each server's range of a push is encoded, with
 // this worker's error-feedback memory of that range, into a buffer of the range's encoded
 // size; last_codec_report() gives the step's bytes against fp32's.
@@ -103,6 +109,10 @@ class PsWorker : public Strategy {
   void finish() override;
 
   const CodecReport& last_codec_report() const override { return codec_report_; }
+  // Pulls request at most `bytes` of ranges ahead of their arrival (0: all at once).
+  void set_pull_credit(size_t bytes) { pull_credit_ = bytes; }
+  // The most bytes of ranges a pull has had requested and not landed, since the start.
+  size_t most_pull_bytes_in_flight() const { return most_pull_in_flight_; }
 
   const std::vector<KeyRange>& ranges() const { return ranges_; }
   // The version of each server's range that the parameters hold now.
@@ -118,6 +128,10 @@ class PsWorker : public Strategy {
   void on_use(int64_t begin, int64_t end);
   // Posts server s's answer to a pull (its reply and its range of the parameters) and asks.
   Ids start_pull_from(int s, int64_t step);
+  // Requests the pull under way from the next servers in layer order, within the credit
+  // (all of them without one), and at least up to server `upto` (-1: none required).
+  struct Pending;
+  void request_pulls(Pending& pull, int upto);
   // Completes server `s`'s answer to the pull under way (once).
   void receive_pull_from(size_t s);
   // Sends `r` to server s and waits for the send, reconnecting to a restarted server.
@@ -142,6 +156,10 @@ class PsWorker : public Strategy {
   // pull_arrived_[s]: the pull under way has received server s's answer (all true when
   // no pull is under way).
   std::vector<bool> pull_arrived_;
+  // The pull under way: the next server to request, and the bytes requested and not landed.
+  size_t pull_credit_ = 0;
+  int next_pull_ = 0;
+  size_t pull_in_flight_ = 0, most_pull_in_flight_ = 0;
   double waited_in_forward_ = 0;  // seconds this step's forward waited for pulls
   // Exchanges started and not yet waited for, by timestamp: each server's requests, and the
   // server's process they went to.

@@ -363,12 +363,14 @@ std::vector<Setting> make_settings() {
   t.push_back(row(
       "scheduler.priority", K::boolean, kParallel,
       "ddp: send gradient buckets in pieces, the input side's first among those every rank has "
-      "ready, and update each bucket in the next forward just before its layers (ByteScheduler)",
+      "ready, and update each bucket in the next forward just before its layers; ps, fedavg: "
+      "pull the servers' ranges in layer order within a credit (ByteScheduler)",
       [](auto& c) -> auto& { return c.scheduler.priority; }));
   t.push_back(number(
       "scheduler.partition_mb", kParallel, Range{0, 1 << 20},
       "scheduler.priority: MiB of gradients per piece (0, the default: tuned on the first "
-      "steps, among the largest bucket / 1, 4 and 16)",
+      "steps, among the largest bucket / 1, 4 and 16); ps: MiB of ranges a pull requests "
+      "ahead of their arrival (0: one range at a time)",
       [](auto& c) -> auto& { return c.scheduler.partition_mb; }));
   // From about a KiB (a bucket of 256 floats) to a TiB: converted to bytes as a size_t, so
   // neither end may round to 0 or overflow.

@@ -128,6 +128,10 @@ std::unique_ptr<parallel::Strategy> make_strategy(
               "zero_stage), local_sgd, a mesh with a data axis (mesh.data > 1), and the "
               "pushes of ps and fedavg, not '",
               name, "' here; drop compression.codec (and comm_dtype)");
+  BRAID_CHECK(!config.scheduler.priority || name == "ddp" || name == "ps" || name == "fedavg",
+              "scheduler.priority orders the gradient exchange of strategies ddp, ps and fedavg, "
+              "not '",
+              name, "'; drop scheduler.priority");
   // A push encoding refuses what a parameter server cannot honour, saying why.
   if (name == "ps" || name == "fedavg") parallel::make_push_encoder(codec_config(config));
   BRAID_CHECK((codec == "onebit_adam") == (config.optimizer.name == "onebit_adam"),
@@ -166,8 +170,13 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     if (ps->is_evaluator(group->rank()))
       return std::make_unique<parallel::PsEvaluator>(std::move(module), step_options(config),
                                                      std::move(group), *ps);
-    return std::make_unique<parallel::PsWorker>(std::move(module), step_options(config),
-                                                std::move(group), *ps, codec_config(config));
+    auto worker = std::make_unique<parallel::PsWorker>(std::move(module), step_options(config),
+                                                       std::move(group), *ps, codec_config(config));
+    // Priority: pulls within a credit of scheduler.partition_mb (0: one range at a time).
+    if (config.scheduler.priority)
+      worker->set_pull_credit(
+          std::max<size_t>(1, static_cast<size_t>(config.scheduler.partition_mb * (1 << 20))));
+    return worker;
   }
   BRAID_CHECK(model_parallel ||
                   (config.pipeline.stages <= 1 && config.tensor_parallel <= 1 &&
