@@ -12,6 +12,15 @@
 #include "parallel/ps_push_codec.h"
 
 namespace braid::parallel {
+namespace {
+
+[[noreturn]] void throw_unknown_codec(const std::string& name) {
+  std::string known;
+  for (const std::string& each : codec_names()) known += (known.empty() ? "" : ", ") + each;
+  BRAID_THROW(Error, "compression codec '", name, "' does not exist; the codecs are ", known);
+}
+
+}  // namespace
 
 const std::vector<std::string>& codec_names() {
   static const std::vector<std::string> names = {"none", "bf16", "fp16",     "int8",
@@ -31,9 +40,7 @@ std::unique_ptr<GradientCodec> make_codec(const CodecConfig& config) {
   if (n == "onebit_adam")
     return std::make_unique<OnebitAdamCodec>(config.freeze_step, config.beta1, config.beta2,
                                              config.eps);
-  std::string known;
-  for (const std::string& name : codec_names()) known += (known.empty() ? "" : ", ") + name;
-  BRAID_THROW(Error, "compression codec '", n, "' does not exist; the codecs are ", known);
+  throw_unknown_codec(n);
 }
 
 std::unique_ptr<ChunkEncoder> make_push_encoder(const CodecConfig& config) {
@@ -62,8 +69,7 @@ std::unique_ptr<ChunkEncoder> make_push_encoder(const CodecConfig& config) {
               "compression.codec onebit_adam pairs with an optimizer on the worker; a parameter "
               "server runs the optimizer itself; under strategy ps or fedavg use bf16, fp16, "
               "int8, sign or topk");
-  make_codec(config);  // an unknown name: its error lists the codecs
-  BRAID_THROW(Error, "compression codec '", n, "' has no push encoding");
+  throw_unknown_codec(n);
 }
 
 }  // namespace braid::parallel

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <string>
 
 #include "comm/collectives.h"
 #include "comm/group.h"
@@ -23,6 +24,32 @@ constexpr double kWarmupStartFraction = 0.25;
 // NaN lands above infinity, so this is a total order (nth_element needs one) that selects
 // a NaN first.
 uint32_t magnitude_bits(float x) { return std::bit_cast<uint32_t>(x) & 0x7fffffffu; }
+
+// piece = [k indices][k values' bits] of the chosen entries of `memory`, which leave it (and
+// `velocity`'s too when there is one: momentum-factor masking).
+void pack_entries(float* memory, float* velocity, const int32_t* chosen, int64_t k,
+                  int32_t* piece) {
+  for (int64_t j = 0; j < k; ++j) {
+    const int32_t i = chosen[j];
+    piece[j] = i;
+    piece[k + j] = std::bit_cast<int32_t>(memory[i]);  // NaN and inf too: the loss scaler's
+    memory[i] = 0;
+    if (velocity) velocity[i] = 0;
+  }
+}
+
+// apply(i, value) for each of a piece's k entries, in order; an index outside [0, n) is an
+// error, `sender` saying whose piece it was.
+template <typename Apply>
+void for_each_entry(const int32_t* piece, int64_t n, int64_t k, const std::string& sender,
+                    Apply&& apply) {
+  for (int64_t j = 0; j < k; ++j) {
+    const int32_t i = piece[j];
+    BRAID_CHECK(i >= 0 && i < n, "topk: ", sender, "'s entry ", j, " names float ", i,
+                " of a piece of ", n, "; the sender cut its pieces differently");
+    apply(i, std::bit_cast<float>(piece[k + j]));
+  }
+}
 
 }  // namespace
 
@@ -133,32 +160,17 @@ const int32_t* TopkCodec::select(const Bucket& b, int64_t count, int64_t k) {
   return order_.data();
 }
 
-// piece = [k indices][k values' bits]; the sent entries leave the memory.
 void TopkCodec::pack_and_mask(Bucket& b, const int32_t* chosen, int64_t k, int32_t* piece) const {
-  float* v = b.residual.data();
-  float* u = b.velocity.empty() ? nullptr : b.velocity.data();
-  for (int64_t j = 0; j < k; ++j) {
-    const int32_t i = chosen[j];
-    piece[j] = i;
-    piece[k + j] = std::bit_cast<int32_t>(v[i]);
-    v[i] = 0;
-    if (u) u[i] = 0;
-  }
+  pack_entries(b.residual.data(), b.velocity.empty() ? nullptr : b.velocity.data(), chosen, k,
+               piece);
 }
 
 void TopkCodec::scatter_add(const int32_t* gathered, int ranks, int64_t k, float* grad,
                             int64_t count) const {
   std::fill(grad, grad + count, 0.0f);
-  for (int r = 0; r < ranks; ++r) {
-    const int32_t* indices = gathered + int64_t{r} * 2 * k;
-    const int32_t* values = indices + k;
-    for (int64_t j = 0; j < k; ++j) {
-      const int32_t i = indices[j];
-      BRAID_CHECK(i >= 0 && i < count, "topk codec: rank ", r, " sent index ", i,
-                  " for a bucket of ", count, " floats; the ranks disagree on the bucket layout");
-      grad[i] += std::bit_cast<float>(values[j]);
-    }
-  }
+  for (int r = 0; r < ranks; ++r)
+    for_each_entry(gathered + int64_t{r} * 2 * k, count, k, "rank " + std::to_string(r),
+                   [grad](int32_t i, float v) { grad[i] += v; });
 }
 
 void TopkCodec::report(Bucket& b, int64_t count, int64_t k, int ranks) {
@@ -211,44 +223,23 @@ double TopkEncoder::encode(const float* in, float* memory, int64_t n, std::byte*
   thread_local std::vector<int32_t> order;  // one per thread, reused across pushes
   if (static_cast<int64_t>(order.size()) < n) order.resize(static_cast<size_t>(n));
   topk_largest(memory, n, k, order.data());
-  auto* indices = reinterpret_cast<int32_t*>(out);
-  auto* values = reinterpret_cast<float*>(out) + k;
-  for (int64_t j = 0; j < k; ++j) {
-    const int32_t i = order[static_cast<size_t>(j)];
-    indices[j] = i;
-    values[j] = memory[i];  // NaN and inf too: the server's optimizer meets them
-    memory[i] = 0;
-  }
+  pack_entries(memory, nullptr, order.data(), k, reinterpret_cast<int32_t*>(out));
   double lost = 0;
   for (int64_t i = 0; i < n; ++i) lost += static_cast<double>(memory[i]) * memory[i];
   return lost;
 }
 
-namespace {
-
-template <typename Apply>
-void for_each_entry(const std::byte* in, int64_t n, int64_t k, Apply&& apply) {
-  const auto* indices = reinterpret_cast<const int32_t*>(in);
-  const auto* values = reinterpret_cast<const float*>(in) + k;
-  for (int64_t j = 0; j < k; ++j) {
-    const int32_t i = indices[j];
-    BRAID_CHECK(i >= 0 && i < n, "topk encoder: entry ", j, " names float ", i, " of a piece of ",
-                n, "; the sender cut its pieces differently");
-    apply(i, values[j]);
-  }
-}
-
-}  // namespace
-
 // Assigned, not added to zeros: a push of every float is the fp32 push bit for bit (but
 // for a -0.0 gradient, which the memory's +0.0 turned into +0.0 before it was sent).
 void TopkEncoder::decode(const std::byte* in, int64_t n, float* out) const {
   std::fill(out, out + n, 0.0f);
-  for_each_entry(in, n, kept(n), [out](int32_t i, float v) { out[i] = v; });
+  for_each_entry(reinterpret_cast<const int32_t*>(in), n, kept(n), "a push",
+                 [out](int32_t i, float v) { out[i] = v; });
 }
 
 void TopkEncoder::decode_add(const std::byte* in, int64_t n, float* sum) const {
-  for_each_entry(in, n, kept(n), [sum](int32_t i, float v) { sum[i] += v; });
+  for_each_entry(reinterpret_cast<const int32_t*>(in), n, kept(n), "a push",
+                 [sum](int32_t i, float v) { sum[i] += v; });
 }
 
 }  // namespace braid::parallel
