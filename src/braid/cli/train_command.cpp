@@ -14,6 +14,7 @@
 #include "launch/cluster_spec.h"
 #include "launch/env.h"
 #include "launch/job.h"
+#include "parallel/ps_push_codec.h"
 #include "parallel/ps_restarts.h"
 #include "parallel/ps_worker.h"
 #include "train/atomic_file.h"
@@ -319,6 +320,12 @@ void run_train(const TrainFlags& f) {
                 "--overwrite to replace it, or another --out");
   set_blas_threads(config.threads);
   log_info(blas_config());
+  // A parameter-server job's processes (workers, servers, evaluator) refuse a push codec
+  // they cannot honour before they meet: all alike, none left waiting in a collective for
+  // one that stopped (which would make its I/O error the job's last line).
+  if (cluster &&
+      (config.strategy == "ps" || config.strategy == "fedavg" || config.strategy == "auto"))
+    parallel::make_push_encoder(train::codec_config(config));
   // In a job (braid launch, torchrun, mpirun, srun): meet the other ranks first; the
   // strategy (config.strategy, ddp by default) runs over the world group. Every rank
   // checked the outputs above before any could write: building the trainer is collective.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "comm/group.h"
 #include "core/log.h"
@@ -42,8 +43,9 @@ Ddp::Ddp(std::unique_ptr<nn::Module> module, StepOptions options,
   reducer.deterministic = options_.deterministic;
   reducer.codec = ddp_.codec;
   reducer.priority = ddp_.priority;
+  // Tuned (0): whole buckets until the tuner's first choice, a cheap cut to make.
   reducer.partition_bytes =
-      ddp_.partition_bytes > 0 ? ddp_.partition_bytes : PartitionTuner::kSmallest;
+      ddp_.partition_bytes > 0 ? ddp_.partition_bytes : std::numeric_limits<size_t>::max() / 8;
   make_reducer(reducer, [this](size_t bytes) -> void* {
     if (ddp_.shared_gradients) {
       shared_wire_.push_back(comm::allocate_shared(*group_, bytes));

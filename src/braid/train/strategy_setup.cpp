@@ -8,7 +8,6 @@
 #include "parallel/local_sgd.h"
 #include "parallel/mesh_strategy.h"
 #include "parallel/ps_evaluator.h"
-#include "parallel/ps_push_codec.h"
 #include "parallel/ps_worker.h"
 #include "parallel/single_process.h"
 #include "parallel/zero.h"
@@ -60,6 +59,12 @@ void check_global_batch(const TrainConfig& config, const std::string& name, int 
               low == high ? "" : detail::concat(" and ", low), " samples, which accumulate_steps ",
               m, " does not cut into equal micro-batches; choose a global_batch whose shares ",
               "it divides, or another accumulate_steps");
+}
+
+// scheduler.partition_mb in bytes: 0 stays 0, anything else is at least a float.
+size_t partition_bytes(const TrainConfig& config) {
+  const double mb = config.scheduler.partition_mb;
+  return mb > 0 ? std::max<size_t>(4, static_cast<size_t>(mb * (1 << 20))) : 0;
 }
 
 }  // namespace
@@ -132,8 +137,6 @@ std::unique_ptr<parallel::Strategy> make_strategy(
               "scheduler.priority orders the gradient exchange of strategies ddp, ps and fedavg, "
               "not '",
               name, "'; drop scheduler.priority");
-  // A push encoding refuses what a parameter server cannot honour, saying why.
-  if (name == "ps" || name == "fedavg") parallel::make_push_encoder(codec_config(config));
   BRAID_CHECK((codec == "onebit_adam") == (config.optimizer.name == "onebit_adam"),
               "compression.codec onebit_adam and optimizer onebit_adam work as a pair (the codec "
               "sends Adam's momentum, the optimizer takes it as its own): set both or neither "
@@ -174,8 +177,7 @@ std::unique_ptr<parallel::Strategy> make_strategy(
                                                        std::move(group), *ps, codec_config(config));
     // Priority: pulls within a credit of scheduler.partition_mb (0: one range at a time).
     if (config.scheduler.priority)
-      worker->set_pull_credit(
-          std::max<size_t>(1, static_cast<size_t>(config.scheduler.partition_mb * (1 << 20))));
+      worker->set_pull_credit(std::max<size_t>(1, partition_bytes(config)));
     return worker;
   }
   BRAID_CHECK(model_parallel ||
@@ -206,9 +208,7 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     d.global_batch = config.global_batch;
     d.codec = codec_config(config);
     d.priority = config.scheduler.priority;
-    // 0: tuned at run time (partition_tuner.h); else at least a float.
-    const double mb = config.scheduler.partition_mb;
-    d.partition_bytes = mb > 0 ? std::max<size_t>(4, static_cast<size_t>(mb * (1 << 20))) : 0;
+    d.partition_bytes = partition_bytes(config);  // 0: tuned at run time (partition_tuner.h)
     BRAID_CHECK(!d.priority || (name == "ddp" && config.zero_stage == 0 && d.codec.name == "none" &&
                                 !config.sync_batchnorm),
                 "scheduler.priority is built for strategy ddp with fp32 gradients (no zero_stage, "
