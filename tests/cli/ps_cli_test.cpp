@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 
 #include "cli/fault_helpers.h"
 #include "fashion_mnist_data.h"
@@ -165,6 +166,29 @@ TEST(PsCli, EvaluatorDecidesTheStopForEveryWorker) {
   const std::string text{std::istreambuf_iterator<char>(records), {}};
   EXPECT_TRUE(has_text(text, "\"event\":\"stop\""));
   ASSERT_TRUE(fs::exists(out + "/checkpoint/model.safetensors"));
+}
+
+// What a parameter-server job cannot run is refused by its servers as well as its workers,
+// before they meet: a server that only waited for the workers would end in an I/O error
+// of its own, and the job's last line would name that instead of the reason.
+TEST(PsCli, ServersRefuseWhatTheStrategyCannotRunAsTheWorkersDo) {
+  const TempDir tmp;
+  const std::pair<std::string, std::string> cases[] = {
+      {"--sync-batchnorm", "drop sync_batchnorm"},
+      {"--clip-grad-norm 1", "drop clip_grad_norm under strategy ps"}};
+  int run = 0;
+  for (const auto& [flags, reason] : cases) {
+    const BraidResult r = launch_ps(2, 2,
+                                    "--model mlp --steps 1 --strategy ps " + flags + " --out " +
+                                        tmp.file("run" + std::to_string(run++)));
+    EXPECT_NE(r.code, 0) << r.output;
+    // A server's own error line (either server: the launcher stops the other once one exits).
+    size_t at = r.output.find("[ps 0] braid: error: ");
+    if (at == std::string::npos) at = r.output.find("[ps 1] braid: error: ");
+    ASSERT_NE(at, std::string::npos) << r.output;
+    const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+    EXPECT_TRUE(has_text(line, reason)) << line;
+  }
 }
 
 }  // namespace

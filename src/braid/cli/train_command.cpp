@@ -14,7 +14,6 @@
 #include "launch/cluster_spec.h"
 #include "launch/env.h"
 #include "launch/job.h"
-#include "parallel/ps_push_codec.h"
 #include "parallel/ps_restarts.h"
 #include "parallel/ps_worker.h"
 #include "train/atomic_file.h"
@@ -320,12 +319,16 @@ void run_train(const TrainFlags& f) {
                 "--overwrite to replace it, or another --out");
   set_blas_threads(config.threads);
   log_info(blas_config());
-  // A parameter-server job's processes (workers, servers, evaluator) refuse a push codec
-  // they cannot honour before they meet: all alike, none left waiting in a collective for
-  // one that stopped (which would make its I/O error the job's last line).
-  if (cluster &&
-      (config.strategy == "ps" || config.strategy == "fedavg" || config.strategy == "auto"))
-    parallel::make_push_encoder(train::codec_config(config));
+  // Every process of a job (servers and evaluator too) refuses what the strategy cannot run
+  // before they meet: all alike, none left waiting in a collective for one that stopped.
+  // An elastic job's size is known once it forms; its ranks check as they build the trainer.
+  const parallel::PsLayout layout =
+      cluster ? parallel::PsLayout{cluster->num_workers, cluster->num_servers,
+                                   cluster->has_evaluator ? 1 : 0, incarnation}
+              : parallel::PsLayout{};
+  if (!elastic)
+    train::check_strategy(config, env.world_size,
+                          cluster ? std::optional(layout) : std::nullopt);
   // In a job (braid launch, torchrun, mpirun, srun): meet the other ranks first; the
   // strategy (config.strategy, ddp by default) runs over the world group. Every rank
   // checked the outputs above before any could write: building the trainer is collective.
@@ -348,10 +351,6 @@ void run_train(const TrainFlags& f) {
   if (cluster && ps_restarts.enabled())
     ps_restart_log = std::make_shared<parallel::PsRestarts>(
         job->store, launch::transport_store(*job), job->world->size());
-  const parallel::PsLayout layout =
-      cluster ? parallel::PsLayout{cluster->num_workers, cluster->num_servers,
-                                   cluster->has_evaluator ? 1 : 0, incarnation}
-              : parallel::PsLayout{};
   if (cluster && cluster->role == launch::Role::server)
     return run_server(config, *cluster, *job, layout, resume_dir, ps_restart_log);
   train::Trainer trainer = cluster ? train::Trainer(config, job->world, layout)

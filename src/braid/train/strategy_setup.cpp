@@ -8,6 +8,7 @@
 #include "parallel/local_sgd.h"
 #include "parallel/mesh_strategy.h"
 #include "parallel/ps_evaluator.h"
+#include "parallel/ps_push_codec.h"
 #include "parallel/ps_worker.h"
 #include "parallel/single_process.h"
 #include "parallel/zero.h"
@@ -110,12 +111,8 @@ std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer(
   return std::make_shared<parallel::GroupStatsReducer>(group);
 }
 
-std::unique_ptr<parallel::Strategy> make_strategy(
-    const TrainConfig& config, std::unique_ptr<nn::Module> module,
-    std::shared_ptr<comm::Group> group,
-    std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer,
-    std::optional<parallel::PsLayout> ps) {
-  const int world = group ? group->size() : 1;
+std::string check_strategy(const TrainConfig& config, int world,
+                           const std::optional<parallel::PsLayout>& ps) {
   std::string name = config.strategy;
   if (name == "auto")
     name = ps ? "ps" : mesh_shape(config, world) ? "mesh" : world > 1 ? "ddp" : "single";
@@ -157,9 +154,7 @@ std::unique_ptr<parallel::Strategy> make_strategy(
                        : model_parallel ? mesh_shape(config, world)->data
                                         : world);
   if (name == "ps" || name == "fedavg") {
-    // Federated averaging's workers pull the global model and push their clients' changes
-    // through the same parameter-server exchange (train/trainer_fedavg.cpp drives it).
-    BRAID_CHECK(ps && group, "strategy '", name,
+    BRAID_CHECK(ps, "strategy '", name,
                 "' runs in a parameter-server job: start it with braid launch --servers S "
                 "--workers W (or TF_CONFIG, DMLC_* variables, --cluster)");
     BRAID_CHECK(!config.sync_batchnorm,
@@ -168,17 +163,10 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     BRAID_CHECK(config.clip_grad_norm == 0 || name == "fedavg",
                 "clip_grad_norm clips by the norm of the whole gradient, which no parameter "
                 "server sees (each holds a range): drop clip_grad_norm under strategy ps");
-    const parallel::PsRules rules = ps_rules(config, ps->workers);
-    parallel::validate(rules);
-    if (ps->is_evaluator(group->rank()))
-      return std::make_unique<parallel::PsEvaluator>(std::move(module), step_options(config),
-                                                     std::move(group), *ps);
-    auto worker = std::make_unique<parallel::PsWorker>(std::move(module), step_options(config),
-                                                       std::move(group), *ps, codec_config(config));
-    // Priority: pulls within a credit of scheduler.partition_mb (0: one range at a time).
-    if (config.scheduler.priority)
-      worker->set_pull_credit(std::max<size_t>(1, partition_bytes(config)));
-    return worker;
+    parallel::validate(ps_rules(config, ps->workers));
+    // A push encoding refuses what a parameter server cannot honour, saying why.
+    parallel::make_push_encoder(codec_config(config));
+    return name;
   }
   BRAID_CHECK(model_parallel ||
                   (config.pipeline.stages <= 1 && config.tensor_parallel <= 1 &&
@@ -197,8 +185,78 @@ std::unique_ptr<parallel::Strategy> make_strategy(
   if (name == "single") {
     BRAID_CHECK(world == 1, "strategy 'single' runs one process, but this job has ", world,
                 " ranks; use strategy 'ddp' (or 'auto'), or run without a launcher");
-    return std::make_unique<parallel::SingleProcess>(std::move(module), step_options(config));
+    return name;
   }
+  if (name == "ddp" || name == "local_sgd") {
+    BRAID_CHECK(!config.scheduler.priority ||
+                    (name == "ddp" && config.zero_stage == 0 &&
+                     codec_config(config).name == "none" && !config.sync_batchnorm),
+                "scheduler.priority is built for strategy ddp with fp32 gradients (no zero_stage, "
+                "compression.codec, comm_dtype or sync_batchnorm); drop scheduler.priority or "
+                "those");
+    BRAID_CHECK(config.zero_stage < 3 || config.ema_decay == 0,
+                "ema_decay keeps an average "
+                "of the whole parameters, which no rank holds under zero_stage 3; use "
+                "zero_stage 2 or drop ema_decay");
+    return name;
+  }
+  if (model_parallel) {
+    BRAID_CHECK(!config.sync_batchnorm,
+                "sync_batchnorm shares statistics between data-parallel "
+                "ranks holding the whole model; drop it under strategy ",
+                name);
+    BRAID_CHECK(config.ema_decay == 0,
+                "ema_decay averages the whole parameters every step, "
+                "which no rank holds under strategy ",
+                name, "; drop ema_decay");
+    BRAID_CHECK(config.zero_stage == 0,
+                "zero_stage along the mesh's data axis is not built "
+                "yet; drop zero_stage under strategy ",
+                name);
+    const parallel::MeshShape shape = *mesh_shape(config, world);
+    if (shape.pipeline > 1) {
+      // Each replica's batch is cut into M equal micro-batches (parallel/micro_batches.h).
+      // A global batch is shared equally on a mesh (check_global_batch).
+      const int64_t m = config.pipeline.micro_batches, b = train_batch(config, 0, shape.data);
+      int64_t divisor = std::min(m, b);
+      while (b % divisor != 0) --divisor;
+      BRAID_CHECK(b % m == 0, "pipeline.micro_batches is ", m, " but batch is ", b,
+                  ": a pipeline cuts each rank's batch into pipeline.micro_batches equal "
+                  "micro-batches, so batch must be a multiple of it; set batch to ",
+                  (b + m - 1) / m * m, " (or another multiple of ", m,
+                  ") or pipeline.micro_batches to ", divisor, " (or another divisor of ", b, ")");
+    }
+    return name;
+  }
+  BRAID_THROW(Error, "unknown strategy '", name,
+              "'; choose auto, single, ddp, local_sgd, ps, fedavg, pipeline, tensor or mesh");
+}
+
+std::unique_ptr<parallel::Strategy> make_strategy(
+    const TrainConfig& config, std::unique_ptr<nn::Module> module,
+    std::shared_ptr<comm::Group> group,
+    std::shared_ptr<parallel::GroupStatsReducer> batchnorm_reducer,
+    std::optional<parallel::PsLayout> ps) {
+  const int world = group ? group->size() : 1;
+  const std::string name = check_strategy(config, world, ps);
+  if (name == "ps" || name == "fedavg") {
+    // Federated averaging's workers pull the global model and push their clients' changes
+    // through the same parameter-server exchange (train/trainer_fedavg.cpp drives it).
+    BRAID_CHECK(group, "strategy '", name,
+                "' runs in a parameter-server job: start it with braid launch --servers S "
+                "--workers W (or TF_CONFIG, DMLC_* variables, --cluster)");
+    if (ps->is_evaluator(group->rank()))
+      return std::make_unique<parallel::PsEvaluator>(std::move(module), step_options(config),
+                                                     std::move(group), *ps);
+    auto worker = std::make_unique<parallel::PsWorker>(std::move(module), step_options(config),
+                                                       std::move(group), *ps, codec_config(config));
+    // Priority: pulls within a credit of scheduler.partition_mb (0: one range at a time).
+    if (config.scheduler.priority)
+      worker->set_pull_credit(std::max<size_t>(1, partition_bytes(config)));
+    return worker;
+  }
+  if (name == "single")
+    return std::make_unique<parallel::SingleProcess>(std::move(module), step_options(config));
   if (name == "ddp" || name == "local_sgd") {
     BRAID_CHECK(group, "strategy '", name,
                 "' needs a job: run it under braid launch -n N (or torchrun, mpirun, srun)");
@@ -209,16 +267,7 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     d.codec = codec_config(config);
     d.priority = config.scheduler.priority;
     d.partition_bytes = partition_bytes(config);  // 0: tuned at run time (partition_tuner.h)
-    BRAID_CHECK(!d.priority || (name == "ddp" && config.zero_stage == 0 && d.codec.name == "none" &&
-                                !config.sync_batchnorm),
-                "scheduler.priority is built for strategy ddp with fp32 gradients (no zero_stage, "
-                "compression.codec, comm_dtype or sync_batchnorm); drop scheduler.priority or "
-                "those");
     if (name == "ddp" && config.zero_stage > 0) {
-      BRAID_CHECK(config.zero_stage < 3 || config.ema_decay == 0,
-                  "ema_decay keeps an average "
-                  "of the whole parameters, which no rank holds under zero_stage 3; use "
-                  "zero_stage 2 or drop ema_decay");
       parallel::ZeroOptions z;
       static_cast<parallel::DataParallelOptions&>(z) = d;
       z.stage = static_cast<int>(config.zero_stage);
@@ -233,52 +282,24 @@ std::unique_ptr<parallel::Strategy> make_strategy(
     return std::make_unique<parallel::LocalSgd>(std::move(module), step_options(config),
                                                 std::move(group), local, d);
   }
-  if (model_parallel) {
-    BRAID_CHECK(group, "strategy ", name,
-                " needs a job of the ranks that share the model: run it under braid launch -n N "
-                "(or torchrun, mpirun, srun)");
-    const parallel::MeshShape shape = *mesh_shape(config, world);
-    BRAID_CHECK(!config.sync_batchnorm,
-                "sync_batchnorm shares statistics between data-parallel "
-                "ranks holding the whole model; drop it under strategy ",
-                name);
-    BRAID_CHECK(config.ema_decay == 0,
-                "ema_decay averages the whole parameters every step, "
-                "which no rank holds under strategy ",
-                name, "; drop ema_decay");
-    BRAID_CHECK(config.zero_stage == 0,
-                "zero_stage along the mesh's data axis is not built "
-                "yet; drop zero_stage under strategy ",
-                name);
-    if (shape.pipeline > 1) {
-      // Each replica's batch is cut into M equal micro-batches (parallel/micro_batches.h).
-      // A global batch is shared equally on a mesh (check_global_batch).
-      const int64_t m = config.pipeline.micro_batches, b = train_batch(config, 0, shape.data);
-      int64_t divisor = std::min(m, b);
-      while (b % divisor != 0) --divisor;
-      BRAID_CHECK(b % m == 0, "pipeline.micro_batches is ", m, " but batch is ", b,
-                  ": a pipeline cuts each rank's batch into pipeline.micro_batches equal "
-                  "micro-batches, so batch must be a multiple of it; set batch to ",
-                  (b + m - 1) / m * m, " (or another multiple of ", m,
-                  ") or pipeline.micro_batches to ", divisor, " (or another divisor of ", b, ")");
-    }
-    parallel::PipelineOptions p;
-    // One stage: the micro-batches are plain accumulation's.
-    p.micro_batches = static_cast<int>(shape.pipeline > 1 ? config.pipeline.micro_batches
-                                                          : config.accumulate_steps);
-    p.schedule = parallel::parse_pipeline_schedule(config.pipeline.schedule);
-    if (p.schedule == parallel::PipelineSchedule::interleaved)
-      p.chunks = static_cast<int>(config.pipeline.chunks);
-    p.recompute = config.pipeline.recompute;
-    p.data_bucket_bytes = static_cast<size_t>(config.bucket_mb * (1 << 20));
-    p.data_codec = codec_config(config);
-    parallel::StepOptions o = step_options(config);
-    if (shape.pipeline == 1) o.accumulate_steps = 1;
-    return std::make_unique<parallel::MeshStrategy>(std::move(module), o, std::move(group), shape,
-                                                    p);
-  }
-  BRAID_THROW(Error, "unknown strategy '", name,
-              "'; choose auto, single, ddp, local_sgd, ps, fedavg, pipeline, tensor or mesh");
+  BRAID_CHECK(group, "strategy ", name,
+              " needs a job of the ranks that share the model: run it under braid launch -n N "
+              "(or torchrun, mpirun, srun)");
+  const parallel::MeshShape shape = *mesh_shape(config, world);
+  parallel::PipelineOptions p;
+  // One stage: the micro-batches are plain accumulation's.
+  p.micro_batches = static_cast<int>(shape.pipeline > 1 ? config.pipeline.micro_batches
+                                                        : config.accumulate_steps);
+  p.schedule = parallel::parse_pipeline_schedule(config.pipeline.schedule);
+  if (p.schedule == parallel::PipelineSchedule::interleaved)
+    p.chunks = static_cast<int>(config.pipeline.chunks);
+  p.recompute = config.pipeline.recompute;
+  p.data_bucket_bytes = static_cast<size_t>(config.bucket_mb * (1 << 20));
+  p.data_codec = codec_config(config);
+  parallel::StepOptions o = step_options(config);
+  if (shape.pipeline == 1) o.accumulate_steps = 1;
+  return std::make_unique<parallel::MeshStrategy>(std::move(module), o, std::move(group), shape,
+                                                  p);
 }
 
 std::optional<parallel::MeshShape> mesh_shape(const TrainConfig& config, int world) {

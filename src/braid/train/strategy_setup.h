@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "parallel/group_stats_reducer.h"
 #include "parallel/mesh_strategy.h"
@@ -21,6 +22,14 @@ namespace braid::train {
 // The options every strategy shares, from the config (optimizer, clipping, accumulation,
 // determinism, seed).
 parallel::StepOptions step_options(const TrainConfig& config);
+
+// What make_strategy refuses, without building anything: the strategy's name ("auto"
+// resolved) when `config` can run over `world` ranks (of layout `ps` in a parameter-server
+// job), else an Error saying why. Pure, so every process of a job, servers included, runs it
+// before the job meets and all refuse alike: one left behind would wait in a collective for
+// those that stopped, and its I/O error could become the job's last line.
+std::string check_strategy(const TrainConfig& config, int world,
+                           const std::optional<parallel::PsLayout>& ps = std::nullopt);
 
 // "single" needs no group (or a group of one); "ddp" runs over `group` (a group of one
 // is allowed: it is the one-process run, bit for bit); "auto" is ddp when the group has
