@@ -69,5 +69,22 @@ TEST(PartitionTuner, TheChoiceIsOnTheTimesOfEveryRankAndTiesGoToTheLarger) {
   EXPECT_EQ(tuner.chosen(), 8 * kMiB);
 }
 
+// Given candidates (a parameter-server worker's pull credits), and no sum over ranks: the
+// rank chooses on its own times, and says so.
+TEST(PartitionTuner, GivenCandidatesAndNoSumChooseOnThisRanksTimes) {
+  PartitionTuner tuner({300, 100, 40}, "pull credit", 0, 1);
+  std::vector<size_t> in_use;
+  const std::vector<double> times = {0.3, 0.2, 0.4, 0.1};
+  for (size_t step = 0; step < times.size(); ++step)
+    if (const auto c = tuner.begin_step(step == 0 ? -1.0 : times[step - 1], {}))
+      in_use.push_back(*c);
+  EXPECT_EQ(in_use, (std::vector<size_t>{300, 100, 40, 100}));
+  ASSERT_TRUE(tuner.done());
+  EXPECT_EQ(tuner.chosen(), 100u);
+  EXPECT_NE(tuner.summary().find("pull credit tuned to 100 B"), std::string::npos)
+      << tuner.summary();
+  EXPECT_NE(tuner.summary().find("a step on this rank"), std::string::npos) << tuner.summary();
+}
+
 }  // namespace
 }  // namespace braid::parallel

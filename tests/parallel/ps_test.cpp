@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 #include "comm/inproc_ranks.h"
 #include "parallel/ps_server.h"
@@ -31,8 +32,10 @@ struct Outcome {
   std::vector<int64_t> versions;  // per server
   std::vector<std::vector<int64_t>> histograms;
   std::vector<int64_t> dropped;
-  size_t most_pull_bytes_in_flight = 0;  // worker 0's
-  std::vector<int64_t> range_bytes;      // per server
+  size_t most_pull_bytes_in_flight = 0;   // worker 0's
+  std::vector<int64_t> range_bytes;       // per server
+  std::vector<size_t> credit_candidates;  // worker 0's tuner's, when it tuned the credit
+  std::optional<size_t> credit_chosen;
 };
 
 std::vector<optim::Segment> segments_of(const json& model, const StepOptions& o) {
@@ -44,6 +47,8 @@ int64_t buffer_size_of(const json& model, const StepOptions& o) {
   SingleProcess s(train::build_model(model).module, o);
   return s.params().size();
 }
+
+constexpr size_t kTunedCredit = ~size_t{0};  // run_ps: the worker tunes its pull credit
 
 // W workers and S servers; worker w trains on shard w of each step's global batch.
 Outcome run_ps(const json& model, const StepOptions& o, int workers, int servers, int steps,
@@ -61,7 +66,10 @@ Outcome run_ps(const json& model, const StepOptions& o, int workers, int servers
     auto world = g.split(0, g.rank());
     if (layout.is_worker(world->rank())) {
       PsWorker w(train::build_model(model).module, o, world, layout);
-      w.set_pull_credit(pull_credit);
+      if (pull_credit == kTunedCredit)
+        w.tune_pull_credit();
+      else
+        w.set_pull_credit(pull_credit);
       for (int t = 0; t < steps; ++t)
         w.step(shard(global_batch(kBatch, t), world->rank(), workers), kLr, t);
       w.synchronize();  // every worker, as the trainer calls it
@@ -69,6 +77,10 @@ Outcome run_ps(const json& model, const StepOptions& o, int workers, int servers
         const std::lock_guard lock(mu);
         out.params = params_of(w);
         out.most_pull_bytes_in_flight = w.most_pull_bytes_in_flight();
+        if (const PartitionTuner* t = w.pull_tuner()) {
+          out.credit_candidates = t->candidates();
+          if (t->done()) out.credit_chosen = t->chosen();
+        }
         for (const KeyRange& r : w.ranges())
           out.range_bytes.push_back(r.size() * static_cast<int64_t>(sizeof(float)));
       }
@@ -133,6 +145,35 @@ TEST(Ps, PriorityPullsRequestOneRangeAtATimeAndChangeNothing) {
   for (const int64_t b : plain.range_bytes) total += b;
   EXPECT_EQ(static_cast<int64_t>(priority.most_pull_bytes_in_flight), largest);
   EXPECT_EQ(static_cast<int64_t>(plain.most_pull_bytes_in_flight), total);
+}
+
+// A tuned credit (scheduler.partition_mb 0) tries every range at once, a quarter of the
+// bytes, then one range at a time, 4 steps each (1 settling, 3 timed), and keeps one; which
+// one depends on the times, and the result is the plain run's bit for bit whichever it is.
+TEST(Ps, TunedPullCreditTriesEachCandidateAndChangesNothing) {
+  const StepOptions o = options("adam");
+  const int steps = 14;  // the search's 12 and two with the choice
+  const Outcome plain = run_ps(small_mlp(), o, 2, 3, steps, {.mode = PsMode::sync});
+  const Outcome tuned = run_ps(small_mlp(), o, 2, 3, steps, {.mode = PsMode::sync}, kTunedCredit);
+  ASSERT_EQ(tuned.params.size(), plain.params.size());
+  EXPECT_EQ(
+      std::memcmp(tuned.params.data(), plain.params.data(), plain.params.size() * sizeof(float)),
+      0);
+  int64_t total = 0;
+  for (const int64_t b : plain.range_bytes) total += b;
+  const auto largest =
+      static_cast<size_t>(*std::max_element(plain.range_bytes.begin(), plain.range_bytes.end()));
+  const auto all = static_cast<size_t>(total);
+  // This model's first server holds most of it (its first layer), so a quarter of the bytes
+  // is less than that range and means one range at a time: a candidate of its own no more.
+  ASSERT_GT(largest, all / 4);
+  EXPECT_EQ(tuned.credit_candidates, (std::vector<size_t>{all, largest}));
+  ASSERT_TRUE(tuned.credit_chosen.has_value()) << "the search ends after 12 steps";
+  EXPECT_NE(std::find(tuned.credit_candidates.begin(), tuned.credit_candidates.end(),
+                      *tuned.credit_chosen),
+            tuned.credit_candidates.end());
+  // The first candidate is every range at once.
+  EXPECT_EQ(static_cast<int64_t>(tuned.most_pull_bytes_in_flight), total);
 }
 
 // A worker whose run raises an error tells the servers it failed (its destructor runs as

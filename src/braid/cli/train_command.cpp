@@ -327,8 +327,7 @@ void run_train(const TrainFlags& f) {
                                    cluster->has_evaluator ? 1 : 0, incarnation}
               : parallel::PsLayout{};
   if (!elastic)
-    train::check_strategy(config, env.world_size,
-                          cluster ? std::optional(layout) : std::nullopt);
+    train::check_strategy(config, env.world_size, cluster ? std::optional(layout) : std::nullopt);
   // In a job (braid launch, torchrun, mpirun, srun): meet the other ranks first; the
   // strategy (config.strategy, ddp by default) runs over the world group. Every rank
   // checked the outputs above before any could write: building the trainer is collective.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iomanip>
 #include <sstream>
+#include <utility>
 
 #include "core/error.h"
 
@@ -34,6 +35,18 @@ PartitionTuner::PartitionTuner(size_t largest_bucket_bytes, int settle, int meas
   totals_.assign(candidates_.size(), 0.0);
 }
 
+PartitionTuner::PartitionTuner(std::vector<size_t> candidates, std::string what, int settle,
+                               int measured)
+    : candidates_(std::move(candidates)),
+      what_(std::move(what)),
+      settle_(settle),
+      measured_(measured) {
+  BRAID_CHECK(settle >= 0 && measured >= 1 && !candidates_.empty(), "tuner of the ", what_, ": ",
+              candidates_.size(), " candidates, ", settle, " settling and ", measured,
+              " measured steps per candidate; at least one of each must be measured");
+  totals_.assign(candidates_.size(), 0.0);
+}
+
 std::optional<size_t> PartitionTuner::begin_step(
     double previous_seconds, const std::function<void(double*, size_t)>& sum_over_ranks) {
   const int64_t per = settle_ + measured_;
@@ -49,7 +62,8 @@ std::optional<size_t> PartitionTuner::begin_step(
     current_ = next;
     return next;
   }
-  sum_over_ranks(totals_.data(), totals_.size());
+  summed_ = static_cast<bool>(sum_over_ranks);
+  if (summed_) sum_over_ranks(totals_.data(), totals_.size());
   size_t best = 0;
   for (size_t i = 1; i < totals_.size(); ++i)
     if (totals_[i] < totals_[best]) best = i;  // ties stay with the larger, listed first
@@ -62,10 +76,10 @@ std::optional<size_t> PartitionTuner::begin_step(
 
 std::string PartitionTuner::summary() const {
   std::ostringstream out;
-  out << "partition tuned to " << size_name(*chosen_) << " (";
+  out << what_ << " tuned to " << size_name(*chosen_) << " (";
   for (size_t i = 0; i < candidates_.size(); ++i)
     out << (i ? ", " : "") << size_name(candidates_[i]) << " " << mean_seconds_[i] * 1e3 << " ms";
-  out << " a step, summed over ranks)";
+  out << (summed_ ? " a step, summed over ranks)" : " a step on this rank)");
   return out.str();
 }
 

@@ -28,11 +28,16 @@ class PartitionTuner {
   static constexpr size_t kSmallest = size_t{4} << 10;  // a piece's cost is its latency
 
   explicit PartitionTuner(size_t largest_bucket_bytes, int settle = 1, int measured = 3);
+  // Given candidates (distinct, the largest first: ties go to the earlier one); `what`
+  // names the knob in summary() ("partition", "pull credit").
+  PartitionTuner(std::vector<size_t> candidates, std::string what, int settle = 1,
+                 int measured = 3);
 
   // A step starts; `previous_seconds` is the time of the step before it (ignored for the
   // first). `sum_over_ranks` sums values in place over every rank (called once, on the step
-  // where the search ends, at the same step on every rank). Returns the partition for this
-  // step when it differs from the last one returned (the first call always returns one).
+  // where the search ends, at the same step on every rank); empty: this rank chooses alone. Returns
+  // the partition for this step when it differs from the last one returned (the first call always
+  // returns one).
   std::optional<size_t> begin_step(double previous_seconds,
                                    const std::function<void(double*, size_t)>& sum_over_ranks);
 
@@ -46,11 +51,13 @@ class PartitionTuner {
 
  private:
   std::vector<size_t> candidates_;
+  std::string what_ = "partition";
   int settle_, measured_;
   int64_t steps_ = 0;  // begin_step calls so far
   std::vector<double> totals_;
   std::optional<size_t> chosen_;
   std::vector<double> mean_seconds_;
+  bool summed_ = true;
   size_t current_ = 0;
 };
 

@@ -388,7 +388,25 @@ int PsWorker::start_push(float lr, int64_t step, int64_t weight) {
   return pending_.back().timestamp;
 }
 
+void PsWorker::tune_pull_credit() {
+  size_t total = 0, largest = 0;
+  for (const KeyRange& r : ranges_) {
+    const auto bytes = static_cast<size_t>(r.size()) * sizeof(float);
+    total += bytes;
+    largest = std::max(largest, bytes);
+  }
+  std::vector<size_t> candidates;
+  for (const size_t c : {total, std::max(largest, total / 4), largest})
+    if (std::find(candidates.begin(), candidates.end(), c) == candidates.end())
+      candidates.push_back(c);
+  pull_tuner_.emplace(std::move(candidates), "pull credit");
+}
+
 double PsWorker::step(const data::Batch& batch, float lr, int64_t step) {
+  if (pull_tuner_ && !pull_tuner_->done()) {
+    if (const auto credit = pull_tuner_->begin_step(since_step_.lap(), {})) pull_credit_ = *credit;
+    if (pull_tuner_->done()) log_info("ps worker ", world_->rank(), ": ", pull_tuner_->summary());
+  }
   Stopwatch watch;
   times_ = {};
   // Forward waits for each server's range just before its first layer that reads it.

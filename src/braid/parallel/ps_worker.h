@@ -45,11 +45,14 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "comm/group.h"
+#include "core/timer.h"
 #include "parallel/micro_batches.h"
+#include "parallel/partition_tuner.h"
 #include "parallel/ps_protocol.h"
 #include "parallel/ps_push_codec.h"
 #include "parallel/ps_restarts.h"
@@ -111,6 +114,12 @@ class PsWorker : public Strategy {
   const CodecReport& last_codec_report() const override { return codec_report_; }
   // Pulls request at most `bytes` of ranges ahead of their arrival (0: all at once).
   void set_pull_credit(size_t bytes) { pull_credit_ = bytes; }
+  // The credit measured on the first steps instead (partition_tuner.h): every range at once,
+  // a quarter of the bytes, one range at a time. Each worker picks alone, by its own step
+  // times: the credit orders only its own link, and no result depends on it.
+  void tune_pull_credit();
+  // The tuner of the credit (null when the credit is given).
+  const PartitionTuner* pull_tuner() const { return pull_tuner_ ? &*pull_tuner_ : nullptr; }
   // The most bytes of ranges a pull has had requested and not landed, since the start.
   size_t most_pull_bytes_in_flight() const { return most_pull_in_flight_; }
 
@@ -158,6 +167,8 @@ class PsWorker : public Strategy {
   std::vector<bool> pull_arrived_;
   // The pull under way: the next server to request, and the bytes requested and not landed.
   size_t pull_credit_ = 0;
+  std::optional<PartitionTuner> pull_tuner_;
+  Stopwatch since_step_;  // for the tuner: from one step's start to the next's
   int next_pull_ = 0;
   size_t pull_in_flight_ = 0, most_pull_in_flight_ = 0;
   double waited_in_forward_ = 0;  // seconds this step's forward waited for pulls

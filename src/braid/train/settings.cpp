@@ -370,7 +370,8 @@ std::vector<Setting> make_settings() {
       "scheduler.partition_mb", kParallel, Range{0, 1 << 20},
       "scheduler.priority: MiB of gradients per piece (0, the default: tuned on the first "
       "steps, among the largest bucket / 1, 4 and 16); ps: MiB of ranges a pull requests "
-      "ahead of their arrival (0: one range at a time)",
+      "ahead of their arrival (0: tuned on the first steps, among every range at once, a "
+      "quarter of the bytes and one range at a time)",
       [](auto& c) -> auto& { return c.scheduler.partition_mb; }));
   // From about a KiB (a bucket of 256 floats) to a TiB: converted to bytes as a size_t, so
   // neither end may round to 0 or overflow.

@@ -250,9 +250,10 @@ std::unique_ptr<parallel::Strategy> make_strategy(
                                                      std::move(group), *ps);
     auto worker = std::make_unique<parallel::PsWorker>(std::move(module), step_options(config),
                                                        std::move(group), *ps, codec_config(config));
-    // Priority: pulls within a credit of scheduler.partition_mb (0: one range at a time).
-    if (config.scheduler.priority)
-      worker->set_pull_credit(std::max<size_t>(1, partition_bytes(config)));
+    // Priority: pulls within a credit of scheduler.partition_mb (0: tuned at run time).
+    if (config.scheduler.priority && partition_bytes(config) == 0) worker->tune_pull_credit();
+    if (config.scheduler.priority && partition_bytes(config) > 0)
+      worker->set_pull_credit(partition_bytes(config));
     return worker;
   }
   if (name == "single")
@@ -298,8 +299,7 @@ std::unique_ptr<parallel::Strategy> make_strategy(
   p.data_codec = codec_config(config);
   parallel::StepOptions o = step_options(config);
   if (shape.pipeline == 1) o.accumulate_steps = 1;
-  return std::make_unique<parallel::MeshStrategy>(std::move(module), o, std::move(group), shape,
-                                                  p);
+  return std::make_unique<parallel::MeshStrategy>(std::move(module), o, std::move(group), shape, p);
 }
 
 std::optional<parallel::MeshShape> mesh_shape(const TrainConfig& config, int world) {
