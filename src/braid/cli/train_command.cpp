@@ -21,6 +21,7 @@
 #include "train/config.h"
 #include "train/config_agreement.h"
 #include "train/elastic_run.h"
+#include "train/event_stream_observer.h"
 #include "train/ps_serve.h"
 #include "train/stop_signal.h"
 #include "train/strategy_setup.h"
@@ -368,6 +369,12 @@ void run_train(const TrainFlags& f) {
     log_info("initialised the weights from ", f.init_from);
   }
   prepare_outputs(f, trainer, config, auto_resumed || incarnation > 0);
+  // Under braid worker: every rank's events, for the job server (train/event_stream_observer.h).
+  if (const char* dir = job_getenv("BRAID_EVENTS_DIR"); dir != nullptr && *dir != '\0') {
+    fs::create_directories(dir);
+    trainer.add_observer(std::make_shared<train::EventStreamObserver>(
+        train::event_stream_path(dir, env.rank), env.rank));
+  }
   const train::StopOnSignal stop_on_signal;
   try {
     report(trainer.run(), trainer.writes_outputs(), config);

@@ -39,12 +39,12 @@ void MetricsObserver::on_step_done(const StepDone& e) {
     rec["compression_ratio"] = e.wire->ratio;
     rec["error_feedback_norm"] = e.wire->error_norm;
   }
-  log_.write(rec);
+  emit(rec);
   if (e.loss_scale)
-    log_.write({{"event", "loss_scale"},
-                {"step", e.step},
-                {"scale", e.loss_scale->scale},
-                {"skipped_steps", e.loss_scale->skipped_steps}});
+    emit({{"event", "loss_scale"},
+          {"step", e.step},
+          {"scale", e.loss_scale->scale},
+          {"skipped_steps", e.loss_scale->skipped_steps}});
 }
 
 void MetricsObserver::on_evaluated(const Evaluated& e) {
@@ -67,24 +67,24 @@ void MetricsObserver::on_evaluated(const Evaluated& e) {
   if (e.bits_per_byte) rec["bits_per_byte"] = *e.bits_per_byte;
   if (e.ema_loss) rec["ema_loss"] = *e.ema_loss;
   if (e.ema_accuracy) rec["ema_accuracy"] = *e.ema_accuracy;
-  log_.write(rec);
+  emit(rec);
 }
 
 void MetricsObserver::on_converged(const Converged& e) {
-  log_.write({{"event", "stop"}, {"rule", e.rule}, {"reason", e.reason}, {"step", e.step}});
+  emit({{"event", "stop"}, {"rule", e.rule}, {"reason", e.reason}, {"step", e.step}});
 }
 
 void MetricsObserver::on_membership_changed(const MembershipChanged& e) {
-  log_.write({{"event", "membership"},
-              {"round", e.generation},
-              {"world", e.world},
-              {"previous_world", e.previous_world},
-              {"reason", e.reason},
-              {"step", e.resumed_from_step},
-              {"ready_seconds", e.ready_seconds},
-              {"global_batch", e.global_batch},
-              {"lr_scale", e.lr_scale},
-              {"time", unix_seconds()}});
+  emit({{"event", "membership"},
+        {"round", e.generation},
+        {"world", e.world},
+        {"previous_world", e.previous_world},
+        {"reason", e.reason},
+        {"step", e.resumed_from_step},
+        {"ready_seconds", e.ready_seconds},
+        {"global_batch", e.global_batch},
+        {"lr_scale", e.lr_scale},
+        {"time", unix_seconds()}});
 }
 
 }  // namespace braid::train

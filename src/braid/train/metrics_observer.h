@@ -22,6 +22,10 @@ class MetricsObserver : public RunObserver {
   void on_converged(const Converged& e) override;
   void on_membership_changed(const MembershipChanged& e) override;
 
+ protected:
+  // Every record goes through here (a subclass may add to each).
+  virtual void emit(nlohmann::json record) { log_.write(record); }
+
  private:
   MetricsLog log_;
   std::string unit_ = "step";
