@@ -1,0 +1,372 @@
+#include "serve/job_store.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "serve/auth.h"
+
+namespace braid::serve {
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS users (
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, admin INTEGER NOT NULL,
+  token_hash TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS jobs (
+  id INTEGER PRIMARY KEY, user INTEGER NOT NULL REFERENCES users(id), name TEXT NOT NULL,
+  config TEXT NOT NULL, ranks INTEGER NOT NULL, priority INTEGER NOT NULL,
+  state TEXT NOT NULL, message TEXT NOT NULL DEFAULT '', exit_code INTEGER NOT NULL DEFAULT 0,
+  submitted REAL NOT NULL, started REAL NOT NULL DEFAULT 0, finished REAL NOT NULL DEFAULT 0,
+  placement TEXT NOT NULL DEFAULT '[]', events INTEGER NOT NULL DEFAULT 0,
+  logs INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
+CREATE TABLE IF NOT EXISTS events (
+  job INTEGER NOT NULL REFERENCES jobs(id), seq INTEGER NOT NULL, rank INTEGER NOT NULL,
+  record TEXT NOT NULL, PRIMARY KEY (job, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS logs (
+  job INTEGER NOT NULL REFERENCES jobs(id), seq INTEGER NOT NULL, rank INTEGER NOT NULL,
+  line TEXT NOT NULL, PRIMARY KEY (job, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS workers (
+  id INTEGER PRIMARY KEY, host TEXT NOT NULL UNIQUE, slots INTEGER NOT NULL,
+  memory INTEGER NOT NULL, last_heartbeat REAL NOT NULL);
+)sql";
+
+constexpr const char* kJobColumns =
+    "SELECT jobs.id, user, users.name, jobs.name, config, ranks, priority, state, message, "
+    "exit_code, submitted, started, finished, placement FROM jobs JOIN users ON users.id = "
+    "jobs.user ";
+
+bool edge(JobState from, JobState to) {
+  using S = JobState;
+  switch (from) {
+    case S::queued:
+      return to == S::starting || to == S::cancelled || to == S::failed;
+    case S::starting:
+      return to == S::running || to == S::cancelling || to == S::failed || to == S::succeeded;
+    case S::running:
+      return to == S::succeeded || to == S::failed || to == S::cancelling;
+    case S::cancelling:
+      return to == S::cancelled || to == S::failed || to == S::succeeded;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+const char* job_state_name(JobState s) {
+  switch (s) {
+    case JobState::queued:
+      return "queued";
+    case JobState::starting:
+      return "starting";
+    case JobState::running:
+      return "running";
+    case JobState::cancelling:
+      return "cancelling";
+    case JobState::succeeded:
+      return "succeeded";
+    case JobState::failed:
+      return "failed";
+    case JobState::cancelled:
+      return "cancelled";
+  }
+  return "?";
+}
+
+JobState parse_job_state(const std::string& name) {
+  for (const JobState s :
+       {JobState::queued, JobState::starting, JobState::running, JobState::cancelling,
+        JobState::succeeded, JobState::failed, JobState::cancelled})
+    if (name == job_state_name(s)) return s;
+  BRAID_THROW(Error, "job state '", name,
+              "': expected queued, starting, running, cancelling, succeeded, failed or "
+              "cancelled");
+}
+
+bool is_final(JobState s) {
+  return s == JobState::succeeded || s == JobState::failed || s == JobState::cancelled;
+}
+
+nlohmann::json JobRecord::to_json() const {
+  nlohmann::json hosts = nlohmann::json::array();
+  for (const HostRanks& h : placement) hosts.push_back({{"worker", h.worker}, {"ranks", h.ranks}});
+  return {{"id", id},
+          {"user", user_name},
+          {"name", name},
+          {"config", config},
+          {"ranks", ranks},
+          {"priority", priority},
+          {"state", job_state_name(state)},
+          {"message", message},
+          {"exit_code", exit_code},
+          {"submitted", submitted},
+          {"started", started},
+          {"finished", finished},
+          {"placement", hosts}};
+}
+
+JobStore::JobStore(const std::string& path) : db_(path) {
+  Statement v = db_.prepare("PRAGMA user_version");
+  v.step();
+  const int64_t version = v.integer(0);
+  BRAID_CHECK(version <= kSchemaVersion, "job database '", path, "' has schema version ", version,
+              ", newer than this braid's ", kSchemaVersion,
+              "; run the braid that made it, or start this one on another --data-dir");
+  db_.exec(kSchema);
+  if (version < kSchemaVersion) db_.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+}
+
+std::pair<User, std::string> JobStore::create_user(const std::string& name, bool admin) {
+  BRAID_CHECK(!name.empty() && name.size() <= 64, "a user name has 1 to 64 characters, got '", name,
+              "'");
+  const std::string token = new_token();
+  const std::lock_guard lock(mu_);
+  Statement exists = db_.prepare("SELECT 1 FROM users WHERE name = ?");
+  exists.bind(1, name);
+  BRAID_CHECK(!exists.step(), "a user named '", name, "' exists already; choose another name");
+  db_.prepare("INSERT INTO users (name, admin, token_hash) VALUES (?, ?, ?)")
+      .bind(1, name)
+      .bind(2, int64_t{admin})
+      .bind(3, token_hash(token))
+      .run();
+  return {User{db_.last_insert_id(), name, admin}, token};
+}
+
+std::optional<std::pair<User, std::string>> JobStore::bootstrap_admin() {
+  {
+    const std::lock_guard lock(mu_);
+    Statement any = db_.prepare("SELECT 1 FROM users LIMIT 1");
+    if (any.step()) return std::nullopt;
+  }
+  return create_user("admin", true);
+}
+
+std::optional<User> JobStore::user_for_token(const std::string& token) {
+  const std::lock_guard lock(mu_);
+  Statement s = db_.prepare("SELECT id, name, admin FROM users WHERE token_hash = ?");
+  s.bind(1, token_hash(token));
+  if (!s.step()) return std::nullopt;
+  return User{s.integer(0), s.text(1), s.integer(2) != 0};
+}
+
+JobRecord JobStore::submit(int64_t user, const std::string& name, const nlohmann::json& config,
+                           int ranks, int priority, double now) {
+  BRAID_CHECK(ranks >= 1 && ranks <= 4096, "a job has 1 to 4096 ranks, got ", ranks);
+  int64_t id = 0;
+  {
+    const std::lock_guard lock(mu_);
+    db_.prepare(
+           "INSERT INTO jobs (user, name, config, ranks, priority, state, submitted) "
+           "VALUES (?, ?, ?, ?, ?, 'queued', ?)")
+        .bind(1, user)
+        .bind(2, name)
+        .bind(3, config.dump())
+        .bind(4, int64_t{ranks})
+        .bind(5, int64_t{priority})
+        .bind(6, now)
+        .run();
+    id = db_.last_insert_id();
+  }
+  return *job(id);
+}
+
+JobRecord JobStore::read_job(Statement& s) {
+  JobRecord j;
+  j.id = s.integer(0);
+  j.user = s.integer(1);
+  j.user_name = s.text(2);
+  j.name = s.text(3);
+  j.config = nlohmann::json::parse(s.text(4));
+  j.ranks = static_cast<int>(s.integer(5));
+  j.priority = static_cast<int>(s.integer(6));
+  j.state = parse_job_state(s.text(7));
+  j.message = s.text(8);
+  j.exit_code = static_cast<int>(s.integer(9));
+  j.submitted = s.real(10);
+  j.started = s.real(11);
+  j.finished = s.real(12);
+  for (const auto& h : nlohmann::json::parse(s.text(13)))
+    j.placement.push_back({h.at("worker").get<int64_t>(), h.at("ranks").get<int>()});
+  return j;
+}
+
+std::optional<JobRecord> JobStore::job(int64_t id) {
+  const std::lock_guard lock(mu_);
+  Statement s = db_.prepare(std::string(kJobColumns) + "WHERE jobs.id = ?");
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  return read_job(s);
+}
+
+std::vector<JobRecord> JobStore::jobs(std::optional<int64_t> user) {
+  const std::lock_guard lock(mu_);
+  Statement s =
+      db_.prepare(std::string(kJobColumns) +
+                  (user ? "WHERE user = ? ORDER BY jobs.id DESC" : "ORDER BY jobs.id DESC"));
+  if (user) s.bind(1, *user);
+  std::vector<JobRecord> out;
+  while (s.step()) out.push_back(read_job(s));
+  return out;
+}
+
+std::vector<JobRecord> JobStore::jobs_in(const std::vector<JobState>& states) {
+  std::vector<JobRecord> out;
+  for (JobRecord& j : jobs(std::nullopt))
+    if (std::find(states.begin(), states.end(), j.state) != states.end())
+      out.push_back(std::move(j));
+  std::reverse(out.begin(), out.end());  // oldest first
+  return out;
+}
+
+bool JobStore::transition(int64_t id, const std::vector<JobState>& from, JobState to, double now,
+                          const std::string& message, int exit_code) {
+  for (const JobState f : from)
+    BRAID_CHECK(edge(f, to), "job ", id, ": no move from ", job_state_name(f), " to ",
+                job_state_name(to));
+  const std::lock_guard lock(mu_);
+  Database::Transaction t(db_);
+  Statement s = db_.prepare("SELECT state FROM jobs WHERE id = ?");
+  s.bind(1, id);
+  if (!s.step()) return false;
+  const JobState now_in = parse_job_state(s.text(0));
+  if (std::find(from.begin(), from.end(), now_in) == from.end()) return false;
+  db_.prepare(
+         "UPDATE jobs SET state = ?, message = CASE WHEN ? = '' THEN message ELSE ? END, "
+         "exit_code = ?, started = CASE WHEN ? = 'running' AND started = 0 THEN ? ELSE started "
+         "END, finished = CASE WHEN ? THEN ? ELSE finished END WHERE id = ?")
+      .bind(1, std::string(job_state_name(to)))
+      .bind(2, message)
+      .bind(3, message)
+      .bind(4, int64_t{exit_code})
+      .bind(5, std::string(job_state_name(to)))
+      .bind(6, now)
+      .bind(7, int64_t{is_final(to)})
+      .bind(8, now)
+      .bind(9, id)
+      .run();
+  t.commit();
+  return true;
+}
+
+bool JobStore::start(int64_t id, const std::vector<HostRanks>& placement, double now) {
+  nlohmann::json hosts = nlohmann::json::array();
+  for (const HostRanks& h : placement) hosts.push_back({{"worker", h.worker}, {"ranks", h.ranks}});
+  const std::lock_guard lock(mu_);
+  db_.prepare(
+         "UPDATE jobs SET state = 'starting', placement = ?, started = ? WHERE id = ? AND "
+         "state = 'queued'")
+      .bind(1, hosts.dump())
+      .bind(2, now)
+      .bind(3, id)
+      .run();
+  return db_.changes() == 1;
+}
+
+int64_t JobStore::append_events(int64_t job, int rank, const std::vector<nlohmann::json>& records) {
+  const std::lock_guard lock(mu_);
+  Database::Transaction t(db_);
+  Statement count = db_.prepare("SELECT events FROM jobs WHERE id = ?");
+  count.bind(1, job);
+  BRAID_CHECK(count.step(), "no job ", job);
+  int64_t seq = count.integer(0);
+  Statement insert = db_.prepare("INSERT INTO events (job, seq, rank, record) VALUES (?, ?, ?, ?)");
+  for (const nlohmann::json& r : records) {
+    insert.bind(1, job).bind(2, ++seq).bind(3, int64_t{rank}).bind(4, r.dump()).run();
+    insert.reset();
+  }
+  db_.prepare("UPDATE jobs SET events = ? WHERE id = ?").bind(1, seq).bind(2, job).run();
+  t.commit();
+  return seq;
+}
+
+std::vector<EventRecord> JobStore::events_since(int64_t job, int64_t after, int limit) {
+  const std::lock_guard lock(mu_);
+  Statement s = db_.prepare(
+      "SELECT seq, rank, record FROM events WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?");
+  s.bind(1, job).bind(2, after).bind(3, int64_t{limit});
+  std::vector<EventRecord> out;
+  while (s.step())
+    out.push_back({s.integer(0), static_cast<int>(s.integer(1)), nlohmann::json::parse(s.text(2))});
+  return out;
+}
+
+int64_t JobStore::event_count(int64_t job) {
+  const std::lock_guard lock(mu_);
+  Statement s = db_.prepare("SELECT events FROM jobs WHERE id = ?");
+  s.bind(1, job);
+  return s.step() ? s.integer(0) : 0;
+}
+
+void JobStore::append_logs(int64_t job, const std::vector<std::pair<int, std::string>>& lines) {
+  const std::lock_guard lock(mu_);
+  Database::Transaction t(db_);
+  Statement count = db_.prepare("SELECT logs FROM jobs WHERE id = ?");
+  count.bind(1, job);
+  BRAID_CHECK(count.step(), "no job ", job);
+  int64_t seq = count.integer(0);
+  Statement insert = db_.prepare("INSERT INTO logs (job, seq, rank, line) VALUES (?, ?, ?, ?)");
+  for (const auto& [rank, line] : lines) {
+    insert.bind(1, job).bind(2, ++seq).bind(3, int64_t{rank}).bind(4, line).run();
+    insert.reset();
+  }
+  db_.prepare("UPDATE jobs SET logs = ? WHERE id = ?").bind(1, seq).bind(2, job).run();
+  t.commit();
+}
+
+std::vector<LogLine> JobStore::logs_since(int64_t job, int64_t after, int limit) {
+  const std::lock_guard lock(mu_);
+  Statement s = db_.prepare(
+      "SELECT seq, rank, line FROM logs WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?");
+  s.bind(1, job).bind(2, after).bind(3, int64_t{limit});
+  std::vector<LogLine> out;
+  while (s.step()) out.push_back({s.integer(0), static_cast<int>(s.integer(1)), s.text(2)});
+  return out;
+}
+
+int64_t JobStore::register_worker(const std::string& host, int slots, int64_t memory, double now) {
+  BRAID_CHECK(!host.empty() && slots >= 1, "a worker names its host and has at least one slot (",
+              "host '", host, "', ", slots, " slots)");
+  const std::lock_guard lock(mu_);
+  db_.prepare(
+         "INSERT INTO workers (host, slots, memory, last_heartbeat) VALUES (?, ?, ?, ?) "
+         "ON CONFLICT(host) DO UPDATE SET slots = excluded.slots, memory = excluded.memory, "
+         "last_heartbeat = excluded.last_heartbeat")
+      .bind(1, host)
+      .bind(2, int64_t{slots})
+      .bind(3, memory)
+      .bind(4, now)
+      .run();
+  Statement s = db_.prepare("SELECT id FROM workers WHERE host = ?");
+  s.bind(1, host);
+  s.step();
+  return s.integer(0);
+}
+
+void JobStore::heartbeat(int64_t worker, double now) {
+  const std::lock_guard lock(mu_);
+  db_.prepare("UPDATE workers SET last_heartbeat = ? WHERE id = ?")
+      .bind(1, now)
+      .bind(2, worker)
+      .run();
+  BRAID_CHECK(db_.changes() == 1, "no worker ", worker, "; register again");
+}
+
+std::optional<WorkerRecord> JobStore::worker(int64_t id) {
+  for (const WorkerRecord& w : workers())
+    if (w.id == id) return w;
+  return std::nullopt;
+}
+
+std::vector<WorkerRecord> JobStore::workers() {
+  const std::lock_guard lock(mu_);
+  Statement s =
+      db_.prepare("SELECT id, host, slots, memory, last_heartbeat FROM workers ORDER BY id");
+  std::vector<WorkerRecord> out;
+  while (s.step())
+    out.push_back(
+        {s.integer(0), s.text(1), static_cast<int>(s.integer(2)), s.integer(3), s.real(4)});
+  return out;
+}
+
+}  // namespace braid::serve

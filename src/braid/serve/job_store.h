@@ -1,0 +1,121 @@
+// The job server's memory: users (with hashed tokens), jobs and their configs, the ranks'
+// events and output lines, workers, in one SQLite database (serve/sqlite_db.h: WAL, a
+// commit survives kill -9 of the server). Everything the server knows is here, so a server
+// restarted after a crash reads back every job's state (unfinished_jobs) and goes on.
+//
+// A job's states: queued -> starting (placed on workers) -> running -> succeeded | failed;
+// queued -> cancelled; starting | running -> cancelling -> cancelled (the workers stop the
+// ranks, then say so); starting | running -> failed (a worker lost). transition() is a
+// compare-and-set in one transaction: of two callers racing to move a job, one wins.
+//
+// Thread-safe: one connection behind a mutex (SQLite's writes are serial anyway; a status
+// read takes well under a millisecond). Schema version in PRAGMA user_version.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "serve/sqlite_db.h"
+
+namespace braid::serve {
+
+struct User {
+  int64_t id = 0;
+  std::string name;
+  bool admin = false;
+};
+
+enum class JobState { queued, starting, running, cancelling, succeeded, failed, cancelled };
+const char* job_state_name(JobState s);
+JobState parse_job_state(const std::string& name);  // Error naming the accepted ones
+bool is_final(JobState s);
+
+struct HostRanks {  // ranks of a job on one worker (node rank = index in the placement)
+  int64_t worker = 0;
+  int ranks = 0;
+};
+
+struct JobRecord {
+  int64_t id = 0;
+  int64_t user = 0;
+  std::string user_name;
+  std::string name;
+  nlohmann::json config;
+  int ranks = 1;
+  int priority = 0;
+  JobState state = JobState::queued;
+  std::string message;  // why it failed or was cancelled
+  int exit_code = 0;
+  double submitted = 0, started = 0, finished = 0;  // Unix seconds; 0: not yet
+  std::vector<HostRanks> placement;
+  nlohmann::json to_json() const;
+};
+
+struct EventRecord {
+  int64_t seq = 0;  // per job, from 1, no gaps
+  int rank = 0;
+  nlohmann::json record;
+};
+
+struct LogLine {
+  int64_t seq = 0;
+  int rank = 0;
+  std::string line;
+};
+
+struct WorkerRecord {
+  int64_t id = 0;
+  std::string host;
+  int slots = 0;
+  int64_t memory = 0;
+  double last_heartbeat = 0;
+};
+
+class JobStore {
+ public:
+  static constexpr int kSchemaVersion = 1;
+  explicit JobStore(const std::string& path);
+
+  // Users. A token is returned once, here; the store keeps its hash.
+  std::pair<User, std::string> create_user(const std::string& name, bool admin);
+  // The first admin when there is no user yet (nullopt otherwise).
+  std::optional<std::pair<User, std::string>> bootstrap_admin();
+  std::optional<User> user_for_token(const std::string& token);
+
+  // Jobs.
+  JobRecord submit(int64_t user, const std::string& name, const nlohmann::json& config, int ranks,
+                   int priority, double now);
+  std::optional<JobRecord> job(int64_t id);
+  std::vector<JobRecord> jobs(std::optional<int64_t> user);  // newest first
+  std::vector<JobRecord> jobs_in(const std::vector<JobState>& states);
+  // Moves job `id` from any of `from` to `to`; false (and nothing written) when it is in none
+  // of them. An edge the state machine does not have is an Error.
+  bool transition(int64_t id, const std::vector<JobState>& from, JobState to, double now,
+                  const std::string& message = "", int exit_code = 0);
+  // queued -> starting with its placement, in one transaction.
+  bool start(int64_t id, const std::vector<HostRanks>& placement, double now);
+
+  // The ranks' events and output lines, a batch a transaction.
+  int64_t append_events(int64_t job, int rank, const std::vector<nlohmann::json>& records);
+  std::vector<EventRecord> events_since(int64_t job, int64_t after, int limit);
+  int64_t event_count(int64_t job);
+  void append_logs(int64_t job, const std::vector<std::pair<int, std::string>>& lines);
+  std::vector<LogLine> logs_since(int64_t job, int64_t after, int limit);
+
+  // Workers: registering a host again keeps its id.
+  int64_t register_worker(const std::string& host, int slots, int64_t memory, double now);
+  void heartbeat(int64_t worker, double now);
+  std::optional<WorkerRecord> worker(int64_t id);
+  std::vector<WorkerRecord> workers();
+
+ private:
+  JobRecord read_job(Statement& s);
+  std::mutex mu_;
+  Database db_;
+};
+
+}  // namespace braid::serve
