@@ -245,6 +245,7 @@ TEST(TrainCli, SigtermCheckpointsAtTheStepBoundaryAndResumes) {
   EXPECT_TRUE(contains(output, "SIGTERM: stopping after this step with a checkpoint"));
   EXPECT_TRUE(contains(output, "stopped by SIGTERM at step "));
   EXPECT_TRUE(contains(output, "continue with: braid train --resume " + out + "/checkpoint"));
+  EXPECT_FALSE(contains(output, "error:")) << "a stop asked for is no error";
   json state;
   std::ifstream(out + "/checkpoint/state.json") >> state;
   const int64_t step = state["train_state"]["step"].get<int64_t>();

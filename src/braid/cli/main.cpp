@@ -68,9 +68,14 @@ int main(int argc, char** argv) {
   braid::cli::add_store_command(app);
   braid::cli::add_launch_command(app);
   braid::cli::add_comm_check_command(app);
+  braid::cli::add_serve_command(app);
+  braid::cli::add_worker_command(app);
+  braid::cli::add_job_commands(app);
   try {
     apply_kernel_policies();
     app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();  // a command's exit code with nothing to say (a stop by signal)
   } catch (const CLI::ParseError& e) {
     // CLI11 says "A subcommand is required" or "The following argument was not expected:
     // foo" when the first word is not a command; name the commands instead.
