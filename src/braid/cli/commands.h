@@ -15,5 +15,8 @@ void add_ps_bench(CLI::App& bench);            // under `braid bench`
 void add_store_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_comm_check_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+void add_worker_command(CLI::App& app);
+void add_job_commands(CLI::App& app);  // submit, status, logs, cancel
 
 }  // namespace braid::cli

@@ -3,16 +3,13 @@
 // number of jobs one after another or at once: each job keeps its keys under its own id
 // (BRAID_JOB_ID or the scheduler's, launch/job_id.h), and its ranks set
 // BRAID_STORE_HOSTED=1 so rank 0 does not host a store of its own.
-#include <poll.h>
-#include <signal.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/stop_signal_wait.h"
 #include "comm/secret.h"
 #include "comm/store_server.h"
 #include "core/error.h"
@@ -20,29 +17,6 @@
 
 namespace braid::cli {
 namespace {
-
-// SIGINT/SIGTERM wake the main thread through a pipe. A handler, not a blocked mask and
-// sigwait: threads that exist before main() (OpenBLAS's pool) do not inherit a mask set
-// here, so a signal arriving before sigwait would reach one of them and kill the process.
-int g_wake[2] = {-1, -1};
-volatile sig_atomic_t g_signal = 0;
-
-extern "C" void on_stop(int sig) {
-  const int saved_errno = errno;
-  g_signal = sig;
-  const char byte = 1;
-  [[maybe_unused]] const ssize_t n = ::write(g_wake[1], &byte, 1);  // async-signal-safe
-  errno = saved_errno;
-}
-
-// Waits for SIGINT or SIGTERM; returns which. The pipe wakes it at once; the timeout is for
-// ThreadSanitizer, which defers a handler until the thread leaves its blocking call: a read
-// restarted by SA_RESTART never returned, and the store outlived its SIGTERM.
-int wait_for_stop_signal() {
-  pollfd wake{g_wake[0], POLLIN, 0};
-  while (g_signal == 0) ::poll(&wake, 1, 200);
-  return g_signal;
-}
 
 struct StoreFlags {
   std::string host = "127.0.0.1";
@@ -58,15 +32,7 @@ void run_store(const StoreFlags& f) {
                 "braid store: no secret; pass --secret-file FILE or set BRAID_SECRET / "
                 "BRAID_SECRET_FILE (e.g. `openssl rand -hex 32 > secret`), and give the same "
                 "secret to every rank");
-  if (::pipe(g_wake) != 0)
-    BRAID_THROW(Error, "braid store: cannot make a pipe: ", std::strerror(errno));
-  struct sigaction action {};
-  action.sa_handler = on_stop;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  for (const int sig : {SIGINT, SIGTERM})
-    if (::sigaction(sig, &action, nullptr) != 0)
-      BRAID_THROW(Error, "braid store: cannot handle ", strsignal(sig), ": ", std::strerror(errno));
+  catch_stop_signals("braid store");
 
   comm::StoreServerOptions options;
   options.host = f.host;

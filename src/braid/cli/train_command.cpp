@@ -378,6 +378,8 @@ void run_train(const TrainFlags& f) {
   const train::StopOnSignal stop_on_signal;
   try {
     report(trainer.run(), trainer.writes_outputs(), config);
+  } catch (const CLI::RuntimeError&) {
+    throw;  // the exit code of a stop by signal (report()), not an error to print
   } catch (const std::exception& e) {
     // Said before the trainer goes: a parameter-server worker tells the servers it failed as
     // it is destroyed, and the launcher may stop this process right after.

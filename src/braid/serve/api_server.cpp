@@ -1,0 +1,489 @@
+#include "serve/api_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "core/error.h"
+#include "serve/auth.h"
+#include "serve/gang_scheduler.h"
+#include "train/config.h"
+
+namespace braid::serve {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void reply(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void error(httplib::Response& res, int status, const std::string& what) {
+  reply(res, status, {{"error", what}});
+}
+
+// The body as a JSON object; a 400 naming what is wrong otherwise.
+std::optional<json> json_body(const httplib::Request& req, httplib::Response& res) {
+  json body;
+  try {
+    body = json::parse(req.body);
+  } catch (const json::parse_error& e) {
+    error(res, 400, std::string("the body is not valid JSON: ") + e.what());
+    return std::nullopt;
+  }
+  if (!body.is_object()) {
+    error(res, 400, "the body must be a JSON object");
+    return std::nullopt;
+  }
+  return body;
+}
+
+int64_t int_param(const httplib::Request& req, const char* name, int64_t fallback, int64_t lo,
+                  int64_t hi) {
+  if (!req.has_param(name)) return fallback;
+  try {
+    const int64_t v = std::stoll(req.get_param_value(name));
+    return std::clamp(v, lo, hi);
+  } catch (const std::exception&) {
+    return fallback;
+  }
+}
+
+// A job's file name: letters, digits, '.', '_', '-', and one optional "checkpoint/" folder;
+// nothing that could leave the job's folder.
+bool valid_file_name(const std::string& name) {
+  static const std::regex ok(R"((checkpoint/)?[A-Za-z0-9_.-]{1,128})");
+  return std::regex_match(name, ok) && name.find("..") == std::string::npos;
+}
+
+// What a rank's last events say of it: the dashboard's health table.
+json rank_health(const std::vector<EventRecord>& events, int ranks) {
+  std::vector<json> health(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) health[static_cast<size_t>(r)] = {{"rank", r}};
+  for (const EventRecord& e : events) {
+    if (e.rank < 0 || e.rank >= ranks) continue;
+    json& h = health[static_cast<size_t>(e.rank)];
+    h["last_event"] = e.record.value("event", "");
+    if (e.record.contains("time")) h["last_seen"] = e.record["time"];
+    if (e.record.contains("step")) h["step"] = e.record["step"];
+    if (e.record.contains("comm_exposed_ms")) h["comm_exposed_ms"] = e.record["comm_exposed_ms"];
+    if (e.record.contains("step_ms")) h["step_ms"] = e.record["step_ms"];
+  }
+  return health;
+}
+
+}  // namespace
+
+struct ApiServer::Thread {
+  std::thread thread;
+};
+
+ApiServer::ApiServer(JobStore& store, ApiOptions options)
+    : store_(store),
+      options_(std::move(options)),
+      limiter_(options_.requests_per_second, options_.burst) {
+  const bool tls = !options_.tls_cert.empty() || !options_.tls_key.empty();
+  if (tls) {
+    BRAID_CHECK(!options_.tls_cert.empty() && !options_.tls_key.empty(),
+                "braid serve: TLS needs both --tls-cert and --tls-key (PEM files)");
+    for (const std::string& f : {options_.tls_cert, options_.tls_key})
+      BRAID_CHECK(fs::exists(f), "braid serve: TLS file '", f, "' does not exist");
+    auto ssl =
+        std::make_unique<httplib::SSLServer>(options_.tls_cert.c_str(), options_.tls_key.c_str());
+    BRAID_CHECK(ssl->is_valid(), "braid serve: OpenSSL refused the certificate '",
+                options_.tls_cert, "' or its key '", options_.tls_key,
+                "' (PEM files, the key unencrypted and matching the certificate)");
+    http_ = std::move(ssl);
+  } else {
+    http_ = std::make_unique<httplib::Server>();
+  }
+  http_->set_payload_max_length(options_.max_body_bytes);
+  add_routes();
+}
+
+ApiServer::~ApiServer() { stop(); }
+
+void ApiServer::start() {
+  port_ = options_.port == 0
+              ? http_->bind_to_any_port(options_.host)
+              : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
+  BRAID_CHECK(port_ > 0, "braid serve: cannot listen on ", options_.host, ":", options_.port,
+              " (in use, or not an address of this host); choose another --port or --host");
+  thread_ = std::make_unique<Thread>();
+  thread_->thread = std::thread([this] { http_->listen_after_bind(); });
+}
+
+void ApiServer::stop() {
+  if (!thread_) return;
+  http_->stop();
+  thread_->thread.join();
+  thread_.reset();
+}
+
+void ApiServer::schedule(double now) {
+  const std::lock_guard lock(schedule_mu_);
+  // A worker unheard for worker_timeout_s has lost its jobs.
+  std::vector<WorkerSlots> live;
+  std::vector<JobRecord> placed =
+      store_.jobs_in({JobState::starting, JobState::running, JobState::cancelling});
+  for (const WorkerRecord& w : store_.workers()) {
+    if (now - w.last_heartbeat > options_.worker_timeout_s) {
+      for (const JobRecord& j : placed)
+        for (const HostRanks& h : j.placement)
+          if (h.worker == w.id)
+            store_.transition(j.id, {JobState::starting, JobState::running, JobState::cancelling},
+                              JobState::failed, now,
+                              "worker " + std::to_string(w.id) + " (" + w.host + ") unheard for " +
+                                  std::to_string(static_cast<int>(now - w.last_heartbeat)) +
+                                  " s: its ranks are lost",
+                              -1);
+      continue;
+    }
+    int used = 0;
+    for (const JobRecord& j : placed)
+      for (const HostRanks& h : j.placement)
+        if (h.worker == w.id) used += h.ranks;
+    live.push_back({w.id, w.slots - used});
+  }
+  std::vector<QueuedJob> queue;
+  for (const JobRecord& j : store_.jobs_in({JobState::queued}))
+    queue.push_back({j.id, j.ranks, j.priority, j.submitted});
+  for (const JobPlacement& p : place_jobs(queue, live)) {
+    std::vector<HostRanks> hosts;
+    for (const HostShare& h : p.hosts) hosts.push_back({h.worker, h.ranks});
+    store_.start(p.job, hosts, now);
+  }
+}
+
+void ApiServer::add_routes() {
+  httplib::Server& s = *http_;
+  // The rate limit comes first, keyed by the token presented (or the address without one), so
+  // a flood of bad tokens is limited too.
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.path.rfind("/api/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+    const auto token = bearer_token(req.get_header_value("Authorization"));
+    const std::string key = token ? token_hash(*token) : "addr:" + req.remote_addr;
+    if (!limiter_.allow(key, unix_now())) {
+      res.set_header("Retry-After", "1");
+      error(res, 429, "too many requests; slow down");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  s.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        try {
+          std::rethrow_exception(ep);
+        } catch (const IoError& e) {
+          error(res, 500, std::string("server error: ") + e.what());
+        } catch (const std::exception& e) {
+          error(res, 400, e.what());
+        }
+      });
+
+  // Every route below: the user the token names, or a 401.
+  auto authed = [this](auto handler) {
+    return [this, handler](const httplib::Request& req, httplib::Response& res) {
+      const auto token = bearer_token(req.get_header_value("Authorization"));
+      if (!token) {
+        res.set_header("WWW-Authenticate", "Bearer");
+        return error(res, 401, "no token: send Authorization: Bearer TOKEN");
+      }
+      const std::optional<User> user = store_.user_for_token(*token);
+      if (!user) {
+        res.set_header("WWW-Authenticate", "Bearer error=\"invalid_token\"");
+        return error(res, 401, "the token is not valid");
+      }
+      handler(*user, req, res);
+    };
+  };
+  auto admin_only = [](const User& u, httplib::Response& res) {
+    if (u.admin) return true;
+    error(res, 403, "only an admin may do this");
+    return false;
+  };
+  // The job of the path's first number, if this user may see it (404 otherwise: another's
+  // job is not shown to exist).
+  auto visible_job = [this](const User& u, const httplib::Request& req,
+                            httplib::Response& res) -> std::optional<JobRecord> {
+    std::optional<JobRecord> j = store_.job(std::stoll(req.matches[1]));
+    if (!j || (!u.admin && j->user != u.id)) {
+      error(res, 404, "no job " + std::string(req.matches[1]));
+      return std::nullopt;
+    }
+    return j;
+  };
+
+  s.Post("/api/v1/users", authed([this, admin_only](const User& u, const httplib::Request& req,
+                                                    httplib::Response& res) {
+           if (!admin_only(u, res)) return;
+           const auto body = json_body(req, res);
+           if (!body) return;
+           if (!body->contains("name") || !(*body)["name"].is_string())
+             return error(res, 400, "a user needs a \"name\" (a string)");
+           const auto [user, token] =
+               store_.create_user((*body)["name"], body->value("admin", false));
+           reply(res, 201,
+                 {{"id", user.id}, {"name", user.name}, {"admin", user.admin}, {"token", token}});
+         }));
+
+  s.Post(
+      "/api/v1/jobs",
+      authed([this](const User& u, const httplib::Request& req, httplib::Response& res) {
+        const auto body = json_body(req, res);
+        if (!body) return;
+        const json config = body->value("config", json());
+        if (!config.is_object())
+          return error(res, 400, "a job needs a \"config\": braid train's JSON config (an object)");
+        try {
+          train::config_from_json(config);  // the same strict check as braid train's
+        } catch (const Error& e) {
+          return error(res, 400, std::string("config: ") + e.what());
+        }
+        const json ranks = body->value("ranks", json(1));
+        if (!ranks.is_number_integer() || ranks.get<int64_t>() < 1 || ranks.get<int64_t>() > 4096)
+          return error(res, 400, "\"ranks\" is a whole number from 1 to 4096");
+        const json priority = body->value("priority", json(0));
+        if (!priority.is_number_integer() || std::abs(priority.get<int64_t>()) > 1000)
+          return error(res, 400, "\"priority\" is a whole number from -1000 to 1000");
+        const json name = body->value("name", json("job"));
+        if (!name.is_string() || name.get<std::string>().size() > 200)
+          return error(res, 400, "\"name\" is a string of at most 200 characters");
+        const double now = unix_now();
+        const JobRecord j =
+            store_.submit(u.id, name, config, ranks.get<int>(), priority.get<int>(), now);
+        schedule(now);
+        reply(res, 201, store_.job(j.id)->to_json());
+      }));
+
+  s.Get("/api/v1/jobs",
+        authed([this](const User& u, const httplib::Request&, httplib::Response& res) {
+          json list = json::array();
+          for (const JobRecord& j : store_.jobs(u.admin ? std::nullopt : std::optional(u.id))) {
+            json item = j.to_json();
+            item.erase("config");  // the list stays small; GET jobs/ID has it
+            list.push_back(std::move(item));
+          }
+          reply(res, 200, {{"jobs", list}});
+        }));
+
+  s.Get(R"(/api/v1/jobs/(\d+))",
+        authed([this, visible_job](const User& u, const httplib::Request& req,
+                                   httplib::Response& res) {
+          const auto j = visible_job(u, req, res);
+          if (!j) return;
+          json out = j->to_json();
+          const int64_t count = store_.event_count(j->id);
+          out["events"] = count;
+          out["health"] = rank_health(
+              store_.events_since(j->id, std::max<int64_t>(0, count - 256), 256), j->ranks);
+          reply(res, 200, out);
+        }));
+
+  s.Post(R"(/api/v1/jobs/(\d+)/cancel)",
+         authed([this, visible_job](const User& u, const httplib::Request& req,
+                                    httplib::Response& res) {
+           const auto j = visible_job(u, req, res);
+           if (!j) return;
+           const double now = unix_now();
+           const std::string why = "cancelled by " + u.name;
+           if (store_.transition(j->id, {JobState::queued}, JobState::cancelled, now, why) ||
+               store_.transition(j->id, {JobState::starting, JobState::running},
+                                 JobState::cancelling, now, why))
+             return reply(res, 200, store_.job(j->id)->to_json());
+           error(res, 409,
+                 "job " + std::to_string(j->id) + " is " + job_state_name(j->state) +
+                     ": nothing to cancel");
+         }));
+
+  s.Get(R"(/api/v1/jobs/(\d+)/events)",
+        authed([this, visible_job](const User& u, const httplib::Request& req,
+                                   httplib::Response& res) {
+          const auto j = visible_job(u, req, res);
+          if (!j) return;
+          json list = json::array();
+          for (const EventRecord& e :
+               store_.events_since(j->id, int_param(req, "after", 0, 0, INT64_MAX),
+                                   static_cast<int>(int_param(req, "limit", 10000, 1, 100000))))
+            list.push_back({{"seq", e.seq}, {"rank", e.rank}, {"record", e.record}});
+          reply(res, 200, {{"events", list}, {"state", job_state_name(j->state)}});
+        }));
+
+  s.Get(R"(/api/v1/jobs/(\d+)/logs)",
+        authed([this, visible_job](const User& u, const httplib::Request& req,
+                                   httplib::Response& res) {
+          const auto j = visible_job(u, req, res);
+          if (!j) return;
+          json list = json::array();
+          for (const LogLine& l :
+               store_.logs_since(j->id, int_param(req, "after", 0, 0, INT64_MAX),
+                                 static_cast<int>(int_param(req, "limit", 10000, 1, 100000))))
+            list.push_back({{"seq", l.seq}, {"rank", l.rank}, {"line", l.line}});
+          reply(res, 200, {{"lines", list}, {"state", job_state_name(j->state)}});
+        }));
+
+  s.Get(R"(/api/v1/jobs/(\d+)/files/(.+))",
+        authed([this, visible_job](const User& u, const httplib::Request& req,
+                                   httplib::Response& res) {
+          const auto j = visible_job(u, req, res);
+          if (!j) return;
+          const std::string name = req.matches[2];
+          const fs::path path = fs::path(options_.files_dir) / std::to_string(j->id) / name;
+          if (!valid_file_name(name) || !fs::is_regular_file(path))
+            return error(res, 404, "job " + std::to_string(j->id) + " has no file '" + name + "'");
+          std::ifstream in(path, std::ios::binary);
+          res.set_content(std::string(std::istreambuf_iterator<char>(in), {}),
+                          "application/octet-stream");
+        }));
+
+  // The workers' side.
+  s.Post("/api/v1/workers", authed([this, admin_only](const User& u, const httplib::Request& req,
+                                                      httplib::Response& res) {
+           if (!admin_only(u, res)) return;
+           const auto body = json_body(req, res);
+           if (!body) return;
+           const json host = body->value("host", json()), slots = body->value("slots", json());
+           if (!host.is_string() || !slots.is_number_integer() || slots.get<int64_t>() < 1)
+             return error(res, 400, "a worker sends \"host\" (a string) and \"slots\" (>= 1)");
+           const double now = unix_now();
+           const int64_t id = store_.register_worker(host, slots.get<int>(),
+                                                     body->value("memory", int64_t{0}), now);
+           reply(res, 201, {{"id", id}});
+         }));
+
+  s.Post(R"(/api/v1/workers/(\d+)/heartbeat)",
+         authed([this, admin_only](const User& u, const httplib::Request& req,
+                                   httplib::Response& res) {
+           if (!admin_only(u, res)) return;
+           const auto body = json_body(req, res);
+           if (!body) return;
+           const int64_t worker = std::stoll(req.matches[1]);
+           const auto w = store_.worker(worker);
+           if (!w)
+             return error(res, 404, "no worker " + std::string(req.matches[1]) + "; register");
+           const double now = unix_now();
+           store_.heartbeat(worker, now);
+           schedule(now);
+           std::set<int64_t> running;
+           for (const auto& id : body->value("running", json::array()))
+             if (id.is_number_integer()) running.insert(id.get<int64_t>());
+           json start = json::array(), cancel = json::array();
+           for (const JobRecord& j :
+                store_.jobs_in({JobState::starting, JobState::running, JobState::cancelling})) {
+             int node = -1;
+             for (size_t h = 0; h < j.placement.size(); ++h)
+               if (j.placement[h].worker == worker) node = static_cast<int>(h);
+             if (node < 0) continue;
+             if (j.state == JobState::cancelling) {
+               cancel.push_back(j.id);
+             } else if (j.state == JobState::starting && running.count(j.id) == 0) {
+               start.push_back({{"job", j.id},
+                                {"config", j.config},
+                                {"ranks", j.ranks},
+                                {"nnodes", j.placement.size()},
+                                {"node_rank", node},
+                                {"nproc", j.placement[static_cast<size_t>(node)].ranks}});
+             }
+           }
+           // A job the worker runs that the server holds finished (cancelled while the
+           // server was down, say): stop it.
+           for (const int64_t id : running) {
+             const auto j = store_.job(id);
+             if (!j || is_final(j->state)) cancel.push_back(id);
+           }
+           reply(res, 200, {{"start", start}, {"cancel", cancel}});
+         }));
+
+  s.Post(R"(/api/v1/jobs/(\d+)/events)",
+         authed([this, admin_only](const User& u, const httplib::Request& req,
+                                   httplib::Response& res) {
+           if (!admin_only(u, res)) return;
+           const auto body = json_body(req, res);
+           if (!body) return;
+           const int64_t job = std::stoll(req.matches[1]);
+           if (!store_.job(job)) return error(res, 404, "no job " + std::to_string(job));
+           const json events = body->value("events", json());
+           if (!events.is_array() || !body->value("rank", json()).is_number_integer())
+             return error(res, 400, "a batch is {\"rank\": R, \"events\": [records]}");
+           reply(res, 200,
+                 {{"events", store_.append_events(job, (*body)["rank"].get<int>(),
+                                                  events.get<std::vector<json>>())}});
+         }));
+
+  s.Post(R"(/api/v1/jobs/(\d+)/logs)",
+         authed([this, admin_only](const User& u, const httplib::Request& req,
+                                   httplib::Response& res) {
+           if (!admin_only(u, res)) return;
+           const auto body = json_body(req, res);
+           if (!body) return;
+           const int64_t job = std::stoll(req.matches[1]);
+           if (!store_.job(job)) return error(res, 404, "no job " + std::to_string(job));
+           std::vector<std::pair<int, std::string>> lines;
+           for (const json& l : body->value("lines", json::array())) {
+             if (!l.is_object() || !l.value("line", json()).is_string())
+               return error(res, 400, "a log line is {\"rank\": R, \"line\": TEXT}");
+             lines.emplace_back(l.value("rank", -1), l["line"].get<std::string>());
+           }
+           store_.append_logs(job, lines);
+           reply(res, 200, {{"lines", lines.size()}});
+         }));
+
+  s.Post(R"(/api/v1/jobs/(\d+)/state)",
+         authed([this, admin_only](const User& u, const httplib::Request& req,
+                                   httplib::Response& res) {
+           if (!admin_only(u, res)) return;
+           const auto body = json_body(req, res);
+           if (!body) return;
+           const int64_t job = std::stoll(req.matches[1]);
+           const JobState to = parse_job_state(body->value("state", std::string()));
+           const double now = unix_now();
+           std::vector<JobState> from;
+           if (to == JobState::running)
+             from = {JobState::starting};
+           else if (to == JobState::cancelled)
+             from = {JobState::cancelling};
+           else if (to == JobState::succeeded || to == JobState::failed)
+             from = {JobState::starting, JobState::running, JobState::cancelling};
+           else
+             return error(res, 400, "a worker reports running, succeeded, failed or cancelled");
+           const bool moved = store_.transition(job, from, to, now, body->value("message", ""),
+                                                body->value("exit_code", 0));
+           const auto j = store_.job(job);
+           if (!j) return error(res, 404, "no job " + std::to_string(job));
+           reply(res, moved ? 200 : 409, j->to_json());
+         }));
+
+  s.Put(R"(/api/v1/jobs/(\d+)/files/(.+))",
+        authed(
+            [this, admin_only](const User& u, const httplib::Request& req, httplib::Response& res) {
+              if (!admin_only(u, res)) return;
+              const int64_t job = std::stoll(req.matches[1]);
+              const std::string name = req.matches[2];
+              if (!store_.job(job)) return error(res, 404, "no job " + std::to_string(job));
+              if (!valid_file_name(name))
+                return error(res, 400, "file name '" + name + "': letters, digits, . _ - only");
+              const fs::path path = fs::path(options_.files_dir) / std::to_string(job) / name;
+              fs::create_directories(path.parent_path());
+              const fs::path part = path.string() + ".part";
+              {
+                std::ofstream out(part, std::ios::binary);
+                out.write(req.body.data(), static_cast<std::streamsize>(req.body.size()));
+                if (!out.good()) BRAID_THROW(IoError, "writing '", part.string(), "'");
+              }
+              fs::rename(part, path);
+              reply(res, 201, {{"bytes", req.body.size()}});
+            }));
+}
+
+}  // namespace braid::serve
