@@ -28,7 +28,7 @@ struct ServeFlags {
   std::string host = "127.0.0.1";
   int port = 8470;
   std::string tls_cert, tls_key;
-  double max_body_mb = 8;
+  double max_body_mb = 256;  // a checkpoint arrives in one PUT
   double rate = 200;
   double worker_timeout_s = 10;
 };

@@ -1,0 +1,318 @@
+// braid serve, braid worker and the client commands as a user runs them: a real server and
+// real workers on this host, real training jobs, a kill -9 of the server mid-job, and the
+// API's refusals (no token, a wrong one, another user's job, a body too large or not JSON).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fashion_mnist_data.h"
+#include "run_braid.h"
+#include "temp_dir.h"
+
+namespace {
+
+using braid::testing::run_braid;
+using braid::testing::TempDir;
+using nlohmann::json;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A braid process in the background, its output in a file (a pipe could fill and block it).
+class Background {
+ public:
+  Background(const std::vector<std::string>& args, const std::string& log,
+             const std::vector<std::string>& env = {})
+      : log_(log) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      ::dup2(fd, STDOUT_FILENO);
+      ::dup2(fd, STDERR_FILENO);
+      for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
+      std::vector<char*> argv{const_cast<char*>(BRAID_BINARY)};
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(BRAID_BINARY, argv.data());
+      ::_exit(127);
+    }
+  }
+  ~Background() { stop(SIGKILL); }
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+
+  void stop(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  std::string output() const { return read_file(log_); }
+  // Waits (up to 30 s) for `part` in the output.
+  bool wait_for(const std::string& part) const {
+    for (int i = 0; i < 300; ++i) {
+      if (output().find(part) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+};
+
+// A server in `dir` (on `port`, 0: any), and what a client needs to talk to it.
+struct Server {
+  Server(const TempDir& tmp, const std::string& dir, int port = 0,
+         const std::string& max_body_mb = "256")
+      : process({"serve", "--data-dir", dir, "--port", std::to_string(port), "--max-body-mb",
+                 max_body_mb},
+                tmp.file("serve.log")) {
+    if (!process.wait_for("listening on http://127.0.0.1:")) return;
+    const std::string out = process.output();
+    const size_t at = out.rfind("127.0.0.1:") + 10;
+    this->port = std::stoi(out.substr(at));
+    url = "http://127.0.0.1:" + std::to_string(this->port);
+    admin = read_file(dir + "/admin-token");
+    admin.erase(admin.find_last_not_of('\n') + 1);
+  }
+  // A client command against this server as `token`.
+  braid::testing::BraidResult braid(const std::string& args, const std::string& token) const {
+    return run_braid(args, "BRAID_SERVER=" + url + " BRAID_TOKEN=" + token);
+  }
+  json get(const std::string& path, const std::string& token, int* status = nullptr) const {
+    httplib::Client c(url);
+    c.set_bearer_token_auth(token.c_str());
+    const auto r = c.Get(path.c_str());
+    if (status) *status = r ? r->status : -1;
+    const json body = r ? json::parse(r->body, nullptr, false) : json();
+    return body.is_object() ? body : json::object();  // unreachable or not JSON: nothing
+  }
+  // Polls job `id` until it is in a final state (60 s at most); its record.
+  json wait_final(int64_t id, const std::string& token) const {
+    json j;
+    for (int i = 0; i < 600; ++i) {
+      j = get("/api/v1/jobs/" + std::to_string(id), token);
+      const std::string s = j.value("state", "");
+      if (s == "succeeded" || s == "failed" || s == "cancelled") return j;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return j;
+  }
+
+  Background process;
+  int port = 0;
+  std::string url, admin;
+};
+
+std::string job_config(const TempDir& tmp, const std::string& name, const json& config) {
+  const std::string path = tmp.file(name);
+  std::ofstream(path) << config.dump();
+  return path;
+}
+
+int64_t submitted_id(const std::string& output) {
+  const size_t at = output.find("job ");
+  return at == std::string::npos ? -1 : std::stoll(output.substr(at + 4));
+}
+
+const json kMlp = {{"model", "mlp"},   {"max_steps", 30}, {"log_every", 10},
+                   {"eval_every", 15}, {"threads", 1},    {"seed", 3}};
+
+// A DDP job submitted to the server runs on a worker, streams every rank's events and the
+// output, leaves its files on the server, and reaches the accuracy of the same run started
+// by hand.
+TEST(ServeCli, ADdpJobRunsOnAWorkerAsTheSameRunByHand) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const Server server(tmp, tmp.file("data"));
+  ASSERT_GT(server.port, 0) << server.process.output();
+  const Background worker({"worker", "--slots", "2", "--work-dir", tmp.file("w")},
+                          tmp.file("worker.log"),
+                          {"BRAID_SERVER=" + server.url, "BRAID_TOKEN=" + server.admin});
+  const auto submit =
+      server.braid("submit " + job_config(tmp, "job.json", kMlp) + " -n 2", server.admin);
+  ASSERT_EQ(submit.code, 0) << submit.output;
+  const int64_t id = submitted_id(submit.output);
+  const json job = server.wait_final(id, server.admin);
+  ASSERT_EQ(job.value("state", ""), "succeeded") << job.dump() << worker.output();
+  ASSERT_EQ(job.at("health").size(), 2u);
+  for (const json& h : job.at("health")) {
+    EXPECT_EQ(h.value("last_event", ""), "stopped") << h.dump();
+    EXPECT_EQ(h.value("step", 0), 30) << h.dump();
+  }
+  // Every record of each rank's stream, once.
+  const json events = server.get("/api/v1/jobs/" + std::to_string(id) + "/events", server.admin);
+  int stopped = 0, evals = 0;
+  for (const json& e : events.at("events")) {
+    stopped += e["record"].value("event", "") == "stopped";
+    evals += e["record"].value("event", "") == "eval" && e.value("rank", -1) == 0;
+  }
+  EXPECT_EQ(stopped, 2);
+  EXPECT_EQ(evals, 2) << "steps 15 and 30";
+  const auto logs = server.braid("logs " + std::to_string(id), server.admin);
+  EXPECT_NE(logs.output.find("[rank 0] done: 30 steps"), std::string::npos) << logs.output;
+
+  // The same run by hand: the same final evaluation, to the bit.
+  const auto by_hand =
+      run_braid("launch -n 2 -- " + std::string(BRAID_BINARY) + " train --config " +
+                tmp.file("job.json") + " --out " + tmp.file("by-hand"));
+  ASSERT_EQ(by_hand.code, 0) << by_hand.output;
+  const std::string metrics = read_file(tmp.file("by-hand/metrics.jsonl"));
+  const std::string served =
+      read_file(tmp.file("data/files/" + std::to_string(id) + "/metrics.jsonl"));
+  ASSERT_FALSE(served.empty()) << "the worker sent no metrics.jsonl";
+  auto last_eval = [](const std::string& text) {
+    json last;
+    size_t at = 0;
+    for (size_t end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) {
+      const json r = json::parse(text.substr(at, end - at));
+      if (r.value("event", "") == "eval") last = r;
+    }
+    return last;
+  };
+  EXPECT_EQ(last_eval(served).value("loss", -1.0), last_eval(metrics).value("loss", -2.0));
+  EXPECT_EQ(last_eval(served).value("accuracy", -1.0), last_eval(metrics).value("accuracy", -2.0));
+  // And downloadable through the API.
+  httplib::Client c(server.url);
+  c.set_bearer_token_auth(server.admin.c_str());
+  const auto file =
+      c.Get(("/api/v1/jobs/" + std::to_string(id) + "/files/checkpoint/model.safetensors").c_str());
+  ASSERT_TRUE(file);
+  EXPECT_EQ(file->status, 200);
+  EXPECT_EQ(file->body, read_file(tmp.file("w/job-" + std::to_string(id) +
+                                           "/run/checkpoint/model.safetensors")));
+}
+
+// The server killed with SIGKILL mid-job and started again: the job was not lost, ran on,
+// and its worker re-attached it (its end and its last events reach the new server).
+TEST(ServeCli, AJobOutlivesAKillNineOfTheServer) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  auto server = std::make_unique<Server>(tmp, tmp.file("data"));
+  ASSERT_GT(server->port, 0) << server->process.output();
+  const std::string url = server->url, admin = server->admin;
+  const int port = server->port;
+  const Background worker({"worker", "--slots", "2", "--work-dir", tmp.file("w")},
+                          tmp.file("worker.log"), {"BRAID_SERVER=" + url, "BRAID_TOKEN=" + admin});
+  json config = kMlp;
+  config["max_steps"] = 400;
+  config["epochs"] = 100;
+  config["slow_step_ms"] = 10;  // about 4 s of steps: the kill lands mid-run
+  const auto submit =
+      server->braid("submit " + job_config(tmp, "job.json", config) + " -n 2", admin);
+  ASSERT_EQ(submit.code, 0) << submit.output;
+  const int64_t id = submitted_id(submit.output);
+  for (int i = 0;
+       i < 100 &&
+       server->get("/api/v1/jobs/" + std::to_string(id), admin).value("state", "") != "running";
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  server->process.stop(SIGKILL);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  server = std::make_unique<Server>(tmp, tmp.file("data"), port);
+  ASSERT_EQ(server->port, port) << server->process.output();
+  const json job = server->wait_final(id, admin);
+  EXPECT_EQ(job.value("state", ""), "succeeded") << job.dump() << worker.output();
+  for (const json& h : job.value("health", json::array()))
+    EXPECT_EQ(h.value("step", 0), 400) << h.dump();
+  EXPECT_NE(worker.output().find("the server answers again"), std::string::npos)
+      << "the kill did not land while the job ran: " << worker.output();
+}
+
+// Each refusal has its status, and writes nothing.
+TEST(ServeCli, TheApiRefusesWhatItMustAndWritesNothing) {
+  const TempDir tmp;
+  const Server server(tmp, tmp.file("data"), 0, "1");
+  ASSERT_GT(server.port, 0) << server.process.output();
+  httplib::Client admin(server.url);
+  admin.set_bearer_token_auth(server.admin.c_str());
+  const auto made = admin.Post("/api/v1/users", R"({"name": "alice"})", "application/json");
+  ASSERT_TRUE(made);
+  ASSERT_EQ(made->status, 201) << made->body;
+  const std::string alice = json::parse(made->body).at("token");
+  const json job = {{"config", kMlp}, {"ranks", 1}, {"name", "<script>alert(1)</script>"}};
+  const auto submitted = admin.Post("/api/v1/jobs", job.dump(), "application/json");
+  ASSERT_TRUE(submitted);
+  ASSERT_EQ(submitted->status, 201) << submitted->body;
+  const int64_t id = json::parse(submitted->body).at("id");
+
+  auto status_of = [&](const std::string& token, const std::string& method, const std::string& path,
+                       const std::string& body) {
+    httplib::Client c(server.url);
+    if (!token.empty()) c.set_bearer_token_auth(token.c_str());
+    const auto r =
+        method == "GET" ? c.Get(path.c_str()) : c.Post(path.c_str(), body, "application/json");
+    return r ? r->status : -1;
+  };
+  EXPECT_EQ(status_of("", "GET", "/api/v1/jobs", ""), 401);
+  EXPECT_EQ(status_of(alice + "x", "GET", "/api/v1/jobs", ""), 401);
+  EXPECT_EQ(status_of(alice, "GET", "/api/v1/jobs/" + std::to_string(id), ""), 404)
+      << "another user's job";
+  EXPECT_EQ(status_of(alice, "POST", "/api/v1/jobs/" + std::to_string(id) + "/cancel", "{}"), 404);
+  EXPECT_EQ(status_of(alice, "POST", "/api/v1/users", R"({"name": "mallory"})"), 403);
+  EXPECT_EQ(status_of(alice, "POST", "/api/v1/jobs", "{not json"), 400);
+  EXPECT_EQ(status_of(alice, "POST", "/api/v1/jobs", R"({"config": {"modle": "mlp"}})"), 400);
+  EXPECT_EQ(status_of(alice, "POST", "/api/v1/jobs", R"({"config": {"model": "mlp"}, "ranks": 0})"),
+            400);
+  const std::string huge =
+      R"({"config": {"model": "mlp"}, "name": ")" + std::string(2 << 20, 'a') + "\"}";
+  EXPECT_EQ(status_of(alice, "POST", "/api/v1/jobs", huge), 413);
+  // Nothing was written: alice has no job, the admin one, and the name is kept as text.
+  EXPECT_TRUE(server.get("/api/v1/jobs", alice).at("jobs").empty());
+  const json all = server.get("/api/v1/jobs", server.admin).at("jobs");
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].value("name", ""), "<script>alert(1)</script>");
+  // Cancelling a queued job (no worker here) ends it at once; again is a 409.
+  EXPECT_EQ(status_of(server.admin, "POST", "/api/v1/jobs/" + std::to_string(id) + "/cancel", "{}"),
+            200);
+  EXPECT_EQ(server.get("/api/v1/jobs/" + std::to_string(id), server.admin).value("state", ""),
+            "cancelled");
+  EXPECT_EQ(status_of(server.admin, "POST", "/api/v1/jobs/" + std::to_string(id) + "/cancel", "{}"),
+            409);
+}
+
+// A running job cancelled: the worker stops its ranks and says so.
+TEST(ServeCli, CancellingARunningJobStopsItsRanks) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const Server server(tmp, tmp.file("data"));
+  ASSERT_GT(server.port, 0) << server.process.output();
+  const Background worker({"worker", "--slots", "2", "--work-dir", tmp.file("w")},
+                          tmp.file("worker.log"),
+                          {"BRAID_SERVER=" + server.url, "BRAID_TOKEN=" + server.admin});
+  json config = kMlp;
+  config["max_steps"] = 100000;
+  config["epochs"] = 1000;
+  const auto submit =
+      server.braid("submit " + job_config(tmp, "job.json", config) + " -n 2", server.admin);
+  ASSERT_EQ(submit.code, 0) << submit.output;
+  const int64_t id = submitted_id(submit.output);
+  for (int i = 0;
+       i < 100 &&
+       server.get("/api/v1/jobs/" + std::to_string(id), server.admin).value("events", 0) == 0;
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto cancel = server.braid("cancel " + std::to_string(id), server.admin);
+  ASSERT_EQ(cancel.code, 0) << cancel.output;
+  const json job = server.wait_final(id, server.admin);
+  EXPECT_EQ(job.value("state", ""), "cancelled") << job.dump() << worker.output();
+  EXPECT_EQ(job.value("message", ""), "cancelled by admin");
+}
+
+}  // namespace
