@@ -136,6 +136,7 @@ void add_bench_command(CLI::App& app) {
   add_train_bench(*bench);
   add_collective_benches(*bench);
   add_ps_bench(*bench);
+  add_serve_bench(*bench);
 }
 
 }  // namespace braid::cli

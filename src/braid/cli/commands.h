@@ -12,6 +12,7 @@ void add_bench_command(CLI::App& app);
 void add_collective_benches(CLI::App& bench);  // under `braid bench`
 void add_train_bench(CLI::App& bench);         // under `braid bench`
 void add_ps_bench(CLI::App& bench);            // under `braid bench`
+void add_serve_bench(CLI::App& bench);         // under `braid bench`
 void add_store_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_comm_check_command(CLI::App& app);

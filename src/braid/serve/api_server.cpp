@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "serve/auth.h"
+#include "serve/dashboard_html.h"
 #include "serve/gang_scheduler.h"
 #include "train/config.h"
 
@@ -67,20 +68,12 @@ bool valid_file_name(const std::string& name) {
   return std::regex_match(name, ok) && name.find("..") == std::string::npos;
 }
 
-// What a rank's last events say of it: the dashboard's health table.
-json rank_health(const std::vector<EventRecord>& events, int ranks) {
-  std::vector<json> health(static_cast<size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) health[static_cast<size_t>(r)] = {{"rank", r}};
-  for (const EventRecord& e : events) {
-    if (e.rank < 0 || e.rank >= ranks) continue;
-    json& h = health[static_cast<size_t>(e.rank)];
-    h["last_event"] = e.record.value("event", "");
-    if (e.record.contains("time")) h["last_seen"] = e.record["time"];
-    if (e.record.contains("step")) h["step"] = e.record["step"];
-    if (e.record.contains("comm_exposed_ms")) h["comm_exposed_ms"] = e.record["comm_exposed_ms"];
-    if (e.record.contains("step_ms")) h["step_ms"] = e.record["step_ms"];
-  }
-  return health;
+// What a rank's last event says of it, into its row of the health table.
+void fold(json& row, const json& record) {
+  row["last_event"] = record.value("event", "");
+  if (record.contains("time")) row["last_seen"] = record["time"];
+  for (const char* key : {"step", "comm_exposed_ms", "step_ms"})
+    if (record.contains(key)) row[key] = record[key];
 }
 
 }  // namespace
@@ -109,6 +102,11 @@ ApiServer::ApiServer(JobStore& store, ApiOptions options)
     http_ = std::make_unique<httplib::Server>();
   }
   http_->set_payload_max_length(options_.max_body_bytes);
+  // A connection holds a pool thread while it is kept alive: enough threads for a hundred
+  // dashboards and the workers, and a connection closed after a few requests so that more
+  // clients than threads are served in turn.
+  http_->new_task_queue = [] { return new httplib::ThreadPool(128); };
+  http_->set_keep_alive_max_count(16);
   add_routes();
 }
 
@@ -129,6 +127,29 @@ void ApiServer::stop() {
   http_->stop();
   thread_->thread.join();
   thread_.reset();
+}
+
+void ApiServer::note_events(int64_t job, int rank, const std::vector<json>& records) {
+  const std::lock_guard lock(health_mu_);
+  auto it = health_.find(job);
+  if (it == health_.end() || rank < 0 || static_cast<size_t>(rank) >= it->second.size()) return;
+  for (const json& r : records) fold(it->second[static_cast<size_t>(rank)], r);
+}
+
+json ApiServer::health(const JobRecord& job) {
+  {
+    const std::lock_guard lock(health_mu_);
+    if (const auto it = health_.find(job.id); it != health_.end()) return it->second;
+  }
+  std::vector<json> rows(static_cast<size_t>(job.ranks));
+  for (int r = 0; r < job.ranks; ++r) rows[static_cast<size_t>(r)] = {{"rank", r}};
+  // Every rank's last records are among the last thousand (each rank sends one every
+  // log_every steps, as often as the others).
+  const int64_t count = store_.event_count(job.id);
+  for (const EventRecord& e : store_.events_since(job.id, std::max<int64_t>(0, count - 1024), 1024))
+    if (e.rank >= 0 && e.rank < job.ranks) fold(rows[static_cast<size_t>(e.rank)], e.record);
+  const std::lock_guard lock(health_mu_);
+  return health_.try_emplace(job.id, std::move(rows)).first->second;
 }
 
 void ApiServer::schedule(double now) {
@@ -191,6 +212,23 @@ void ApiServer::add_routes() {
           error(res, 400, e.what());
         }
       });
+
+  // The dashboard: its page (no data: that needs a token) and Debian's dygraphs.
+  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(kDashboardHtml, "text/html; charset=utf-8");
+  });
+  s.Get(R"(/static/(dygraph\.min\.js|dygraph\.min\.css))",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          const fs::path path = fs::path(options_.dashboard_dir) / std::string(req.matches[1]);
+          std::ifstream in(path, std::ios::binary);
+          if (!in)
+            return error(res, 404,
+                         path.string() +
+                             " is missing: install Debian's libjs-dygraphs "
+                             "(scripts/setup.sh)");
+          res.set_content(std::string(std::istreambuf_iterator<char>(in), {}),
+                          path.extension() == ".js" ? "text/javascript" : "text/css");
+        });
 
   // Every route below: the user the token names, or a 401.
   auto authed = [this](auto handler) {
@@ -284,10 +322,8 @@ void ApiServer::add_routes() {
           const auto j = visible_job(u, req, res);
           if (!j) return;
           json out = j->to_json();
-          const int64_t count = store_.event_count(j->id);
-          out["events"] = count;
-          out["health"] = rank_health(
-              store_.events_since(j->id, std::max<int64_t>(0, count - 256), 256), j->ranks);
+          out["events"] = store_.event_count(j->id);
+          out["health"] = health(*j);
           reply(res, 200, out);
         }));
 
@@ -416,9 +452,11 @@ void ApiServer::add_routes() {
            const json events = body->value("events", json());
            if (!events.is_array() || !body->value("rank", json()).is_number_integer())
              return error(res, 400, "a batch is {\"rank\": R, \"events\": [records]}");
-           reply(res, 200,
-                 {{"events", store_.append_events(job, (*body)["rank"].get<int>(),
-                                                  events.get<std::vector<json>>())}});
+           const int rank = (*body)["rank"].get<int>();
+           const auto records = events.get<std::vector<json>>();
+           const int64_t count = store_.append_events(job, rank, records);
+           note_events(job, rank, records);
+           reply(res, 200, {{"events", count}});
          }));
 
   s.Post(R"(/api/v1/jobs/(\d+)/logs)",

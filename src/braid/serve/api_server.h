@@ -17,6 +17,8 @@
 //                POST jobs/ID/state {state, exit_code, message}
 //                PUT  jobs/ID/files/NAME                         a job's output, as bytes
 //
+// GET / is the dashboard (web/dashboard.html, built in), /static/ Debian's dygraphs.
+//
 // A user sees and cancels only their own jobs (another's is 404, as if it did not exist);
 // an admin sees every job and is the only one to create users and register workers. Errors
 // are {"error": "..."} with 400 (malformed), 401 (no or wrong token), 403 (not allowed),
@@ -26,6 +28,7 @@
 // shared state and is thread-safe. The scheduler runs on each heartbeat, under one lock.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,7 +51,7 @@ struct ApiOptions {
   double burst = 400;
   double worker_timeout_s = 10;  // a worker unheard this long has lost its jobs
   std::string files_dir;         // where the jobs' files go (jobs/ID/NAME)
-  std::string dashboard_dir;     // static files for /, and /static/dygraphs from Debian
+  std::string dashboard_dir = "/usr/share/javascript/dygraphs";  // Debian's libjs-dygraphs
 };
 
 class ApiServer {
@@ -69,8 +72,15 @@ class ApiServer {
   // Queued jobs onto the live workers' free slots (serve/gang_scheduler.h).
   void schedule(double now);
 
+  // Each rank's last events of a job (a status call's health table without a query; after a
+  // restart it fills again from the database on first use).
+  nlohmann::json health(const JobRecord& job);
+  void note_events(int64_t job, int rank, const std::vector<nlohmann::json>& records);
+
   JobStore& store_;
   ApiOptions options_;
+  std::mutex health_mu_;
+  std::map<int64_t, std::vector<nlohmann::json>> health_;
   RateLimiter limiter_;
   std::unique_ptr<httplib::Server> http_;
   std::mutex schedule_mu_;
