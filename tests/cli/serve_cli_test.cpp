@@ -78,9 +78,9 @@ class Background {
 // A server in `dir` (on `port`, 0: any), and what a client needs to talk to it.
 struct Server {
   Server(const TempDir& tmp, const std::string& dir, int port = 0,
-         const std::string& max_body_mb = "256")
+         const std::string& max_body_mb = "256", const std::string& worker_timeout = "10")
       : process({"serve", "--data-dir", dir, "--port", std::to_string(port), "--max-body-mb",
-                 max_body_mb},
+                 max_body_mb, "--worker-timeout", worker_timeout},
                 tmp.file("serve.log")) {
     if (!process.wait_for("listening on http://127.0.0.1:")) return;
     const std::string out = process.output();
@@ -313,6 +313,34 @@ TEST(ServeCli, CancellingARunningJobStopsItsRanks) {
   const json job = server.wait_final(id, server.admin);
   EXPECT_EQ(job.value("state", ""), "cancelled") << job.dump() << worker.output();
   EXPECT_EQ(job.value("message", ""), "cancelled by admin");
+}
+
+// A worker killed with SIGKILL takes its ranks with it (they die with their launcher); the
+// server, no longer hearing it, fails its job and names it.
+TEST(ServeCli, AJobWhoseWorkerIsKilledFailsNamingTheWorker) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const Server server(tmp, tmp.file("data"), 0, "256", "2");
+  ASSERT_GT(server.port, 0) << server.process.output();
+  Background worker({"worker", "--slots", "2", "--work-dir", tmp.file("w"), "--host", "doomed"},
+                    tmp.file("worker.log"),
+                    {"BRAID_SERVER=" + server.url, "BRAID_TOKEN=" + server.admin});
+  json config = kMlp;
+  config["max_steps"] = 100000;
+  config["epochs"] = 1000;
+  const auto submit =
+      server.braid("submit " + job_config(tmp, "job.json", config) + " -n 2", server.admin);
+  ASSERT_EQ(submit.code, 0) << submit.output;
+  const int64_t id = submitted_id(submit.output);
+  for (int i = 0;
+       i < 100 &&
+       server.get("/api/v1/jobs/" + std::to_string(id), server.admin).value("events", 0) == 0;
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  worker.stop(SIGKILL);
+  const json job = server.wait_final(id, server.admin);
+  EXPECT_EQ(job.value("state", ""), "failed") << job.dump();
+  EXPECT_NE(job.value("message", "").find("(doomed) unheard for"), std::string::npos) << job.dump();
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -243,6 +244,27 @@ TEST(JobStore, AFileThatIsNoDatabaseIsAnErrorNamingIt) {
   } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("move it aside"), std::string::npos) << e.what();
+  }
+}
+
+// A database cut short (a copy interrupted, a full disk) is refused at open, named.
+TEST(JobStore, ATruncatedDatabaseIsRefusedNamingIt) {
+  const TempDir tmp;
+  const std::string path = tmp.file("jobs.db");
+  {
+    JobStore s(path);
+    const int64_t u = s.create_user("u", false).first.id;
+    for (int i = 0; i < 200; ++i)
+      s.append_events(s.submit(u, "j", json{{"pad", std::string(500, 'x')}}, 1, 0, i).id, 0,
+                      std::vector<json>(4, json{{"event", "train"}}));
+    Database(path).exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  }
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  try {
+    JobStore s(path);
+    FAIL() << "opened a database cut in half";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
 }
 

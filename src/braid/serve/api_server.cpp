@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "serve/auth.h"
 #include "serve/dashboard_html.h"
 #include "serve/gang_scheduler.h"
@@ -80,6 +82,11 @@ void fold(json& row, const json& record) {
 
 struct ApiServer::Thread {
   std::thread thread;
+  // Once a second: a lost worker's jobs fail even when no other worker calls.
+  std::thread ticker;
+  std::mutex mu;
+  std::condition_variable wake;
+  bool stopping = false;
 };
 
 ApiServer::ApiServer(JobStore& store, ApiOptions options)
@@ -120,10 +127,29 @@ void ApiServer::start() {
               " (in use, or not an address of this host); choose another --port or --host");
   thread_ = std::make_unique<Thread>();
   thread_->thread = std::thread([this] { http_->listen_after_bind(); });
+  thread_->ticker = std::thread([this] {
+    std::unique_lock lock(thread_->mu);
+    while (!thread_->wake.wait_for(lock, std::chrono::seconds(1),
+                                   [this] { return thread_->stopping; })) {
+      lock.unlock();
+      try {
+        schedule(unix_now());
+      } catch (const std::exception& e) {
+        log_warn("braid serve: placing jobs: ", e.what());
+      }
+      lock.lock();
+    }
+  });
 }
 
 void ApiServer::stop() {
   if (!thread_) return;
+  {
+    const std::lock_guard lock(thread_->mu);
+    thread_->stopping = true;
+  }
+  thread_->wake.notify_all();
+  thread_->ticker.join();
   http_->stop();
   thread_->thread.join();
   thread_.reset();

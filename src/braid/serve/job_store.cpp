@@ -107,6 +107,12 @@ nlohmann::json JobRecord::to_json() const {
 }
 
 JobStore::JobStore(const std::string& path) : db_(path) {
+  // A file cut short or with a damaged page opens without complaint; its structure is
+  // checked here, once, so the server refuses it at start rather than mid-job.
+  Statement check = db_.prepare("PRAGMA quick_check");
+  BRAID_CHECK(check.step() && check.text(0) == "ok", "job database '", path,
+              "' is damaged (SQLite's quick_check: ", check.text(0),
+              "); move it aside and start braid serve again, or restore a copy");
   Statement v = db_.prepare("PRAGMA user_version");
   v.step();
   const int64_t version = v.integer(0);
