@@ -125,6 +125,17 @@ std::string job_config(const TempDir& tmp, const std::string& name, const json& 
   return path;
 }
 
+// The last "eval" record of a metrics.jsonl's text.
+json last_eval(const std::string& text) {
+  json last = json::object();
+  size_t at = 0;
+  for (size_t end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) {
+    const json r = json::parse(text.substr(at, end - at));
+    if (r.value("event", "") == "eval") last = r;
+  }
+  return last;
+}
+
 int64_t submitted_id(const std::string& output) {
   const size_t at = output.find("job ");
   return at == std::string::npos ? -1 : std::stoll(output.substr(at + 4));
@@ -176,15 +187,6 @@ TEST(ServeCli, ADdpJobRunsOnAWorkerAsTheSameRunByHand) {
   const std::string served =
       read_file(tmp.file("data/files/" + std::to_string(id) + "/metrics.jsonl"));
   ASSERT_FALSE(served.empty()) << "the worker sent no metrics.jsonl";
-  auto last_eval = [](const std::string& text) {
-    json last;
-    size_t at = 0;
-    for (size_t end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) {
-      const json r = json::parse(text.substr(at, end - at));
-      if (r.value("event", "") == "eval") last = r;
-    }
-    return last;
-  };
   EXPECT_EQ(last_eval(served).value("loss", -1.0), last_eval(metrics).value("loss", -2.0));
   EXPECT_EQ(last_eval(served).value("accuracy", -1.0), last_eval(metrics).value("accuracy", -2.0));
   // And downloadable through the API.
@@ -196,6 +198,44 @@ TEST(ServeCli, ADdpJobRunsOnAWorkerAsTheSameRunByHand) {
   EXPECT_EQ(file->status, 200);
   EXPECT_EQ(file->body, read_file(tmp.file("w/job-" + std::to_string(id) +
                                            "/run/checkpoint/model.safetensors")));
+}
+
+// A federated-averaging job: one parameter server and two workers (the clients split
+// among them by the config's rule), on a worker, with the result of the same job by hand.
+TEST(ServeCli, AFedAvgJobRunsOnAWorkerAsTheSameRunByHand) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const Server server(tmp, tmp.file("data"));
+  ASSERT_GT(server.port, 0) << server.process.output();
+  const Background worker({"worker", "--slots", "3", "--work-dir", tmp.file("w")},
+                          tmp.file("worker.log"),
+                          {"BRAID_SERVER=" + server.url, "BRAID_TOKEN=" + server.admin});
+  const json config = {{"model", "mlp"},
+                       {"strategy", "fedavg"},
+                       {"threads", 1},
+                       {"batch", 32},
+                       {"eval_batches", 4},
+                       {"eval_every", 1},
+                       {"fedavg", {{"clients", 40}, {"rounds", 2}, {"fraction", 0.1}}}};
+  const std::string file = job_config(tmp, "fedavg.json", config);
+  // Without its servers it is refused, saying why.
+  const auto refused = server.braid("submit " + file + " -n 3", server.admin);
+  EXPECT_NE(refused.code, 0);
+  EXPECT_NE(refused.output.find("runs parameter servers"), std::string::npos) << refused.output;
+  const auto submit = server.braid("submit " + file + " -n 3 --servers 1", server.admin);
+  ASSERT_EQ(submit.code, 0) << submit.output;
+  const int64_t id = submitted_id(submit.output);
+  const json job = server.wait_final(id, server.admin);
+  ASSERT_EQ(job.value("state", ""), "succeeded") << job.dump() << worker.output();
+  const auto by_hand = run_braid("launch --servers 1 --workers 2 -- " + std::string(BRAID_BINARY) +
+                                 " train --config " + file + " --out " + tmp.file("by-hand"));
+  ASSERT_EQ(by_hand.code, 0) << by_hand.output;
+  const std::string served =
+      read_file(tmp.file("data/files/" + std::to_string(id) + "/metrics.jsonl"));
+  const std::string metrics = read_file(tmp.file("by-hand/metrics.jsonl"));
+  ASSERT_FALSE(served.empty()) << "the worker sent no metrics.jsonl";
+  EXPECT_EQ(last_eval(served).value("accuracy", -1.0), last_eval(metrics).value("accuracy", -2.0));
+  EXPECT_EQ(last_eval(served).value("loss", -1.0), last_eval(metrics).value("loss", -2.0));
 }
 
 // The server killed with SIGKILL mid-job and started again: the job was not lost, ran on,

@@ -42,6 +42,7 @@ struct SubmitFlags {
   ServerFlags server;
   std::string config;
   int ranks = 1;
+  int servers = 0;
   std::string name;
   int priority = 0;
   bool json_out = false;
@@ -53,6 +54,7 @@ void run_submit(const SubmitFlags& f) {
   ServerClient client(f.server);
   const json job = client.post("/api/v1/jobs", {{"config", config},
                                                 {"ranks", f.ranks},
+                                                {"servers", f.servers},
                                                 {"name", f.name.empty() ? f.config : f.name},
                                                 {"priority", f.priority}});
   if (f.json_out)
@@ -124,6 +126,9 @@ void add_job_commands(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("submit", "Queue a training job on a braid serve job server");
   cmd->add_option("config", submit->config, "the job's config (braid train's JSON)")->required();
   cmd->add_option("-n,--ranks", submit->ranks, "ranks of the job")->check(CLI::Range(1, 4096));
+  cmd->add_option("--servers", submit->servers,
+                  "strategies ps and fedavg: how many of the ranks are parameter servers")
+      ->check(CLI::Range(0, 4096));
   cmd->add_option("--name", submit->name, "a name to show (default: the config's path)");
   cmd->add_option("--priority", submit->priority, "higher runs first (-1000 to 1000)")
       ->check(CLI::Range(-1000, 1000));

@@ -171,18 +171,18 @@ class Agent {
     }
     launch::ChildSpec spec;
     spec.path = exe_;
-    spec.argv = {exe_,
-                 "launch",
-                 "-n",
-                 std::to_string(s.value("nproc", 1)),
-                 "--",
-                 exe_,
-                 "train",
-                 "--config",
-                 (job->dir / "config.json").string(),
-                 "--out",
-                 (job->dir / "run").string(),
-                 "--overwrite"};
+    const int nproc = s.value("nproc", 1), servers = s.value("servers", 0);
+    spec.argv = {exe_, "launch"};
+    const std::vector<std::string> shape =
+        servers > 0 ? std::vector<std::string>{"--servers", std::to_string(servers), "--workers",
+                                               std::to_string(nproc - servers)}
+                    : std::vector<std::string>{"-n", std::to_string(nproc)};
+    spec.argv.insert(spec.argv.end(), shape.begin(), shape.end());
+    for (const std::string& a :
+         {std::string("--"), exe_, std::string("train"), std::string("--config"),
+          (job->dir / "config.json").string(), std::string("--out"), (job->dir / "run").string(),
+          std::string("--overwrite")})
+      spec.argv.push_back(a);
     for (char** e = environ; *e != nullptr; ++e)
       if (std::strncmp(*e, "BRAID_EVENTS_DIR=", 17) != 0) spec.env.emplace_back(*e);
     spec.env.push_back("BRAID_EVENTS_DIR=" + (job->dir / "events").string());

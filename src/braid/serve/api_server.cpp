@@ -310,8 +310,9 @@ void ApiServer::add_routes() {
         const json config = body->value("config", json());
         if (!config.is_object())
           return error(res, 400, "a job needs a \"config\": braid train's JSON config (an object)");
+        std::string strategy;
         try {
-          train::config_from_json(config);  // the same strict check as braid train's
+          strategy = train::config_from_json(config).strategy;  // braid train's own check
         } catch (const Error& e) {
           return error(res, 400, std::string("config: ") + e.what());
         }
@@ -324,9 +325,19 @@ void ApiServer::add_routes() {
         const json name = body->value("name", json("job"));
         if (!name.is_string() || name.get<std::string>().size() > 200)
           return error(res, 400, "\"name\" is a string of at most 200 characters");
+        // A parameter-server job (ps, fedavg) says how many of its ranks serve.
+        const json servers = body->value("servers", json(0));
+        const bool ps = strategy == "ps" || strategy == "fedavg";
+        if (!servers.is_number_integer() || servers.get<int64_t>() < (ps ? 1 : 0) ||
+            servers.get<int64_t>() >= (ps ? ranks.get<int64_t>() : 1))
+          return error(res, 400,
+                       ps ? "strategy " + strategy +
+                                " runs parameter servers: give \"servers\", 1 to ranks - 1 (the "
+                                "rest are workers)"
+                          : std::string("\"servers\" is for strategies ps and fedavg"));
         const double now = unix_now();
-        const JobRecord j =
-            store_.submit(u.id, name, config, ranks.get<int>(), priority.get<int>(), now);
+        const JobRecord j = store_.submit(u.id, name, config, ranks.get<int>(), priority.get<int>(),
+                                          now, servers.get<int>());
         schedule(now);
         reply(res, 201, store_.job(j.id)->to_json());
       }));
@@ -455,7 +466,8 @@ void ApiServer::add_routes() {
                                 {"ranks", j.ranks},
                                 {"nnodes", j.placement.size()},
                                 {"node_rank", node},
-                                {"nproc", j.placement[static_cast<size_t>(node)].ranks}});
+                                {"nproc", j.placement[static_cast<size_t>(node)].ranks},
+                                {"servers", j.servers}});
              }
            }
            // A job the worker runs that the server holds finished (cancelled while the

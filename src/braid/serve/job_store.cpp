@@ -15,6 +15,7 @@ CREATE TABLE IF NOT EXISTS users (
 CREATE TABLE IF NOT EXISTS jobs (
   id INTEGER PRIMARY KEY, user INTEGER NOT NULL REFERENCES users(id), name TEXT NOT NULL,
   config TEXT NOT NULL, ranks INTEGER NOT NULL, priority INTEGER NOT NULL,
+  servers INTEGER NOT NULL DEFAULT 0,
   state TEXT NOT NULL, message TEXT NOT NULL DEFAULT '', exit_code INTEGER NOT NULL DEFAULT 0,
   submitted REAL NOT NULL, started REAL NOT NULL DEFAULT 0, finished REAL NOT NULL DEFAULT 0,
   placement TEXT NOT NULL DEFAULT '[]', events INTEGER NOT NULL DEFAULT 0,
@@ -33,7 +34,8 @@ CREATE TABLE IF NOT EXISTS workers (
 
 constexpr const char* kJobColumns =
     "SELECT jobs.id, user, users.name, jobs.name, config, ranks, priority, state, message, "
-    "exit_code, submitted, started, finished, placement FROM jobs JOIN users ON users.id = "
+    "exit_code, submitted, started, finished, placement, servers FROM jobs JOIN users ON "
+    "users.id = "
     "jobs.user ";
 
 bool edge(JobState from, JobState to) {
@@ -96,6 +98,7 @@ nlohmann::json JobRecord::to_json() const {
           {"name", name},
           {"config", config},
           {"ranks", ranks},
+          {"servers", servers},
           {"priority", priority},
           {"state", job_state_name(state)},
           {"message", message},
@@ -157,20 +160,23 @@ std::optional<User> JobStore::user_for_token(const std::string& token) {
 }
 
 JobRecord JobStore::submit(int64_t user, const std::string& name, const nlohmann::json& config,
-                           int ranks, int priority, double now) {
+                           int ranks, int priority, double now, int servers) {
   BRAID_CHECK(ranks >= 1 && ranks <= 4096, "a job has 1 to 4096 ranks, got ", ranks);
+  BRAID_CHECK(servers >= 0 && servers < ranks, "a parameter-server job's servers are some of its ",
+              ranks, " ranks, leaving at least one worker; got ", servers, " servers");
   int64_t id = 0;
   {
     const std::lock_guard lock(mu_);
     db_.prepare(
-           "INSERT INTO jobs (user, name, config, ranks, priority, state, submitted) "
-           "VALUES (?, ?, ?, ?, ?, 'queued', ?)")
+           "INSERT INTO jobs (user, name, config, ranks, priority, state, submitted, servers) "
+           "VALUES (?, ?, ?, ?, ?, 'queued', ?, ?)")
         .bind(1, user)
         .bind(2, name)
         .bind(3, config.dump())
         .bind(4, int64_t{ranks})
         .bind(5, int64_t{priority})
         .bind(6, now)
+        .bind(7, int64_t{servers})
         .run();
     id = db_.last_insert_id();
   }
@@ -194,6 +200,7 @@ JobRecord JobStore::read_job(Statement& s) {
   j.finished = s.real(12);
   for (const auto& h : nlohmann::json::parse(s.text(13)))
     j.placement.push_back({h.at("worker").get<int64_t>(), h.at("ranks").get<int>()});
+  j.servers = static_cast<int>(s.integer(14));
   return j;
 }
 

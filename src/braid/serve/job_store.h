@@ -45,7 +45,8 @@ struct JobRecord {
   std::string user_name;
   std::string name;
   nlohmann::json config;
-  int ranks = 1;
+  int ranks = 1;    // every process of the job
+  int servers = 0;  // of them, a parameter-server job's servers (the last ranks)
   int priority = 0;
   JobState state = JobState::queued;
   std::string message;  // why it failed or was cancelled
@@ -88,7 +89,7 @@ class JobStore {
 
   // Jobs.
   JobRecord submit(int64_t user, const std::string& name, const nlohmann::json& config, int ranks,
-                   int priority, double now);
+                   int priority, double now, int servers = 0);
   std::optional<JobRecord> job(int64_t id);
   std::vector<JobRecord> jobs(std::optional<int64_t> user);  // newest first
   std::vector<JobRecord> jobs_in(const std::vector<JobState>& states);

@@ -41,8 +41,7 @@ Statement& Statement::bind(int i, double v) {
 Statement& Statement::bind(int i, std::string_view v) {
   // An empty view may have no data pointer, which SQLite would bind as NULL, not ''.
   if (sqlite3_bind_text(stmt_, i, v.empty() ? "" : v.data(), static_cast<int>(v.size()),
-                        SQLITE_TRANSIENT) !=
-      SQLITE_OK)
+                        SQLITE_TRANSIENT) != SQLITE_OK)
     fail(db_, path_, "binding a parameter");
   return *this;
 }
