@@ -144,6 +144,25 @@ int64_t submitted_id(const std::string& output) {
 const json kMlp = {{"model", "mlp"},   {"max_steps", 30}, {"log_every", 10},
                    {"eval_every", 15}, {"threads", 1},    {"seed", 3}};
 
+// Submits a 2-rank job that would run for hours, and returns its id once its first events
+// have reached the server (-1 if the submission failed).
+int64_t submit_endless_job(const Server& server, const TempDir& tmp) {
+  json config = kMlp;
+  config["max_steps"] = 100000;
+  config["epochs"] = 1000;
+  const auto submit =
+      server.braid("submit " + job_config(tmp, "job.json", config) + " -n 2", server.admin);
+  EXPECT_EQ(submit.code, 0) << submit.output;
+  if (submit.code != 0) return -1;
+  const int64_t id = submitted_id(submit.output);
+  for (int i = 0;
+       i < 100 &&
+       server.get("/api/v1/jobs/" + std::to_string(id), server.admin).value("events", 0) == 0;
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return id;
+}
+
 // A DDP job submitted to the server runs on a worker, streams every rank's events and the
 // output, leaves its files on the server, and reaches the accuracy of the same run started
 // by hand.
@@ -336,18 +355,8 @@ TEST(ServeCli, CancellingARunningJobStopsItsRanks) {
   const Background worker({"worker", "--slots", "2", "--work-dir", tmp.file("w")},
                           tmp.file("worker.log"),
                           {"BRAID_SERVER=" + server.url, "BRAID_TOKEN=" + server.admin});
-  json config = kMlp;
-  config["max_steps"] = 100000;
-  config["epochs"] = 1000;
-  const auto submit =
-      server.braid("submit " + job_config(tmp, "job.json", config) + " -n 2", server.admin);
-  ASSERT_EQ(submit.code, 0) << submit.output;
-  const int64_t id = submitted_id(submit.output);
-  for (int i = 0;
-       i < 100 &&
-       server.get("/api/v1/jobs/" + std::to_string(id), server.admin).value("events", 0) == 0;
-       ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int64_t id = submit_endless_job(server, tmp);
+  ASSERT_GT(id, 0);
   const auto cancel = server.braid("cancel " + std::to_string(id), server.admin);
   ASSERT_EQ(cancel.code, 0) << cancel.output;
   const json job = server.wait_final(id, server.admin);
@@ -365,18 +374,8 @@ TEST(ServeCli, AJobWhoseWorkerIsKilledFailsNamingTheWorker) {
   Background worker({"worker", "--slots", "2", "--work-dir", tmp.file("w"), "--host", "doomed"},
                     tmp.file("worker.log"),
                     {"BRAID_SERVER=" + server.url, "BRAID_TOKEN=" + server.admin});
-  json config = kMlp;
-  config["max_steps"] = 100000;
-  config["epochs"] = 1000;
-  const auto submit =
-      server.braid("submit " + job_config(tmp, "job.json", config) + " -n 2", server.admin);
-  ASSERT_EQ(submit.code, 0) << submit.output;
-  const int64_t id = submitted_id(submit.output);
-  for (int i = 0;
-       i < 100 &&
-       server.get("/api/v1/jobs/" + std::to_string(id), server.admin).value("events", 0) == 0;
-       ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int64_t id = submit_endless_job(server, tmp);
+  ASSERT_GT(id, 0);
   worker.stop(SIGKILL);
   const json job = server.wait_final(id, server.admin);
   EXPECT_EQ(job.value("state", ""), "failed") << job.dump();

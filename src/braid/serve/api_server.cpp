@@ -63,6 +63,16 @@ int64_t int_param(const httplib::Request& req, const char* name, int64_t fallbac
   }
 }
 
+// ?after=SEQ&limit=N of a stream's page: the records after SEQ, at most N (10,000 by default).
+struct Page {
+  int64_t after;
+  int limit;
+};
+Page page_of(const httplib::Request& req) {
+  return {int_param(req, "after", 0, 0, INT64_MAX),
+          static_cast<int>(int_param(req, "limit", 10000, 1, 100000))};
+}
+
 // A job's file name: letters, digits, '.', '_', '-', and one optional "checkpoint/" folder;
 // nothing that could leave the job's folder.
 bool valid_file_name(const std::string& name) {
@@ -386,9 +396,8 @@ void ApiServer::add_routes() {
           const auto j = visible_job(u, req, res);
           if (!j) return;
           json list = json::array();
-          for (const EventRecord& e :
-               store_.events_since(j->id, int_param(req, "after", 0, 0, INT64_MAX),
-                                   static_cast<int>(int_param(req, "limit", 10000, 1, 100000))))
+          const Page page = page_of(req);
+          for (const EventRecord& e : store_.events_since(j->id, page.after, page.limit))
             list.push_back({{"seq", e.seq}, {"rank", e.rank}, {"record", e.record}});
           reply(res, 200, {{"events", list}, {"state", job_state_name(j->state)}});
         }));
@@ -399,9 +408,8 @@ void ApiServer::add_routes() {
           const auto j = visible_job(u, req, res);
           if (!j) return;
           json list = json::array();
-          for (const LogLine& l :
-               store_.logs_since(j->id, int_param(req, "after", 0, 0, INT64_MAX),
-                                 static_cast<int>(int_param(req, "limit", 10000, 1, 100000))))
+          const Page page = page_of(req);
+          for (const LogLine& l : store_.logs_since(j->id, page.after, page.limit))
             list.push_back({{"seq", l.seq}, {"rank", l.rank}, {"line", l.line}});
           reply(res, 200, {{"lines", list}, {"state", job_state_name(j->state)}});
         }));
