@@ -269,9 +269,9 @@ TEST(ServeCli, AJobOutlivesAKillNineOfTheServer) {
   const Background worker({"worker", "--slots", "2", "--work-dir", tmp.file("w")},
                           tmp.file("worker.log"), {"BRAID_SERVER=" + url, "BRAID_TOKEN=" + admin});
   json config = kMlp;
-  config["max_steps"] = 400;
+  config["max_steps"] = 200;
   config["epochs"] = 100;
-  config["slow_step_ms"] = 10;  // about 4 s of steps: the kill lands mid-run
+  config["slow_step_ms"] = 10;  // seconds of steps: the kill lands mid-run
   const auto submit =
       server->braid("submit " + job_config(tmp, "job.json", config) + " -n 2", admin);
   ASSERT_EQ(submit.code, 0) << submit.output;
@@ -289,7 +289,7 @@ TEST(ServeCli, AJobOutlivesAKillNineOfTheServer) {
   const json job = server->wait_final(id, admin);
   EXPECT_EQ(job.value("state", ""), "succeeded") << job.dump() << worker.output();
   for (const json& h : job.value("health", json::array()))
-    EXPECT_EQ(h.value("step", 0), 400) << h.dump();
+    EXPECT_EQ(h.value("step", 0), 200) << h.dump();
   EXPECT_NE(worker.output().find("the server answers again"), std::string::npos)
       << "the kill did not land while the job ran: " << worker.output();
 }
