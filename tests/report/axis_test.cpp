@@ -36,6 +36,10 @@ TEST(Axis, TicksOfHandComputedRanges) {
   expect_ticks(nice_axis(0, 3e-4, 6), 5e-5, {0, 5e-5, 1e-4, 1.5e-4, 2e-4, 2.5e-4, 3e-4});
   // ends already on ticks stay
   expect_ticks(nice_axis(100, 400, 3), 100, {100, 200, 300, 400});
+  // ... even where the division misses: 0.6 / 0.2 is 2.9999999999999996, 1.4 / 0.2 is
+  // 6.999999999999999 and 0.14 / 0.02 is 7.000000000000001
+  expect_ticks(nice_axis(0.6, 1.4, 4), 0.2, {0.6, 0.8, 1.0, 1.2, 1.4});
+  expect_ticks(nice_axis(0.04, 0.14, 5), 0.02, {0.04, 0.06, 0.08, 0.1, 0.12, 0.14});
 }
 
 TEST(Axis, OneValueIsWidenedAroundIt) {

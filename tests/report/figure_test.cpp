@@ -142,6 +142,10 @@ TEST(Figure, TextsAreCleanedAndLongTitlesCut) {
   options.title = "bad\x01name\xff";
   Figure f = layout_figure(c, options);
   EXPECT_TRUE(has_text(f, "bad name\xEF\xBF\xBD"));
+  c.train_loss.name = "lo\x02ss\xc3";  // a series named by hand, not by the reader
+  f = layout_figure(c, options);
+  EXPECT_TRUE(has_text(f, "lo ss\xEF\xBF\xBD"));  // the legend
+  EXPECT_EQ(f.panels.at(0).curves.at(0).name, "lo ss\xEF\xBF\xBD");
   options.title = std::string(1000, 'x');
   f = layout_figure(c, options);
   const auto title = std::find_if(f.texts.begin(), f.texts.end(),

@@ -12,6 +12,7 @@ TEST(Text, KeepsValidTextAndReplacesWhatIsNot) {
   const std::string r = "\xEF\xBF\xBD";  // U+FFFD
   EXPECT_EQ(clean_text("a\xff"), "a" + r);
   EXPECT_EQ(clean_text("\xC0\xAF"), r + r);                  // an overlong '/'
+  EXPECT_EQ(clean_text("\xE0\x80\xAF"), r + r + r);          // another, in three bytes
   EXPECT_EQ(clean_text("\xED\xA0\x80"), r + r + r);          // a surrogate
   EXPECT_EQ(clean_text("x\xE2\x82"), "x" + r + r);           // cut short
   EXPECT_EQ(clean_text("\xF4\x90\x80\x80"), r + r + r + r);  // past U+10FFFF
@@ -23,6 +24,10 @@ TEST(Text, KeepsValidTextAndReplacesWhatIsNot) {
 
 TEST(Text, CutsToAWidthWithAnEllipsis) {
   EXPECT_EQ(fit_text("short", 1000, 10), "short");
+  EXPECT_EQ(fit_text("a\x01"
+                     "b\xff",
+                     1000, 10),
+            "a b\xEF\xBF\xBD");  // cleaned too
   // 0.6 * 10 = 6 pixels a character: 30 pixels hold 5, so 4 and the ellipsis
   EXPECT_EQ(fit_text("abcdefghij", 30, 10), "abcd\xE2\x80\xA6");
   EXPECT_EQ(fit_text("\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9", 30, 10),
