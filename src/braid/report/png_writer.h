@@ -2,6 +2,9 @@
 // (antialiased; text through cairo's toy font API in DejaVu Sans, or fontconfig's nearest
 // sans-serif). Lines of odd width along the axes are put on pixel centres, so a 1-pixel
 // grid line is one sharp pixel wide.
+//
+// Not to be called beside other users of cairo or fontconfig in the process (braid has
+// none): it releases their process-wide font caches as it returns, so nothing outlives it.
 #pragma once
 
 #include <string>
