@@ -8,6 +8,7 @@ namespace braid::cli {
 
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
+void add_plot_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_collective_benches(CLI::App& bench);  // under `braid bench`
 void add_train_bench(CLI::App& bench);         // under `braid bench`

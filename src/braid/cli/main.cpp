@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   braid::cli::add_train_command(app);
   braid::cli::add_eval_command(app);
+  braid::cli::add_plot_command(app);
   braid::cli::add_bench_command(app);
   braid::cli::add_store_command(app);
   braid::cli::add_launch_command(app);
