@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -332,6 +333,14 @@ TEST(ServeCli, TheApiRefusesWhatItMustAndWritesNothing) {
   const std::string huge =
       R"({"config": {"model": "mlp"}, "name": ")" + std::string(2 << 20, 'a') + "\"}";
   EXPECT_EQ(status_of(alice, "POST", "/api/v1/jobs", huge), 413);
+  // A job's file names stay in its folder.
+  for (const char* name : {"..", "a..b", "checkpoint/x/y", "x%2F..%2Fy", "a b"}) {
+    const auto put = admin.Put(("/api/v1/jobs/" + std::to_string(id) + "/files/" + name).c_str(),
+                               "bytes", "application/octet-stream");
+    ASSERT_TRUE(put);
+    EXPECT_EQ(put->status, 400) << name;
+  }
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("data/files"))) << "a file was written";
   // Nothing was written: alice has no job, the admin one, and the name is kept as text.
   EXPECT_TRUE(server.get("/api/v1/jobs", alice).at("jobs").empty());
   const json all = server.get("/api/v1/jobs", server.admin).at("jobs");

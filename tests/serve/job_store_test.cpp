@@ -214,11 +214,16 @@ TEST(JobStore, EveryCommittedJobSurvivesAKillNine) {
       }
     }
     close(fds[1]);
-    usleep(static_cast<useconds_t>(20000 + 15000 * round));
+    // The kill lands a varying time after the child's first commit (however slowly a loaded
+    // machine starts it), so some rounds kill it mid-transaction.
+    std::vector<int64_t> reported;
+    int64_t first = 0;
+    ASSERT_EQ(read(fds[0], &first, sizeof first), static_cast<ssize_t>(sizeof first));
+    reported.push_back(first);
+    usleep(static_cast<useconds_t>(5000 + 15000 * round));
     kill(child, SIGKILL);
     int status = 0;
     waitpid(child, &status, 0);
-    std::vector<int64_t> reported;
     for (int64_t id = 0; read(fds[0], &id, sizeof id) == sizeof id;) reported.push_back(id);
     close(fds[0]);
     ASSERT_FALSE(reported.empty()) << "the child committed nothing before the kill";

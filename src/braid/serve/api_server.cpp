@@ -2,11 +2,12 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <thread>
 
@@ -76,8 +77,13 @@ Page page_of(const httplib::Request& req) {
 // A job's file name: letters, digits, '.', '_', '-', and one optional "checkpoint/" folder;
 // nothing that could leave the job's folder.
 bool valid_file_name(const std::string& name) {
-  static const std::regex ok(R"((checkpoint/)?[A-Za-z0-9_.-]{1,128})");
-  return std::regex_match(name, ok) && name.find("..") == std::string::npos;
+  constexpr std::string_view kFolder = "checkpoint/";
+  std::string_view base = name;
+  if (base.rfind(kFolder, 0) == 0) base.remove_prefix(kFolder.size());
+  if (base.empty() || base.size() > 128 || base.find("..") != std::string_view::npos) return false;
+  return std::all_of(base.begin(), base.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-';
+  });
 }
 
 // What a rank's last event says of it, into its row of the health table.
