@@ -71,6 +71,8 @@ void run_serve_bench(const ServeBenchFlags& f) {
       threads.emplace_back([&, job, rank] {
         httplib::Client c(url);
         c.set_bearer_token_auth(token.c_str());
+        c.set_keep_alive(true);
+        c.set_tcp_nodelay(true);
         const double period = 1.0 / f.rate;
         const Stopwatch clock;
         for (int64_t step = 1; !stop; ++step) {
@@ -100,6 +102,8 @@ void run_serve_bench(const ServeBenchFlags& f) {
     threads.emplace_back([&, k] {
       httplib::Client c(url);
       c.set_bearer_token_auth(token.c_str());
+      c.set_keep_alive(true);
+      c.set_tcp_nodelay(true);
       std::vector<double> mine;
       const std::string path =
           "/api/v1/jobs/" + std::to_string(jobs[static_cast<size_t>(k) % jobs.size()]);
