@@ -34,6 +34,7 @@ struct ServeBenchFlags {
   double rate = 10;  // steps a second per rank, one event batch each
   double seconds = 10;
   double client_rate = 0;  // status calls a second per client; 0: as fast as answered
+  double warmup = 1;       // seconds of calls not counted: every client connecting at once
   bool json_out = false;
 };
 
@@ -110,11 +111,13 @@ void run_serve_bench(const ServeBenchFlags& f) {
       const Stopwatch clock;
       for (int64_t call = 1; !stop; ++call) {
         const Stopwatch w;
+        const bool counted = clock.elapsed() >= f.warmup;
         const auto r = c.Get(path.c_str());
-        if (r && r->status == 200)
-          mine.push_back(w.elapsed() * 1e3);
-        else
+        if (r && r->status == 200) {
+          if (counted) mine.push_back(w.elapsed() * 1e3);
+        } else {
           ++failed_reads;
+        }
         if (f.client_rate <= 0) continue;
         const double wait = static_cast<double>(call) / f.client_rate - clock.elapsed();
         if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
@@ -122,7 +125,7 @@ void run_serve_bench(const ServeBenchFlags& f) {
       const std::lock_guard lock(mu);
       latencies.insert(latencies.end(), mine.begin(), mine.end());
     });
-  std::this_thread::sleep_for(std::chrono::duration<double>(f.seconds));
+  std::this_thread::sleep_for(std::chrono::duration<double>(f.warmup + f.seconds));
   stop = true;
   for (std::thread& t : threads) t.join();
   int64_t stored = 0;
@@ -135,6 +138,7 @@ void run_serve_bench(const ServeBenchFlags& f) {
                     {"clients", f.clients},
                     {"client_rate", f.client_rate},
                     {"seconds", f.seconds},
+                    {"warmup_seconds", f.warmup},
                     {"status_calls", latencies.size()},
                     {"status_p50_ms", percentile(latencies, 0.5)},
                     {"status_p99_ms", percentile(latencies, 0.99)},
@@ -173,7 +177,11 @@ void add_serve_bench(CLI::App& bench) {
   cmd->add_option("--rate", f->rate, "steps a second per rank")->check(CLI::Range(0.1, 1000.0));
   cmd->add_option("--clients", f->clients, "clients asking for a job's status")
       ->check(CLI::Range(1, 1000));
-  cmd->add_option("--seconds", f->seconds, "how long")->check(CLI::Range(1.0, 3600.0));
+  cmd->add_option("--seconds", f->seconds, "how long, after the warm-up")
+      ->check(CLI::Range(1.0, 3600.0));
+  cmd->add_option("--warmup", f->warmup,
+                  "seconds first, not counted in the latencies (every client connects at once)")
+      ->check(CLI::Range(0.0, 60.0));
   cmd->add_option("--client-rate", f->client_rate,
                   "status calls a second per client (0: each as soon as the last is answered)")
       ->check(CLI::Range(0.0, 10000.0));

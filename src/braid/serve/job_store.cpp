@@ -124,6 +124,25 @@ JobStore::JobStore(const std::string& path) : db_(path) {
               "; run the braid that made it, or start this one on another --data-dir");
   db_.exec(kSchema);
   if (version < kSchemaVersion) db_.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+  for (int i = 0; i < kReaders; ++i) {
+    readers_.push_back(std::make_unique<Reader>());
+    readers_.back()->db = std::make_unique<Database>(path);
+  }
+}
+
+JobStore::Lease::Lease(JobStore& store) {
+  const size_t n = store.readers_.size(), first = store.next_reader_++ % n;
+  for (size_t k = 0; k < n; ++k) {
+    Reader& r = *store.readers_[(first + k) % n];
+    if (std::unique_lock lock(r.mu, std::try_to_lock); lock.owns_lock()) {
+      lock_ = std::move(lock);
+      db_ = r.db.get();
+      return;
+    }
+  }
+  Reader& r = *store.readers_[first];  // all busy: wait for this one's turn
+  lock_ = std::unique_lock(r.mu);
+  db_ = r.db.get();
 }
 
 std::pair<User, std::string> JobStore::create_user(const std::string& name, bool admin) {
@@ -152,8 +171,8 @@ std::optional<std::pair<User, std::string>> JobStore::bootstrap_admin() {
 }
 
 std::optional<User> JobStore::user_for_token(const std::string& token) {
-  const std::lock_guard lock(mu_);
-  Statement s = db_.prepare("SELECT id, name, admin FROM users WHERE token_hash = ?");
+  Lease reader(*this);
+  Statement s = reader.db().prepare("SELECT id, name, admin FROM users WHERE token_hash = ?");
   s.bind(1, token_hash(token));
   if (!s.step()) return std::nullopt;
   return User{s.integer(0), s.text(1), s.integer(2) != 0};
@@ -205,18 +224,18 @@ JobRecord JobStore::read_job(Statement& s) {
 }
 
 std::optional<JobRecord> JobStore::job(int64_t id) {
-  const std::lock_guard lock(mu_);
-  Statement s = db_.prepare(std::string(kJobColumns) + "WHERE jobs.id = ?");
+  Lease reader(*this);
+  Statement s = reader.db().prepare(std::string(kJobColumns) + "WHERE jobs.id = ?");
   s.bind(1, id);
   if (!s.step()) return std::nullopt;
   return read_job(s);
 }
 
 std::vector<JobRecord> JobStore::jobs(std::optional<int64_t> user) {
-  const std::lock_guard lock(mu_);
+  Lease reader(*this);
   Statement s =
-      db_.prepare(std::string(kJobColumns) +
-                  (user ? "WHERE user = ? ORDER BY jobs.id DESC" : "ORDER BY jobs.id DESC"));
+      reader.db().prepare(std::string(kJobColumns) + (user ? "WHERE user = ? ORDER BY jobs.id DESC"
+                                                           : "ORDER BY jobs.id DESC"));
   if (user) s.bind(1, *user);
   std::vector<JobRecord> out;
   while (s.step()) out.push_back(read_job(s));
@@ -294,8 +313,8 @@ int64_t JobStore::append_events(int64_t job, int rank, const std::vector<nlohman
 }
 
 std::vector<EventRecord> JobStore::events_since(int64_t job, int64_t after, int limit) {
-  const std::lock_guard lock(mu_);
-  Statement s = db_.prepare(
+  Lease reader(*this);
+  Statement s = reader.db().prepare(
       "SELECT seq, rank, record FROM events WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?");
   s.bind(1, job).bind(2, after).bind(3, int64_t{limit});
   std::vector<EventRecord> out;
@@ -305,8 +324,8 @@ std::vector<EventRecord> JobStore::events_since(int64_t job, int64_t after, int 
 }
 
 int64_t JobStore::event_count(int64_t job) {
-  const std::lock_guard lock(mu_);
-  Statement s = db_.prepare("SELECT events FROM jobs WHERE id = ?");
+  Lease reader(*this);
+  Statement s = reader.db().prepare("SELECT events FROM jobs WHERE id = ?");
   s.bind(1, job);
   return s.step() ? s.integer(0) : 0;
 }
@@ -328,8 +347,8 @@ void JobStore::append_logs(int64_t job, const std::vector<std::pair<int, std::st
 }
 
 std::vector<LogLine> JobStore::logs_since(int64_t job, int64_t after, int limit) {
-  const std::lock_guard lock(mu_);
-  Statement s = db_.prepare(
+  Lease reader(*this);
+  Statement s = reader.db().prepare(
       "SELECT seq, rank, line FROM logs WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?");
   s.bind(1, job).bind(2, after).bind(3, int64_t{limit});
   std::vector<LogLine> out;
@@ -372,9 +391,9 @@ std::optional<WorkerRecord> JobStore::worker(int64_t id) {
 }
 
 std::vector<WorkerRecord> JobStore::workers() {
-  const std::lock_guard lock(mu_);
-  Statement s =
-      db_.prepare("SELECT id, host, slots, memory, last_heartbeat FROM workers ORDER BY id");
+  Lease reader(*this);
+  Statement s = reader.db().prepare(
+      "SELECT id, host, slots, memory, last_heartbeat FROM workers ORDER BY id");
   std::vector<WorkerRecord> out;
   while (s.step())
     out.push_back(

@@ -8,11 +8,15 @@
 // ranks, then say so); starting | running -> failed (a worker lost). transition() is a
 // compare-and-set in one transaction: of two callers racing to move a job, one wins.
 //
-// Thread-safe: one connection behind a mutex (SQLite's writes are serial anyway; a status
-// read takes well under a millisecond). Schema version in PRAGMA user_version.
+// Thread-safe: writes go through one connection behind a mutex (SQLite's writes are serial
+// anyway); reads through a few reader connections of their own, so a status call never waits
+// behind a write or the WAL checkpoint a commit may run. Schema version in PRAGMA
+// user_version.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -114,9 +118,27 @@ class JobStore {
   std::vector<WorkerRecord> workers();
 
  private:
+  static constexpr int kReaders = 4;
+  struct Reader {
+    std::mutex mu;
+    std::unique_ptr<Database> db;
+  };
+  // A reader connection for one read: a free one, else the next in turn once it is free.
+  class Lease {
+   public:
+    explicit Lease(JobStore& store);
+    Database& db() { return *db_; }
+
+   private:
+    std::unique_lock<std::mutex> lock_;
+    Database* db_ = nullptr;
+  };
+
   JobRecord read_job(Statement& s);
-  std::mutex mu_;
+  std::mutex mu_;  // the writer's
   Database db_;
+  std::vector<std::unique_ptr<Reader>> readers_;
+  std::atomic<size_t> next_reader_{0};
 };
 
 }  // namespace braid::serve
