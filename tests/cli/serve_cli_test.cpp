@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -103,6 +104,17 @@ struct Server {
     const json body = r ? json::parse(r->body, nullptr, false) : json();
     return body.is_object() ? body : json::object();  // unreachable or not JSON: nothing
   }
+  // A `braid worker` of this server with `slots`, writing under tmp's `dir` (its output in
+  // dir.log), registered as `host` (default: the hostname).
+  std::unique_ptr<Background> worker(const TempDir& tmp, int slots, const std::string& dir,
+                                     const std::string& host = "") const {
+    std::vector<std::string> args = {"worker", "--slots", std::to_string(slots), "--work-dir",
+                                     tmp.file(dir)};
+    if (!host.empty()) args.insert(args.end(), {"--host", host});
+    return std::make_unique<Background>(
+        args, tmp.file(dir + ".log"),
+        std::vector<std::string>{"BRAID_SERVER=" + url, "BRAID_TOKEN=" + admin});
+  }
   // Polls job `id` until it is in a final state (60 s at most); its record.
   json wait_final(int64_t id, const std::string& token) const {
     json j;
@@ -172,15 +184,13 @@ TEST(ServeCli, ADdpJobRunsOnAWorkerAsTheSameRunByHand) {
   const TempDir tmp;
   const Server server(tmp, tmp.file("data"));
   ASSERT_GT(server.port, 0) << server.process.output();
-  const Background worker({"worker", "--slots", "2", "--work-dir", tmp.file("w")},
-                          tmp.file("worker.log"),
-                          {"BRAID_SERVER=" + server.url, "BRAID_TOKEN=" + server.admin});
+  const auto worker = server.worker(tmp, 2, "w");
   const auto submit =
       server.braid("submit " + job_config(tmp, "job.json", kMlp) + " -n 2", server.admin);
   ASSERT_EQ(submit.code, 0) << submit.output;
   const int64_t id = submitted_id(submit.output);
   const json job = server.wait_final(id, server.admin);
-  ASSERT_EQ(job.value("state", ""), "succeeded") << job.dump() << worker.output();
+  ASSERT_EQ(job.value("state", ""), "succeeded") << job.dump() << worker->output();
   ASSERT_EQ(job.at("health").size(), 2u);
   for (const json& h : job.at("health")) {
     EXPECT_EQ(h.value("last_event", ""), "stopped") << h.dump();
@@ -227,9 +237,7 @@ TEST(ServeCli, AFedAvgJobRunsOnAWorkerAsTheSameRunByHand) {
   const TempDir tmp;
   const Server server(tmp, tmp.file("data"));
   ASSERT_GT(server.port, 0) << server.process.output();
-  const Background worker({"worker", "--slots", "3", "--work-dir", tmp.file("w")},
-                          tmp.file("worker.log"),
-                          {"BRAID_SERVER=" + server.url, "BRAID_TOKEN=" + server.admin});
+  const auto worker = server.worker(tmp, 3, "w");
   const json config = {{"model", "mlp"},
                        {"strategy", "fedavg"},
                        {"threads", 1},
@@ -246,7 +254,7 @@ TEST(ServeCli, AFedAvgJobRunsOnAWorkerAsTheSameRunByHand) {
   ASSERT_EQ(submit.code, 0) << submit.output;
   const int64_t id = submitted_id(submit.output);
   const json job = server.wait_final(id, server.admin);
-  ASSERT_EQ(job.value("state", ""), "succeeded") << job.dump() << worker.output();
+  ASSERT_EQ(job.value("state", ""), "succeeded") << job.dump() << worker->output();
   const auto by_hand = run_braid("launch --servers 1 --workers 2 -- " + std::string(BRAID_BINARY) +
                                  " train --config " + file + " --out " + tmp.file("by-hand"));
   ASSERT_EQ(by_hand.code, 0) << by_hand.output;
@@ -267,8 +275,7 @@ TEST(ServeCli, AJobOutlivesAKillNineOfTheServer) {
   ASSERT_GT(server->port, 0) << server->process.output();
   const std::string url = server->url, admin = server->admin;
   const int port = server->port;
-  const Background worker({"worker", "--slots", "2", "--work-dir", tmp.file("w")},
-                          tmp.file("worker.log"), {"BRAID_SERVER=" + url, "BRAID_TOKEN=" + admin});
+  const auto worker = server->worker(tmp, 2, "w");
   json config = kMlp;
   config["max_steps"] = 200;
   config["epochs"] = 100;
@@ -288,11 +295,11 @@ TEST(ServeCli, AJobOutlivesAKillNineOfTheServer) {
   server = std::make_unique<Server>(tmp, tmp.file("data"), port);
   ASSERT_EQ(server->port, port) << server->process.output();
   const json job = server->wait_final(id, admin);
-  EXPECT_EQ(job.value("state", ""), "succeeded") << job.dump() << worker.output();
+  EXPECT_EQ(job.value("state", ""), "succeeded") << job.dump() << worker->output();
   for (const json& h : job.value("health", json::array()))
     EXPECT_EQ(h.value("step", 0), 200) << h.dump();
-  EXPECT_NE(worker.output().find("the server answers again"), std::string::npos)
-      << "the kill did not land while the job ran: " << worker.output();
+  EXPECT_NE(worker->output().find("the server answers again"), std::string::npos)
+      << "the kill did not land while the job ran: " << worker->output();
 }
 
 // Each refusal has its status, and writes nothing.
@@ -361,15 +368,13 @@ TEST(ServeCli, CancellingARunningJobStopsItsRanks) {
   const TempDir tmp;
   const Server server(tmp, tmp.file("data"));
   ASSERT_GT(server.port, 0) << server.process.output();
-  const Background worker({"worker", "--slots", "2", "--work-dir", tmp.file("w")},
-                          tmp.file("worker.log"),
-                          {"BRAID_SERVER=" + server.url, "BRAID_TOKEN=" + server.admin});
+  const auto worker = server.worker(tmp, 2, "w");
   const int64_t id = submit_endless_job(server, tmp);
   ASSERT_GT(id, 0);
   const auto cancel = server.braid("cancel " + std::to_string(id), server.admin);
   ASSERT_EQ(cancel.code, 0) << cancel.output;
   const json job = server.wait_final(id, server.admin);
-  EXPECT_EQ(job.value("state", ""), "cancelled") << job.dump() << worker.output();
+  EXPECT_EQ(job.value("state", ""), "cancelled") << job.dump() << worker->output();
   EXPECT_EQ(job.value("message", ""), "cancelled by admin");
 }
 
@@ -380,12 +385,10 @@ TEST(ServeCli, AJobWhoseWorkerIsKilledFailsNamingTheWorker) {
   const TempDir tmp;
   const Server server(tmp, tmp.file("data"), 0, "256", "2");
   ASSERT_GT(server.port, 0) << server.process.output();
-  Background worker({"worker", "--slots", "2", "--work-dir", tmp.file("w"), "--host", "doomed"},
-                    tmp.file("worker.log"),
-                    {"BRAID_SERVER=" + server.url, "BRAID_TOKEN=" + server.admin});
+  const auto worker = server.worker(tmp, 2, "w", "doomed");
   const int64_t id = submit_endless_job(server, tmp);
   ASSERT_GT(id, 0);
-  worker.stop(SIGKILL);
+  worker->stop(SIGKILL);
   const json job = server.wait_final(id, server.admin);
   EXPECT_EQ(job.value("state", ""), "failed") << job.dump();
   EXPECT_NE(job.value("message", "").find("(doomed) unheard for"), std::string::npos) << job.dump();
