@@ -15,7 +15,7 @@ packages=(
 )
 case "${1:-}" in
   "") ;;
-  --test-packages) packages+=(slurm-wlm) ;;
+  --test-packages) packages+=(slurm-wlm chromium) ;;
   *) echo "setup: unknown option '$1' (accepted: --test-packages)" >&2; exit 2 ;;
 esac
 missing=()
