@@ -28,9 +28,14 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// "application/json" alone would be compressed by Debian's cpp-httplib (built with Brotli)
+// whenever a browser accepts "br", at Brotli's slowest setting: a page of 20,000 events took
+// 4.7 s instead of 0.15 s. The charset parameter (valid for JSON) keeps answers as they are.
+constexpr const char* kJson = "application/json; charset=utf-8";
+
 void reply(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(body.dump(), kJson);
 }
 
 void error(httplib::Response& res, int status, const std::string& what) {
@@ -273,7 +278,8 @@ void ApiServer::add_routes() {
                              " is missing: install Debian's libjs-dygraphs "
                              "(scripts/setup.sh)");
           res.set_content(std::string(std::istreambuf_iterator<char>(in), {}),
-                          path.extension() == ".js" ? "text/javascript" : "text/css");
+                          path.extension() == ".js" ? "application/javascript; charset=utf-8"
+                                                    : "text/css; charset=utf-8");
         });
 
   // Every route below: the user the token names, or a 401.
@@ -405,11 +411,12 @@ void ApiServer::add_routes() {
                                    httplib::Response& res) {
           const auto j = visible_job(u, req, res);
           if (!j) return;
-          json list = json::array();
+          // The records go out as stored (each was checked as JSON when it came in).
           const Page page = page_of(req);
-          for (const EventRecord& e : store_.events_since(j->id, page.after, page.limit))
-            list.push_back({{"seq", e.seq}, {"rank", e.rank}, {"record", e.record}});
-          reply(res, 200, {{"events", list}, {"state", job_state_name(j->state)}});
+          res.set_content(
+              "{\"state\":\"" + std::string(job_state_name(j->state)) +
+                  "\",\"events\":" + store_.events_since_json(j->id, page.after, page.limit) + "}",
+              kJson);
         }));
 
   s.Get(R"(/api/v1/jobs/(\d+)/logs)",

@@ -323,6 +323,20 @@ std::vector<EventRecord> JobStore::events_since(int64_t job, int64_t after, int 
   return out;
 }
 
+std::string JobStore::events_since_json(int64_t job, int64_t after, int limit) {
+  Lease reader(*this);
+  Statement s = reader.db().prepare(
+      "SELECT seq, rank, record FROM events WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?");
+  s.bind(1, job).bind(2, after).bind(3, int64_t{limit});
+  std::string out = "[";
+  while (s.step()) {
+    if (out.size() > 1) out += ',';
+    out += "{\"seq\":" + std::to_string(s.integer(0)) +
+           ",\"rank\":" + std::to_string(s.integer(1)) + ",\"record\":" + s.text(2) + "}";
+  }
+  return out + "]";
+}
+
 int64_t JobStore::event_count(int64_t job) {
   Lease reader(*this);
   Statement s = reader.db().prepare("SELECT events FROM jobs WHERE id = ?");

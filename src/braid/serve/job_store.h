@@ -107,6 +107,9 @@ class JobStore {
   // The ranks' events and output lines, a batch a transaction.
   int64_t append_events(int64_t job, int rank, const std::vector<nlohmann::json>& records);
   std::vector<EventRecord> events_since(int64_t job, int64_t after, int limit);
+  // The same page as one JSON array's text, {"seq", "rank", "record"} each, the records as
+  // stored (not parsed and written again: a dashboard's page of 20,000 costs half as much).
+  std::string events_since_json(int64_t job, int64_t after, int limit);
   int64_t event_count(int64_t job);
   void append_logs(int64_t job, const std::vector<std::pair<int, std::string>>& lines);
   std::vector<LogLine> logs_since(int64_t job, int64_t after, int limit);
