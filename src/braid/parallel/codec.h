@@ -118,7 +118,7 @@ struct CodecConfig {
   bool stochastic_rounding = false;
   // sign: floats sharing one scale (a multiple of 32).
   int64_t sign_chunk = 32;  // train/config.h says why
-  uint64_t seed = 0;  // stochastic rounding's stream (with the rank and the step)
+  uint64_t seed = 0;        // stochastic rounding's stream (with the rank and the step)
   // topk (Deep Gradient Compression): the fraction of each bucket sent, the momentum the
   // codec accumulates in place of the optimizer's (momentum correction; 0: plain
   // error-feedback top-k), local clipping of each rank's gradient at clip_norm / sqrt(N)
