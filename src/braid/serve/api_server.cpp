@@ -315,6 +315,21 @@ void ApiServer::add_routes() {
     return j;
   };
 
+  // A worker's report on a job: an admin's token, a JSON body, a job that exists.
+  auto worker_call = [this, admin_only](
+                         const User& u, const httplib::Request& req,
+                         httplib::Response& res) -> std::optional<std::pair<int64_t, json>> {
+    if (!admin_only(u, res)) return std::nullopt;
+    auto body = json_body(req, res);
+    if (!body) return std::nullopt;
+    const int64_t job = std::stoll(req.matches[1]);
+    if (!store_.job(job)) {
+      error(res, 404, "no job " + std::to_string(job));
+      return std::nullopt;
+    }
+    return std::pair{job, std::move(*body)};
+  };
+
   s.Post("/api/v1/users", authed([this, admin_only](const User& u, const httplib::Request& req,
                                                     httplib::Response& res) {
            if (!admin_only(u, res)) return;
@@ -505,17 +520,15 @@ void ApiServer::add_routes() {
          }));
 
   s.Post(R"(/api/v1/jobs/(\d+)/events)",
-         authed([this, admin_only](const User& u, const httplib::Request& req,
-                                   httplib::Response& res) {
-           if (!admin_only(u, res)) return;
-           const auto body = json_body(req, res);
-           if (!body) return;
-           const int64_t job = std::stoll(req.matches[1]);
-           if (!store_.job(job)) return error(res, 404, "no job " + std::to_string(job));
-           const json events = body->value("events", json());
-           if (!events.is_array() || !body->value("rank", json()).is_number_integer())
+         authed([this, worker_call](const User& u, const httplib::Request& req,
+                                    httplib::Response& res) {
+           const auto call = worker_call(u, req, res);
+           if (!call) return;
+           const auto& [job, body] = *call;
+           const json events = body.value("events", json());
+           if (!events.is_array() || !body.value("rank", json()).is_number_integer())
              return error(res, 400, "a batch is {\"rank\": R, \"events\": [records]}");
-           const int rank = (*body)["rank"].get<int>();
+           const int rank = body["rank"].get<int>();
            const auto records = events.get<std::vector<json>>();
            const int64_t count = store_.append_events(job, rank, records);
            note_events(job, rank, records);
@@ -523,15 +536,13 @@ void ApiServer::add_routes() {
          }));
 
   s.Post(R"(/api/v1/jobs/(\d+)/logs)",
-         authed([this, admin_only](const User& u, const httplib::Request& req,
-                                   httplib::Response& res) {
-           if (!admin_only(u, res)) return;
-           const auto body = json_body(req, res);
-           if (!body) return;
-           const int64_t job = std::stoll(req.matches[1]);
-           if (!store_.job(job)) return error(res, 404, "no job " + std::to_string(job));
+         authed([this, worker_call](const User& u, const httplib::Request& req,
+                                    httplib::Response& res) {
+           const auto call = worker_call(u, req, res);
+           if (!call) return;
+           const auto& [job, body] = *call;
            std::vector<std::pair<int, std::string>> lines;
-           for (const json& l : body->value("lines", json::array())) {
+           for (const json& l : body.value("lines", json::array())) {
              if (!l.is_object() || !l.value("line", json()).is_string())
                return error(res, 400, "a log line is {\"rank\": R, \"line\": TEXT}");
              lines.emplace_back(l.value("rank", -1), l["line"].get<std::string>());
