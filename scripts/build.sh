@@ -24,6 +24,11 @@ if ((${#targets[@]} == 0)); then
 fi
 # Paths relative to the checkout in ccache's keys, so a fresh clone (CI) hits the cache.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+# The sanitizer flavours build with -g, and ccache then keys on the working directory too
+# unless told not to: a clone elsewhere (CI) would rebuild them from nothing.
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+# Four flavours' objects outgrow ccache's default 5 GB, and evictions again mean rebuilds.
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-24G}
 # Warnings are errors everywhere (BRAID_WERROR=OFF to relax): the same flags here as in CI,
 # so CI's clean clone finds in ccache what was already built here.
 werror=${BRAID_WERROR:-ON}

@@ -19,140 +19,13 @@
 #include <vector>
 
 #include "fashion_mnist_data.h"
-#include "run_braid.h"
-#include "temp_dir.h"
+#include "serve_harness.h"
 
 namespace {
 
 using braid::testing::run_braid;
 using braid::testing::TempDir;
-using nlohmann::json;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// A braid process in the background, its output in a file (a pipe could fill and block it).
-class Background {
- public:
-  Background(const std::vector<std::string>& args, const std::string& log,
-             const std::vector<std::string>& env = {})
-      : log_(log) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      ::dup2(fd, STDOUT_FILENO);
-      ::dup2(fd, STDERR_FILENO);
-      for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
-      std::vector<char*> argv{const_cast<char*>(BRAID_BINARY)};
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(BRAID_BINARY, argv.data());
-      ::_exit(127);
-    }
-  }
-  ~Background() { stop(SIGKILL); }
-  Background(const Background&) = delete;
-  Background& operator=(const Background&) = delete;
-
-  void stop(int sig) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, sig);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  std::string output() const { return read_file(log_); }
-  // Waits (up to 30 s) for `part` in the output.
-  bool wait_for(const std::string& part) const {
-    for (int i = 0; i < 300; ++i) {
-      if (output().find(part) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
-  }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-};
-
-// A server in `dir` (on `port`, 0: any), and what a client needs to talk to it.
-struct Server {
-  Server(const TempDir& tmp, const std::string& dir, int port = 0,
-         const std::string& max_body_mb = "256", const std::string& worker_timeout = "10")
-      : process({"serve", "--data-dir", dir, "--port", std::to_string(port), "--max-body-mb",
-                 max_body_mb, "--worker-timeout", worker_timeout},
-                tmp.file("serve.log")) {
-    if (!process.wait_for("listening on http://127.0.0.1:")) return;
-    const std::string out = process.output();
-    const size_t at = out.rfind("127.0.0.1:") + 10;
-    this->port = std::stoi(out.substr(at));
-    url = "http://127.0.0.1:" + std::to_string(this->port);
-    admin = read_file(dir + "/admin-token");
-    admin.erase(admin.find_last_not_of('\n') + 1);
-  }
-  // A client command against this server as `token`.
-  braid::testing::BraidResult braid(const std::string& args, const std::string& token) const {
-    return run_braid(args, "BRAID_SERVER=" + url + " BRAID_TOKEN=" + token);
-  }
-  json get(const std::string& path, const std::string& token, int* status = nullptr) const {
-    httplib::Client c(url);
-    c.set_bearer_token_auth(token.c_str());
-    const auto r = c.Get(path.c_str());
-    if (status) *status = r ? r->status : -1;
-    const json body = r ? json::parse(r->body, nullptr, false) : json();
-    return body.is_object() ? body : json::object();  // unreachable or not JSON: nothing
-  }
-  // A `braid worker` of this server with `slots`, writing under tmp's `dir` (its output in
-  // dir.log), registered as `host` (default: the hostname).
-  std::unique_ptr<Background> worker(const TempDir& tmp, int slots, const std::string& dir,
-                                     const std::string& host = "") const {
-    std::vector<std::string> args = {"worker", "--slots", std::to_string(slots), "--work-dir",
-                                     tmp.file(dir)};
-    if (!host.empty()) args.insert(args.end(), {"--host", host});
-    return std::make_unique<Background>(
-        args, tmp.file(dir + ".log"),
-        std::vector<std::string>{"BRAID_SERVER=" + url, "BRAID_TOKEN=" + admin});
-  }
-  // Polls job `id` until it is in a final state (60 s at most); its record.
-  json wait_final(int64_t id, const std::string& token) const {
-    json j;
-    for (int i = 0; i < 600; ++i) {
-      j = get("/api/v1/jobs/" + std::to_string(id), token);
-      const std::string s = j.value("state", "");
-      if (s == "succeeded" || s == "failed" || s == "cancelled") return j;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return j;
-  }
-
-  Background process;
-  int port = 0;
-  std::string url, admin;
-};
-
-std::string job_config(const TempDir& tmp, const std::string& name, const json& config) {
-  const std::string path = tmp.file(name);
-  std::ofstream(path) << config.dump();
-  return path;
-}
-
-// The last "eval" record of a metrics.jsonl's text.
-json last_eval(const std::string& text) {
-  json last = json::object();
-  size_t at = 0;
-  for (size_t end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) {
-    const json r = json::parse(text.substr(at, end - at));
-    if (r.value("event", "") == "eval") last = r;
-  }
-  return last;
-}
-
-int64_t submitted_id(const std::string& output) {
-  const size_t at = output.find("job ");
-  return at == std::string::npos ? -1 : std::stoll(output.substr(at + 4));
-}
+using namespace braid::testing::serve;
 
 const json kMlp = {{"model", "mlp"},   {"max_steps", 30}, {"log_every", 10},
                    {"eval_every", 15}, {"threads", 1},    {"seed", 3}};
@@ -392,6 +265,26 @@ TEST(ServeCli, AJobWhoseWorkerIsKilledFailsNamingTheWorker) {
   const json job = server.wait_final(id, server.admin);
   EXPECT_EQ(job.value("state", ""), "failed") << job.dump();
   EXPECT_NE(job.value("message", "").find("(doomed) unheard for"), std::string::npos) << job.dump();
+}
+
+// A worker killed and started again at once (within the server's timeout) no longer has the
+// job's ranks: its first heartbeat says so, and the server fails the job naming the restart,
+// rather than wait forever for ranks that are gone.
+TEST(ServeCli, AJobWhoseWorkerRestartedUnderItFailsSayingSo) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const Server server(tmp, tmp.file("data"), 0, "256", "60");
+  ASSERT_GT(server.port, 0) << server.process.output();
+  auto worker = server.worker(tmp, 2, "w", "phoenix");
+  const int64_t id = submit_endless_job(server, tmp);
+  ASSERT_GT(id, 0);
+  worker->stop(SIGKILL);
+  worker = server.worker(tmp, 2, "w2", "phoenix");
+  const json job = server.wait_final(id, server.admin, 30);
+  EXPECT_EQ(job.value("state", ""), "failed") << job.dump() << worker->output();
+  EXPECT_NE(job.value("message", "").find("(phoenix) no longer runs this job's ranks"),
+            std::string::npos)
+      << job.dump();
 }
 
 }  // namespace

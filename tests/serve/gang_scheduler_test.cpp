@@ -54,5 +54,18 @@ TEST(GangScheduler, SlotsTakenByOneJobAreNotGivenToTheNext) {
   EXPECT_EQ(on8, 1);
 }
 
+TEST(GangScheduler, AOneHostJobWaitsForAWorkerWithTheRoomAndHoldsBackTheQueue) {
+  // 4 free slots, but no worker has 3: the parameter-server job waits, and the job behind it.
+  const auto waits = place_jobs(
+      {{.id = 1, .ranks = 3, .priority = 0, .submitted = 1, .one_host = true}, {2, 1, 0, 2}},
+      {{7, 2}, {8, 2}});
+  EXPECT_TRUE(waits.empty());
+  const auto runs = place_jobs(
+      {{.id = 1, .ranks = 3, .priority = 0, .submitted = 1, .one_host = true}}, {{7, 2}, {8, 3}});
+  ASSERT_EQ(runs.size(), 1u);
+  ASSERT_EQ(runs[0].hosts.size(), 1u);
+  EXPECT_EQ(runs[0].hosts[0].worker, 8);
+}
+
 }  // namespace
 }  // namespace braid::serve

@@ -40,8 +40,8 @@ TEST(JobStore, KeepsJobsUsersAndWorkersAcrossReopening) {
     JobStore s(db);
     alice = s.create_user("alice", false).first.id;
     id = s.submit(alice, "mlp <b>", json{{"model", "mlp"}, {"steps", 5}}, 2, 3, 100.5).id;
-    const int64_t first = s.register_worker("host-a", 2, 1 << 30, 1);
-    EXPECT_EQ(s.register_worker("host-a", 4, 1, 2), first)
+    const int64_t first = s.register_worker("host-a", "10.0.0.1", 2, 1 << 30, 1);
+    EXPECT_EQ(s.register_worker("host-a", "10.0.0.2", 4, 1, 2), first)
         << "a host registered again keeps its id";
   }
   JobStore s(db);
@@ -57,7 +57,79 @@ TEST(JobStore, KeepsJobsUsersAndWorkersAcrossReopening) {
   EXPECT_EQ(j->submitted, 100.5);
   ASSERT_EQ(s.workers().size(), 1u);
   EXPECT_EQ(s.workers()[0].slots, 4);
+  EXPECT_EQ(s.workers()[0].address, "10.0.0.2");
   EXPECT_FALSE(s.job(id + 1));
+}
+
+// A job on two workers: its rendezvous is kept, and it succeeds once both hosts have said
+// so (either one twice is still one), not at the first.
+TEST(JobStore, AJobOnSeveralWorkersSucceedsOnceEveryHostHas) {
+  const TempDir tmp;
+  JobStore s(tmp.file("jobs.db"));
+  const int64_t admin = s.create_user("admin", true).first.id;
+  const int64_t id = s.submit(admin, "two hosts", json::object(), 3, 0, 1).id;
+  ASSERT_TRUE(s.start(id, {{7, 2}, {9, 1}}, 2, {"10.0.0.7:29600", "abcd"}));
+  EXPECT_EQ(s.job(id)->rendezvous.endpoint, "10.0.0.7:29600");
+  EXPECT_EQ(s.job(id)->rendezvous.secret, "abcd");
+  EXPECT_EQ(s.job(id)->to_json().dump().find("abcd"), std::string::npos)
+      << "the secret is not shown";
+  EXPECT_FALSE(s.host_succeeded(id, 8, 3)) << "worker 8 has no share of it";
+  EXPECT_FALSE(s.host_succeeded(id, 9, 3));
+  EXPECT_FALSE(s.host_succeeded(id, 9, 3));
+  EXPECT_EQ(s.job(id)->state, JobState::starting);
+  EXPECT_EQ(s.job(id)->hosts_finished, (std::vector<int64_t>{9}));
+  EXPECT_TRUE(s.host_succeeded(id, 7, 4));
+  EXPECT_EQ(s.job(id)->state, JobState::succeeded);
+  EXPECT_EQ(s.job(id)->finished, 4);
+  EXPECT_FALSE(s.host_succeeded(id, 7, 5)) << "a final job is not moved again";
+
+  // A host's failure ends it whatever the others say after.
+  const int64_t other = s.submit(admin, "fails", json::object(), 2, 0, 1).id;
+  ASSERT_TRUE(s.start(other, {{7, 1}, {9, 1}}, 2, {"10.0.0.7:29601", "ef"}));
+  EXPECT_FALSE(s.host_succeeded(other, 7, 3));
+  ASSERT_TRUE(s.transition(other, {JobState::starting}, JobState::failed, 3, "host 9 failed"));
+  EXPECT_FALSE(s.host_succeeded(other, 9, 4));
+  EXPECT_EQ(s.job(other)->state, JobState::failed);
+}
+
+// A database written by the first schema (before jobs on several workers) opens, keeps its
+// jobs and workers, and takes the new columns.
+TEST(JobStore, ADatabaseOfSchemaVersionOneIsBroughtUpToDate) {
+  const TempDir tmp;
+  const std::string path = tmp.file("jobs.db");
+  {
+    Database db(path);
+    db.exec(R"sql(
+CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, admin INTEGER NOT NULL,
+  token_hash TEXT NOT NULL UNIQUE);
+CREATE TABLE jobs (id INTEGER PRIMARY KEY, user INTEGER NOT NULL REFERENCES users(id),
+  name TEXT NOT NULL, config TEXT NOT NULL, ranks INTEGER NOT NULL, priority INTEGER NOT NULL,
+  servers INTEGER NOT NULL DEFAULT 0, state TEXT NOT NULL, message TEXT NOT NULL DEFAULT '',
+  exit_code INTEGER NOT NULL DEFAULT 0, submitted REAL NOT NULL, started REAL NOT NULL DEFAULT 0,
+  finished REAL NOT NULL DEFAULT 0, placement TEXT NOT NULL DEFAULT '[]',
+  events INTEGER NOT NULL DEFAULT 0, logs INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE workers (id INTEGER PRIMARY KEY, host TEXT NOT NULL UNIQUE, slots INTEGER NOT NULL,
+  memory INTEGER NOT NULL, last_heartbeat REAL NOT NULL);
+INSERT INTO users VALUES (1, 'admin', 1, 'x');
+INSERT INTO jobs (user, name, config, ranks, priority, state, submitted, placement)
+  VALUES (1, 'old', '{}', 2, 0, 'running', 5, '[{"worker":1,"ranks":2}]');
+INSERT INTO workers VALUES (1, 'host-a', 2, 0, 6);
+PRAGMA user_version = 1;
+)sql");
+  }
+  JobStore s(path);
+  const auto j = s.job(1);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->name, "old");
+  EXPECT_EQ(j->state, JobState::running);
+  EXPECT_TRUE(j->rendezvous.endpoint.empty());
+  ASSERT_EQ(s.workers().size(), 1u);
+  EXPECT_EQ(s.workers()[0].address, "");
+  EXPECT_TRUE(s.host_succeeded(1, 1, 7));
+  Database db(path);
+  Statement v = db.prepare("PRAGMA user_version");
+  ASSERT_TRUE(v.step());
+  EXPECT_EQ(v.integer(0), JobStore::kSchemaVersion);
 }
 
 TEST(JobStore, AUsersJobsAreTheirsAndNewestFirst) {
@@ -281,7 +353,8 @@ TEST(JobStore, ANewerSchemaIsRefusedNamingBothVersions) {
     JobStore s(path);
     FAIL() << "opened a newer schema";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("schema version 7, newer than this braid's 1"),
+    EXPECT_NE(std::string(e.what()).find("schema version 7, newer than this braid's " +
+                                         std::to_string(JobStore::kSchemaVersion)),
               std::string::npos)
         << e.what();
   }

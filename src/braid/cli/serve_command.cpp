@@ -10,7 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "cli/commands.h"
 #include "cli/stop_signal_wait.h"
@@ -31,7 +34,28 @@ struct ServeFlags {
   double max_body_mb = 256;  // a checkpoint arrives in one PUT
   double rate = 200;
   double worker_timeout_s = 10;
+  std::string rdzv_ports = "29600-29999";
 };
+
+// "A-B" -> {A, B}, a CLI::ValidationError otherwise.
+std::pair<int, int> parse_port_range(const std::string& text) {
+  const size_t dash = text.find('-');
+  int first = 0, last = 0;
+  try {
+    if (dash == std::string::npos) throw std::invalid_argument("no dash");
+    size_t used = 0;
+    first = std::stoi(text.substr(0, dash), &used);
+    if (used != dash) throw std::invalid_argument("not a number");
+    last = std::stoi(text.substr(dash + 1), &used);
+    if (used != text.size() - dash - 1) throw std::invalid_argument("not a number");
+  } catch (const std::logic_error&) {
+    throw CLI::ValidationError("--rdzv-ports",
+                               "'" + text + "' is not FIRST-LAST (e.g. 29600-29999)");
+  }
+  if (first < 1 || last > 65535 || first > last)
+    throw CLI::ValidationError("--rdzv-ports", "'" + text + "' needs 1 <= FIRST <= LAST <= 65535");
+  return {first, last};
+}
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -68,6 +92,7 @@ void run_serve(const ServeFlags& f) {
   o.burst = 2 * f.rate;
   o.worker_timeout_s = f.worker_timeout_s;
   o.files_dir = (fs::path(f.data_dir) / "files").string();
+  std::tie(o.rdzv_port_first, o.rdzv_port_last) = parse_port_range(f.rdzv_ports);
   serve::ApiServer server(store, o);
   server.start();
   std::printf("braid serve listening on %s://%s:%d (%zu unfinished jobs)\n",
@@ -105,6 +130,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--worker-timeout", flags->worker_timeout_s,
                   "seconds a worker may go unheard before its jobs count as failed")
       ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+  cmd->add_option("--rdzv-ports", flags->rdzv_ports,
+                  "ports for the stores of jobs placed on several workers (on each one's first "
+                  "worker): FIRST-LAST, one per such job at a time")
       ->capture_default_str();
   cmd->callback([flags] { run_serve(*flags); });
 }

@@ -236,6 +236,15 @@ void report(const train::RunOutcome& outcome, bool writes_outputs,
                     : std::string());
 }
 
+// Under braid worker: this rank's events for the job server (train/event_stream_observer.h),
+// where BRAID_EVENTS_DIR says; null without it.
+std::shared_ptr<train::EventStreamObserver> event_stream(const launch::GetEnv& getenv, int rank) {
+  const char* dir = getenv("BRAID_EVENTS_DIR");
+  if (dir == nullptr || *dir == '\0') return nullptr;
+  fs::create_directories(dir);
+  return std::make_shared<train::EventStreamObserver>(train::event_stream_path(dir, rank), rank);
+}
+
 // A rank of an elastic job (train/elastic_run.h): no fixed world; the membership rounds
 // give it one, again after every change.
 void run_elastic_train(const TrainFlags& f, const train::TrainConfig& config,
@@ -260,6 +269,9 @@ void run_elastic_train(const TrainFlags& f, const train::TrainConfig& config,
   setup.launch_world = env.world_size;
   setup.resume_dir = resume_dir;
   setup.on_first_trainer = [&](train::Trainer& t) { prepare_outputs(f, t, config); };
+  // Under braid worker: this process's events, one stream across its rounds.
+  if (const auto events = event_stream(getenv, env.rank))
+    setup.on_every_trainer = [events](train::Trainer& t) { t.add_observer(events); };
   const train::StopOnSignal stop_on_signal;
   const train::RunOutcome outcome = train::run_elastic(config, setup);
   report(outcome, false, config);
@@ -369,12 +381,7 @@ void run_train(const TrainFlags& f) {
     log_info("initialised the weights from ", f.init_from);
   }
   prepare_outputs(f, trainer, config, auto_resumed || incarnation > 0);
-  // Under braid worker: every rank's events, for the job server (train/event_stream_observer.h).
-  if (const char* dir = job_getenv("BRAID_EVENTS_DIR"); dir != nullptr && *dir != '\0') {
-    fs::create_directories(dir);
-    trainer.add_observer(std::make_shared<train::EventStreamObserver>(
-        train::event_stream_path(dir, env.rank), env.rank));
-  }
+  if (const auto events = event_stream(job_getenv, env.rank)) trainer.add_observer(events);
   const train::StopOnSignal stop_on_signal;
   try {
     report(trainer.run(), trainer.writes_outputs(), config);

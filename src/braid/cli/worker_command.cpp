@@ -3,7 +3,9 @@
 // its ranks writing their event streams under BRAID_EVENTS_DIR), and sends back what they
 // say: each rank's events, the job's output lines, its end (exit code and last error), and
 // its files (metrics, config, checkpoint). A job it is told to cancel gets SIGTERM (the
-// launcher's grace lets the ranks save), then is reported cancelled.
+// launcher's grace lets the ranks save), then is reported cancelled. A job placed on several
+// workers runs as one `braid launch --nnodes` agent on each, meeting at the rendezvous the
+// server chose (its store on the job's first worker) with the secret the server made.
 //
 // The server may be down for a while (restarted, kill -9 included): the jobs go on, and what
 // they said waits here, each stream's position moved on only once the server has it; the
@@ -43,7 +45,8 @@ using nlohmann::json;
 struct WorkerFlags {
   ServerFlags server;
   std::string host;
-  int slots = 0;  // 0: the cores of this host
+  std::string address;  // where other hosts reach this one (default: what the server sees)
+  int slots = 0;        // 0: the cores of this host
   std::string work_dir = "braid-worker";
 };
 
@@ -82,7 +85,8 @@ class Agent {
     char name[256] = {};
     ::gethostname(name, sizeof name - 1);
     host_ = f_.host.empty() ? name : f_.host;
-    id_ = client_.post("/api/v1/workers", {{"host", host_}, {"slots", slots}})
+    id_ = client_
+              .post("/api/v1/workers", {{"host", host_}, {"slots", slots}, {"address", f_.address}})
               .at("id")
               .get<int64_t>();
     std::printf("braid worker %lld (%s, %d slots) serving %s\n", static_cast<long long>(id_),
@@ -157,10 +161,12 @@ class Agent {
     auto job = std::make_unique<Job>();
     job->id = id;
     job->dir = fs::path(f_.work_dir) / ("job-" + std::to_string(id));
-    if (s.value("nnodes", 1) != 1) {
+    const int nnodes = s.value("nnodes", 1);
+    if (nnodes > 1 && (s.value("servers", 0) > 0 || s.value("rdzv_endpoint", "").empty())) {
       report_state(id, "failed", -1,
-                   "this job was placed on " + std::to_string(s.value("nnodes", 1)) +
-                       " workers; braid worker runs a job on one host only so far");
+                   "placed on " + std::to_string(nnodes) +
+                       " workers without a rendezvous, or as a parameter-server job (whose "
+                       "roles run on one host): this server and worker do not match");
       return;
     }
     fs::remove_all(job->dir);
@@ -173,10 +179,21 @@ class Agent {
     spec.path = exe_;
     const int nproc = s.value("nproc", 1), servers = s.value("servers", 0);
     spec.argv = {exe_, "launch"};
+    // One host's agent of a job over several: exactly nnodes hosts, none restarted, so a
+    // lost host fails the job, as on one host.
+    const std::string rdzv_id = "braid-serve-job-" + std::to_string(id);
     const std::vector<std::string> shape =
-        servers > 0 ? std::vector<std::string>{"--servers", std::to_string(servers), "--workers",
-                                               std::to_string(nproc - servers)}
-                    : std::vector<std::string>{"-n", std::to_string(nproc)};
+        nnodes > 1    ? std::vector<std::string>{"--nnodes",
+                                                 std::to_string(nnodes) + ":" + std::to_string(nnodes),
+                                                 "--nproc-per-node",
+                                                 std::to_string(nproc),
+                                                 "--rdzv-endpoint",
+                                                 s.at("rdzv_endpoint").get<std::string>(),
+                                                 "--rdzv-id",
+                                                 rdzv_id}
+        : servers > 0 ? std::vector<std::string>{"--servers", std::to_string(servers), "--workers",
+                                                 std::to_string(nproc - servers)}
+                      : std::vector<std::string>{"-n", std::to_string(nproc)};
     spec.argv.insert(spec.argv.end(), shape.begin(), shape.end());
     for (const std::string& a :
          {std::string("--"), exe_, std::string("train"), std::string("--config"),
@@ -184,8 +201,11 @@ class Agent {
           std::string("--overwrite")})
       spec.argv.push_back(a);
     for (char** e = environ; *e != nullptr; ++e)
-      if (std::strncmp(*e, "BRAID_EVENTS_DIR=", 17) != 0) spec.env.emplace_back(*e);
+      if (std::strncmp(*e, "BRAID_EVENTS_DIR=", 17) != 0 &&
+          std::strncmp(*e, "BRAID_SECRET", 12) != 0)
+        spec.env.emplace_back(*e);
     spec.env.push_back("BRAID_EVENTS_DIR=" + (job->dir / "events").string());
+    if (nnodes > 1) spec.env.push_back("BRAID_SECRET=" + s.at("secret").get<std::string>());
     sigemptyset(&spec.mask);
     try {
       job->proc = launch::spawn_child(spec);
@@ -334,7 +354,7 @@ class Agent {
   bool report_state(int64_t id, const std::string& state, int code, const std::string& message) {
     try {
       client_.post("/api/v1/jobs/" + std::to_string(id) + "/state",
-                   {{"state", state}, {"exit_code", code}, {"message", message}});
+                   {{"state", state}, {"exit_code", code}, {"message", message}, {"worker", id_}});
       return true;
     } catch (const IoError& e) {
       log_warn("braid worker: job ", id, ": could not report '", state, "': ", e.what());
@@ -368,6 +388,9 @@ void add_worker_command(CLI::App& app) {
       "Run this host's agent for a braid serve job server: it starts the ranks the "
       "server assigns and streams their events and output back");
   cmd->add_option("--host", flags->host, "the name this host registers under (default: hostname)");
+  cmd->add_option("--advertise-addr", flags->address,
+                  "the address other hosts reach this one at, for jobs over several workers "
+                  "(default: the address the server sees it call from)");
   cmd->add_option("--slots", flags->slots, "ranks this host runs at once (default: its cores)")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--work-dir", flags->work_dir, "where the jobs' runs are written")

@@ -230,11 +230,37 @@ void ApiServer::schedule(double now) {
   }
   std::vector<QueuedJob> queue;
   for (const JobRecord& j : store_.jobs_in({JobState::queued}))
-    queue.push_back({j.id, j.ranks, j.priority, j.submitted});
+    queue.push_back({.id = j.id,
+                     .ranks = j.ranks,
+                     .priority = j.priority,
+                     .submitted = j.submitted,
+                     .one_host = j.servers > 0});
+  std::set<std::string> endpoints_taken;
+  for (const JobRecord& j : placed)
+    if (!j.rendezvous.endpoint.empty()) endpoints_taken.insert(j.rendezvous.endpoint);
   for (const JobPlacement& p : place_jobs(queue, live)) {
     std::vector<HostRanks> hosts;
     for (const HostShare& h : p.hosts) hosts.push_back({h.worker, h.ranks});
-    store_.start(p.job, hosts, now);
+    Rendezvous meet;
+    if (hosts.size() > 1) {
+      // The job's store listens on its first worker, at a port no other placed job holds.
+      const auto first = store_.worker(hosts[0].worker);
+      const std::string address = first && !first->address.empty() ? first->address : "127.0.0.1";
+      for (int port = options_.rdzv_port_first; port <= options_.rdzv_port_last; ++port) {
+        const std::string endpoint = address + ":" + std::to_string(port);
+        if (endpoints_taken.insert(endpoint).second) {
+          meet.endpoint = endpoint;
+          break;
+        }
+      }
+      if (meet.endpoint.empty()) {
+        log_warn("braid serve: job ", p.job, " waits: every rendezvous port from ",
+                 options_.rdzv_port_first, " to ", options_.rdzv_port_last, " is taken");
+        break;
+      }
+      meet.secret = new_token().substr(6);  // 64 hex digits
+    }
+    store_.start(p.job, hosts, now, meet);
   }
 }
 
@@ -469,8 +495,16 @@ void ApiServer::add_routes() {
            const json host = body->value("host", json()), slots = body->value("slots", json());
            if (!host.is_string() || !slots.is_number_integer() || slots.get<int64_t>() < 1)
              return error(res, 400, "a worker sends \"host\" (a string) and \"slots\" (>= 1)");
+           // Where the other hosts of a job reach this one: what it says, else the address
+           // its call came from.
+           const json given = body->value("address", json());
+           if (!given.is_null() && !given.is_string())
+             return error(res, 400, "a worker's \"address\" is a string");
+           const std::string address = given.is_string() && !given.get<std::string>().empty()
+                                           ? given.get<std::string>()
+                                           : req.remote_addr;
            const double now = unix_now();
-           const int64_t id = store_.register_worker(host, slots.get<int>(),
+           const int64_t id = store_.register_worker(host, address, slots.get<int>(),
                                                      body->value("memory", int64_t{0}), now);
            reply(res, 201, {{"id", id}});
          }));
@@ -492,22 +526,43 @@ void ApiServer::add_routes() {
            for (const auto& id : body->value("running", json::array()))
              if (id.is_number_integer()) running.insert(id.get<int64_t>());
            json start = json::array(), cancel = json::array();
+           auto has = [](const std::vector<int64_t>& v, int64_t x) {
+             return std::find(v.begin(), v.end(), x) != v.end();
+           };
            for (const JobRecord& j :
                 store_.jobs_in({JobState::starting, JobState::running, JobState::cancelling})) {
              int node = -1;
              for (size_t h = 0; h < j.placement.size(); ++h)
                if (j.placement[h].worker == worker) node = static_cast<int>(h);
              if (node < 0) continue;
+             const bool runs = running.count(j.id) > 0;
              if (j.state == JobState::cancelling) {
                cancel.push_back(j.id);
-             } else if (j.state == JobState::starting && running.count(j.id) == 0) {
-               start.push_back({{"job", j.id},
-                                {"config", j.config},
-                                {"ranks", j.ranks},
-                                {"nnodes", j.placement.size()},
-                                {"node_rank", node},
-                                {"nproc", j.placement[static_cast<size_t>(node)].ranks},
-                                {"servers", j.servers}});
+             } else if (runs) {
+               // Its report that it started may have been lost (the server was down).
+               if (!has(j.hosts_started, worker)) store_.host_started(j.id, worker);
+             } else if (has(j.hosts_finished, worker)) {
+               // Its part is done; the other hosts' goes on.
+             } else if (has(j.hosts_started, worker)) {
+               // It started its part and no longer has it, without saying how it ended:
+               // the worker was restarted and its ranks are gone.
+               store_.transition(j.id, {JobState::starting, JobState::running}, JobState::failed,
+                                 now,
+                                 "worker " + std::to_string(worker) + " (" + w->host +
+                                     ") no longer runs this job's ranks: it was restarted "
+                                     "while they ran",
+                                 -1);
+             } else {
+               json order = {
+                   {"job", j.id},         {"config", j.config},
+                   {"ranks", j.ranks},    {"nnodes", j.placement.size()},
+                   {"node_rank", node},   {"nproc", j.placement[static_cast<size_t>(node)].ranks},
+                   {"servers", j.servers}};
+               if (!j.rendezvous.endpoint.empty()) {
+                 order["rdzv_endpoint"] = j.rendezvous.endpoint;
+                 order["secret"] = j.rendezvous.secret;
+               }
+               start.push_back(std::move(order));
              }
            }
            // A job the worker runs that the server holds finished (cancelled while the
@@ -560,10 +615,24 @@ void ApiServer::add_routes() {
            const int64_t job = std::stoll(req.matches[1]);
            const JobState to = parse_job_state(body->value("state", std::string()));
            const double now = unix_now();
+           const auto before = store_.job(job);
+           if (!before) return error(res, 404, "no job " + std::to_string(job));
+           // Said again (a worker resending after the server's restart): already so.
+           if (before->state == to && to != JobState::running)
+             return reply(res, 200, before->to_json());
+           const int64_t worker = body->value("worker", int64_t{0});
+           if (to == JobState::running) {
+             if (!store_.host_started(job, worker))
+               return reply(res, 409, store_.job(job)->to_json());
+             return reply(res, 200, store_.job(job)->to_json());
+           }
+           if (to == JobState::succeeded && before->placement.size() > 1) {
+             // One host's part is done; the job, once every host's is.
+             store_.host_succeeded(job, worker, now);
+             return reply(res, 200, store_.job(job)->to_json());
+           }
            std::vector<JobState> from;
-           if (to == JobState::running)
-             from = {JobState::starting};
-           else if (to == JobState::cancelled)
+           if (to == JobState::cancelled)
              from = {JobState::cancelling};
            else if (to == JobState::succeeded || to == JobState::failed)
              from = {JobState::starting, JobState::running, JobState::cancelling};

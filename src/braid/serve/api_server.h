@@ -51,6 +51,9 @@ struct ApiOptions {
   double burst = 400;
   double worker_timeout_s = 10;  // a worker unheard this long has lost its jobs
   std::string files_dir;         // where the jobs' files go (jobs/ID/NAME)
+  // Ports for the stores of jobs on several workers (on their first worker): one per job
+  // placed, none shared by two of them at once.
+  int rdzv_port_first = 29600, rdzv_port_last = 29999;
   std::string dashboard_dir = "/usr/share/javascript/dygraphs";  // Debian's libjs-dygraphs
 };
 

@@ -22,6 +22,7 @@ std::vector<JobPlacement> place_jobs(std::vector<QueuedJob> queue,
     for (WorkerSlots& w : workers)
       if (w.free_slots >= job.ranks && (single == nullptr || w.free_slots < single->free_slots))
         single = &w;
+    if (single == nullptr && job.one_host) break;  // it waits for a worker with the room
     if (single != nullptr) {
       p.hosts.push_back({single->id, job.ranks});
       single->free_slots -= job.ranks;

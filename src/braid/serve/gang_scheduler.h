@@ -7,7 +7,8 @@
 // strictly: a job that does not fit now holds back the ones behind it, so a large job is not
 // starved by a stream of small ones (no backfilling). A job goes on one worker when one has
 // the slots (its ranks then talk through shared memory), else on the fewest workers, those
-// with the most free slots first. Only live workers count.
+// with the most free slots first, unless it must run on one (a parameter-server job: its
+// launcher starts every role on one host), when it waits for one. Only live workers count.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,8 @@ struct QueuedJob {
   int64_t id = 0;
   int ranks = 1;
   int priority = 0;
-  double submitted = 0;  // seconds since the epoch: the tie-break
+  double submitted = 0;   // seconds since the epoch: the tie-break
+  bool one_host = false;  // all its ranks on one worker, or it waits
 };
 
 struct WorkerSlots {

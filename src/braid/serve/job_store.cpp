@@ -19,7 +19,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   state TEXT NOT NULL, message TEXT NOT NULL DEFAULT '', exit_code INTEGER NOT NULL DEFAULT 0,
   submitted REAL NOT NULL, started REAL NOT NULL DEFAULT 0, finished REAL NOT NULL DEFAULT 0,
   placement TEXT NOT NULL DEFAULT '[]', events INTEGER NOT NULL DEFAULT 0,
-  logs INTEGER NOT NULL DEFAULT 0);
+  logs INTEGER NOT NULL DEFAULT 0, rendezvous TEXT NOT NULL DEFAULT '{}',
+  hosts_started TEXT NOT NULL DEFAULT '[]', hosts_finished TEXT NOT NULL DEFAULT '[]');
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
 CREATE TABLE IF NOT EXISTS events (
   job INTEGER NOT NULL REFERENCES jobs(id), seq INTEGER NOT NULL, rank INTEGER NOT NULL,
@@ -29,14 +30,22 @@ CREATE TABLE IF NOT EXISTS logs (
   line TEXT NOT NULL, PRIMARY KEY (job, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS workers (
   id INTEGER PRIMARY KEY, host TEXT NOT NULL UNIQUE, slots INTEGER NOT NULL,
-  memory INTEGER NOT NULL, last_heartbeat REAL NOT NULL);
+  memory INTEGER NOT NULL, last_heartbeat REAL NOT NULL, address TEXT NOT NULL DEFAULT '');
+)sql";
+
+// From schema version 1: jobs on several workers.
+constexpr const char* kToVersion2 = R"sql(
+ALTER TABLE jobs ADD COLUMN rendezvous TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE jobs ADD COLUMN hosts_started TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE jobs ADD COLUMN hosts_finished TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE workers ADD COLUMN address TEXT NOT NULL DEFAULT '';
 )sql";
 
 constexpr const char* kJobColumns =
     "SELECT jobs.id, user, users.name, jobs.name, config, ranks, priority, state, message, "
-    "exit_code, submitted, started, finished, placement, servers FROM jobs JOIN users ON "
-    "users.id = "
-    "jobs.user ";
+    "exit_code, submitted, started, finished, placement, servers, rendezvous, hosts_started, "
+    "hosts_finished "
+    "FROM jobs JOIN users ON users.id = jobs.user ";
 
 bool edge(JobState from, JobState to) {
   using S = JobState;
@@ -106,7 +115,10 @@ nlohmann::json JobRecord::to_json() const {
           {"submitted", submitted},
           {"started", started},
           {"finished", finished},
-          {"placement", hosts}};
+          {"placement", hosts},
+          {"rendezvous", rendezvous.endpoint},
+          {"hosts_started", hosts_started},
+          {"hosts_finished", hosts_finished}};
 }
 
 JobStore::JobStore(const std::string& path) : db_(path) {
@@ -122,8 +134,14 @@ JobStore::JobStore(const std::string& path) : db_(path) {
   BRAID_CHECK(version <= kSchemaVersion, "job database '", path, "' has schema version ", version,
               ", newer than this braid's ", kSchemaVersion,
               "; run the braid that made it, or start this one on another --data-dir");
-  db_.exec(kSchema);
-  if (version < kSchemaVersion) db_.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+  {
+    Database::Transaction t(db_);
+    if (version == 1) db_.exec(kToVersion2);
+    db_.exec(kSchema);
+    if (version < kSchemaVersion)
+      db_.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+    t.commit();
+  }
   for (int i = 0; i < kReaders; ++i) {
     readers_.push_back(std::make_unique<Reader>());
     readers_.back()->db = std::make_unique<Database>(path);
@@ -220,6 +238,10 @@ JobRecord JobStore::read_job(Statement& s) {
   for (const auto& h : nlohmann::json::parse(s.text(13)))
     j.placement.push_back({h.at("worker").get<int64_t>(), h.at("ranks").get<int>()});
   j.servers = static_cast<int>(s.integer(14));
+  const auto rendezvous = nlohmann::json::parse(s.text(15));
+  j.rendezvous = {rendezvous.value("endpoint", ""), rendezvous.value("secret", "")};
+  j.hosts_started = nlohmann::json::parse(s.text(16)).get<std::vector<int64_t>>();
+  j.hosts_finished = nlohmann::json::parse(s.text(17)).get<std::vector<int64_t>>();
   return j;
 }
 
@@ -281,18 +303,75 @@ bool JobStore::transition(int64_t id, const std::vector<JobState>& from, JobStat
   return true;
 }
 
-bool JobStore::start(int64_t id, const std::vector<HostRanks>& placement, double now) {
+bool JobStore::start(int64_t id, const std::vector<HostRanks>& placement, double now,
+                     const Rendezvous& rendezvous) {
   nlohmann::json hosts = nlohmann::json::array();
   for (const HostRanks& h : placement) hosts.push_back({{"worker", h.worker}, {"ranks", h.ranks}});
+  const nlohmann::json meet =
+      rendezvous.endpoint.empty()
+          ? nlohmann::json::object()
+          : nlohmann::json{{"endpoint", rendezvous.endpoint}, {"secret", rendezvous.secret}};
   const std::lock_guard lock(mu_);
   db_.prepare(
-         "UPDATE jobs SET state = 'starting', placement = ?, started = ? WHERE id = ? AND "
-         "state = 'queued'")
+         "UPDATE jobs SET state = 'starting', placement = ?, started = ?, rendezvous = ?, "
+         "hosts_started = '[]', hosts_finished = '[]' WHERE id = ? AND state = 'queued'")
       .bind(1, hosts.dump())
       .bind(2, now)
-      .bind(3, id)
+      .bind(3, meet.dump())
+      .bind(4, id)
       .run();
   return db_.changes() == 1;
+}
+
+bool JobStore::host_started(int64_t id, int64_t worker) {
+  const std::lock_guard lock(mu_);
+  Database::Transaction t(db_);
+  Statement s = db_.prepare("SELECT state, placement, hosts_started FROM jobs WHERE id = ?");
+  s.bind(1, id);
+  if (!s.step()) return false;
+  const JobState state = parse_job_state(s.text(0));
+  if (state != JobState::starting && state != JobState::running) return false;
+  std::vector<int64_t> placed, started = nlohmann::json::parse(s.text(2));
+  for (const auto& h : nlohmann::json::parse(s.text(1)))
+    placed.push_back(h.at("worker").get<int64_t>());
+  if (std::find(placed.begin(), placed.end(), worker) == placed.end()) return false;
+  if (std::find(started.begin(), started.end(), worker) == started.end()) started.push_back(worker);
+  db_.prepare("UPDATE jobs SET hosts_started = ?, state = 'running' WHERE id = ?")
+      .bind(1, nlohmann::json(started).dump())
+      .bind(2, id)
+      .run();
+  t.commit();
+  return true;
+}
+
+bool JobStore::host_succeeded(int64_t id, int64_t worker, double now) {
+  const std::lock_guard lock(mu_);
+  Database::Transaction t(db_);
+  Statement s = db_.prepare("SELECT state, placement, hosts_finished FROM jobs WHERE id = ?");
+  s.bind(1, id);
+  if (!s.step()) return false;
+  const JobState state = parse_job_state(s.text(0));
+  if (is_final(state) || state == JobState::queued) return false;
+  std::vector<int64_t> placed, finished = nlohmann::json::parse(s.text(2));
+  for (const auto& h : nlohmann::json::parse(s.text(1)))
+    placed.push_back(h.at("worker").get<int64_t>());
+  if (std::find(placed.begin(), placed.end(), worker) == placed.end()) return false;
+  if (std::find(finished.begin(), finished.end(), worker) == finished.end())
+    finished.push_back(worker);
+  const bool all = finished.size() == placed.size();
+  db_.prepare(
+         "UPDATE jobs SET hosts_finished = ?, state = CASE WHEN ? THEN 'succeeded' ELSE state END, "
+         "exit_code = CASE WHEN ? THEN 0 ELSE exit_code END, "
+         "finished = CASE WHEN ? THEN ? ELSE finished END WHERE id = ?")
+      .bind(1, nlohmann::json(finished).dump())
+      .bind(2, int64_t{all})
+      .bind(3, int64_t{all})
+      .bind(4, int64_t{all})
+      .bind(5, now)
+      .bind(6, id)
+      .run();
+  t.commit();
+  return all;
 }
 
 int64_t JobStore::append_events(int64_t job, int rank, const std::vector<nlohmann::json>& records) {
@@ -370,18 +449,21 @@ std::vector<LogLine> JobStore::logs_since(int64_t job, int64_t after, int limit)
   return out;
 }
 
-int64_t JobStore::register_worker(const std::string& host, int slots, int64_t memory, double now) {
+int64_t JobStore::register_worker(const std::string& host, const std::string& address, int slots,
+                                  int64_t memory, double now) {
   BRAID_CHECK(!host.empty() && slots >= 1, "a worker names its host and has at least one slot (",
               "host '", host, "', ", slots, " slots)");
   const std::lock_guard lock(mu_);
   db_.prepare(
-         "INSERT INTO workers (host, slots, memory, last_heartbeat) VALUES (?, ?, ?, ?) "
-         "ON CONFLICT(host) DO UPDATE SET slots = excluded.slots, memory = excluded.memory, "
-         "last_heartbeat = excluded.last_heartbeat")
+         "INSERT INTO workers (host, slots, memory, last_heartbeat, address) "
+         "VALUES (?, ?, ?, ?, ?) ON CONFLICT(host) DO UPDATE SET slots = excluded.slots, "
+         "memory = excluded.memory, last_heartbeat = excluded.last_heartbeat, "
+         "address = excluded.address")
       .bind(1, host)
       .bind(2, int64_t{slots})
       .bind(3, memory)
       .bind(4, now)
+      .bind(5, address)
       .run();
   Statement s = db_.prepare("SELECT id FROM workers WHERE host = ?");
   s.bind(1, host);
@@ -407,11 +489,11 @@ std::optional<WorkerRecord> JobStore::worker(int64_t id) {
 std::vector<WorkerRecord> JobStore::workers() {
   Lease reader(*this);
   Statement s = reader.db().prepare(
-      "SELECT id, host, slots, memory, last_heartbeat FROM workers ORDER BY id");
+      "SELECT id, host, address, slots, memory, last_heartbeat FROM workers ORDER BY id");
   std::vector<WorkerRecord> out;
   while (s.step())
-    out.push_back(
-        {s.integer(0), s.text(1), static_cast<int>(s.integer(2)), s.integer(3), s.real(4)});
+    out.push_back({s.integer(0), s.text(1), s.text(2), static_cast<int>(s.integer(3)), s.integer(4),
+                   s.real(5)});
   return out;
 }
 

@@ -11,7 +11,11 @@
 // Thread-safe: writes go through one connection behind a mutex (SQLite's writes are serial
 // anyway); reads through a few reader connections of their own, so a status call never waits
 // behind a write or the WAL checkpoint a commit may run. Schema version in PRAGMA
-// user_version.
+// user_version; a database of an older version is brought up to date when opened.
+//
+// A job on several workers (one `braid launch --nnodes` agent on each) has a rendezvous: the
+// endpoint of its store on the first worker and a secret all its hosts share. It succeeds
+// once every host has said so; the first host to fail fails it.
 #pragma once
 
 #include <atomic>
@@ -43,6 +47,11 @@ struct HostRanks {  // ranks of a job on one worker (node rank = index in the pl
   int ranks = 0;
 };
 
+struct Rendezvous {      // of a job on several workers
+  std::string endpoint;  // HOST:PORT on its first worker
+  std::string secret;    // hex, BRAID_SECRET on every host
+};
+
 struct JobRecord {
   int64_t id = 0;
   int64_t user = 0;
@@ -57,7 +66,10 @@ struct JobRecord {
   int exit_code = 0;
   double submitted = 0, started = 0, finished = 0;  // Unix seconds; 0: not yet
   std::vector<HostRanks> placement;
-  nlohmann::json to_json() const;
+  Rendezvous rendezvous;                // empty on one worker
+  std::vector<int64_t> hosts_started;   // workers that said they started their part
+  std::vector<int64_t> hosts_finished;  // workers that said the job succeeded on them
+  nlohmann::json to_json() const;       // without the rendezvous's secret
 };
 
 struct EventRecord {
@@ -75,6 +87,7 @@ struct LogLine {
 struct WorkerRecord {
   int64_t id = 0;
   std::string host;
+  std::string address;  // where the other hosts reach it (what the server saw, or given)
   int slots = 0;
   int64_t memory = 0;
   double last_heartbeat = 0;
@@ -82,7 +95,7 @@ struct WorkerRecord {
 
 class JobStore {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
   explicit JobStore(const std::string& path);
 
   // Users. A token is returned once, here; the store keeps its hash.
@@ -101,8 +114,17 @@ class JobStore {
   // of them. An edge the state machine does not have is an Error.
   bool transition(int64_t id, const std::vector<JobState>& from, JobState to, double now,
                   const std::string& message = "", int exit_code = 0);
-  // queued -> starting with its placement, in one transaction.
-  bool start(int64_t id, const std::vector<HostRanks>& placement, double now);
+  // queued -> starting with its placement (and, on several workers, its rendezvous), in one
+  // transaction.
+  bool start(int64_t id, const std::vector<HostRanks>& placement, double now,
+             const Rendezvous& rendezvous = {});
+  // Worker `worker` says it runs its part of the job (its first report moves the job from
+  // starting to running); false when the job is no longer live or not placed there.
+  bool host_started(int64_t id, int64_t worker);
+  // Worker `worker` says the job succeeded on its host: once every host of the placement has,
+  // the job has succeeded (true); false while some host has not, or when the job is no longer
+  // live (nothing written then).
+  bool host_succeeded(int64_t id, int64_t worker, double now);
 
   // The ranks' events and output lines, a batch a transaction.
   int64_t append_events(int64_t job, int rank, const std::vector<nlohmann::json>& records);
@@ -115,7 +137,8 @@ class JobStore {
   std::vector<LogLine> logs_since(int64_t job, int64_t after, int limit);
 
   // Workers: registering a host again keeps its id.
-  int64_t register_worker(const std::string& host, int slots, int64_t memory, double now);
+  int64_t register_worker(const std::string& host, const std::string& address, int slots,
+                          int64_t memory, double now);
   void heartbeat(int64_t worker, double now);
   std::optional<WorkerRecord> worker(int64_t id);
   std::vector<WorkerRecord> workers();

@@ -207,6 +207,7 @@ RunOutcome run_elastic(const TrainConfig& config, const ElasticSetup& setup) {
       if (round.number == 1 && first_trainer && setup.on_first_trainer)
         setup.on_first_trainer(trainer);
       first_trainer = false;
+      if (setup.on_every_trainer) setup.on_every_trainer(trainer);
       Stopwatch last_poll;
       const int64_t every = std::max<int64_t>(1, config.elastic.commit_every);
       int64_t committed_at = trainer.global_step();

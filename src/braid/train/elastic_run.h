@@ -45,6 +45,8 @@ struct ElasticSetup {
   // On the trainers of round 1, the launch's own (outputs to set up on rank 0); a restarted
   // process or a newcomer never calls it.
   std::function<void(Trainer&)> on_first_trainer;
+  // On every round's trainer, this process's (an event stream's observer, kept across rounds).
+  std::function<void(Trainer&)> on_every_trainer;
 };
 
 // The config of a round of `world` ranks: each rank's batch is its share of the job's
