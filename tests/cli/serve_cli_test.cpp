@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -139,40 +141,89 @@ TEST(ServeCli, AFedAvgJobRunsOnAWorkerAsTheSameRunByHand) {
   EXPECT_EQ(last_eval(served).value("loss", -1.0), last_eval(metrics).value("loss", -2.0));
 }
 
-// The server killed with SIGKILL mid-job and started again: the job was not lost, ran on,
-// and its worker re-attached it (its end and its last events reach the new server).
-TEST(ServeCli, AJobOutlivesAKillNineOfTheServer) {
+// The lines of a file.
+std::vector<std::string> lines_of(const std::string& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The server killed with SIGKILL at 10 random moments while a job runs and more are
+// submitted, started again on its port each time: no submitted job is lost, every job
+// finishes (its worker re-attaches it), and every rank's event stream is stored whole and
+// once, as the worker's ranks wrote it (a batch whose answer died with the server is sent
+// again and must not be stored twice).
+TEST(ServeCli, JobsOutliveTenKillNinesOfTheServerAtRandomMoments) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
-  auto server = std::make_unique<Server>(tmp, tmp.file("data"));
+  const unsigned seed = std::random_device{}();
+  std::printf("kill moments from seed %u\n", seed);
+  std::mt19937 random(seed);
+  ServerOptions options;
+  options.log = "serve-0.log";
+  auto server = std::make_unique<Server>(tmp, tmp.file("data"), options);
   ASSERT_GT(server->port, 0) << server->process.output();
-  const std::string url = server->url, admin = server->admin;
-  const int port = server->port;
-  const auto worker = server->worker(tmp, 2, "w");
+  options.port = server->port;
+  const std::string admin = server->admin;
+  const auto worker = server->worker(tmp, 3, "w");
   json config = kMlp;
-  config["max_steps"] = 200;
+  config["max_steps"] = 400;
   config["epochs"] = 100;
-  config["slow_step_ms"] = 10;  // seconds of steps: the kill lands mid-run
+  config["log_every"] = 5;
+  config["batch"] = 16;  // steps of little compute,
+  config["eval_every"] = 100;
+  config["eval_batches"] = 2;
+  config["slow_step_ms"] = 20;  // 8 s of them: the kills land while it runs
   const auto submit =
-      server->braid("submit " + job_config(tmp, "job.json", config) + " -n 2", admin);
+      server->braid("submit " + job_config(tmp, "long.json", config) + " -n 2", admin);
   ASSERT_EQ(submit.code, 0) << submit.output;
-  const int64_t id = submitted_id(submit.output);
-  for (int i = 0;
-       i < 100 &&
-       server->get("/api/v1/jobs/" + std::to_string(id), admin).value("state", "") != "running";
-       ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  server->process.stop(SIGKILL);
-  std::this_thread::sleep_for(std::chrono::seconds(2));
-  server = std::make_unique<Server>(tmp, tmp.file("data"), port);
-  ASSERT_EQ(server->port, port) << server->process.output();
-  const json job = server->wait_final(id, admin);
-  EXPECT_EQ(job.value("state", ""), "succeeded") << job.dump() << worker->output();
-  for (const json& h : job.value("health", json::array()))
-    EXPECT_EQ(h.value("step", 0), 200) << h.dump();
+  std::vector<int64_t> ids = {submitted_id(submit.output)};
+  const std::string short_job = job_config(tmp, "short.json", kMlp);
+  for (int kill = 1; kill <= 10; ++kill) {
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(100, 900)(random)));
+    if (kill % 3 == 1) {  // a job submitted just before a kill is kept too
+      const auto more = server->braid("submit " + short_job + " -n 1", admin);
+      ASSERT_EQ(more.code, 0) << "kill " << kill << ": " << more.output;
+      ids.push_back(submitted_id(more.output));
+    }
+    server->process.stop(SIGKILL);
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 500)(random)));
+    options.log = "serve-" + std::to_string(kill) + ".log";
+    server = std::make_unique<Server>(tmp, tmp.file("data"), options);
+    ASSERT_EQ(server->port, options.port) << server->process.output();
+  }
+  const auto kills_done = std::chrono::steady_clock::now();
+  for (const int64_t id : ids) {
+    const json job = server->wait_final(id, admin);
+    std::printf(
+        "job %lld final %.1f s after the last kill\n", static_cast<long long>(id),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - kills_done).count());
+    ASSERT_EQ(job.value("state", ""), "succeeded") << job.dump() << worker->output();
+    // Every rank's stream as its rank wrote it: each record once, in order.
+    const json events =
+        server->get("/api/v1/jobs/" + std::to_string(id) + "/events?after=0&limit=100000", admin);
+    for (int rank = 0; rank < job.value("ranks", 0); ++rank) {
+      std::vector<json> stored, written;
+      for (const json& e : events.at("events"))
+        if (e.value("rank", -1) == rank) stored.push_back(e.at("record"));
+      for (const std::string& line : lines_of(tmp.file(
+               "w/job-" + std::to_string(id) + "/events/rank-" + std::to_string(rank) + ".jsonl")))
+        written.push_back(json::parse(line));
+      ASSERT_FALSE(written.empty()) << "job " << id << " rank " << rank;
+      EXPECT_EQ(stored, written) << "job " << id << " rank " << rank << ": " << stored.size()
+                                 << " records stored, " << written.size() << " written";
+    }
+    const auto logs = server->braid("logs " + std::to_string(id), admin);
+    const std::string done = "[rank 0] done: " + std::to_string(id == ids[0] ? 400 : 30);
+    const size_t at = logs.output.find(done);
+    EXPECT_NE(at, std::string::npos) << logs.output;
+    EXPECT_EQ(logs.output.find(done, at + 1), std::string::npos) << "an output line twice";
+  }
   EXPECT_NE(worker->output().find("the server answers again"), std::string::npos)
-      << "the kill did not land while the job ran: " << worker->output();
+      << "no kill landed while the jobs ran: " << worker->output();
 }
 
 // Each refusal has its status, and writes nothing.

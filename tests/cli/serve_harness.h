@@ -86,12 +86,13 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   std::vector<std::string> prefix;  // before braid (a network namespace's exec)
   std::vector<std::string> extra;   // more flags
+  std::string log = "serve.log";    // its output, in the test's folder (one per start)
 };
 
 // A server in `dir`, and what a client needs to talk to it.
 struct Server {
   Server(const TempDir& tmp, const std::string& dir, const ServerOptions& o)
-      : options(o), process(args(dir, o), tmp.file("serve.log"), {}, o.prefix) {
+      : options(o), process(args(dir, o), tmp.file(o.log), {}, o.prefix) {
     const std::string listening = "listening on http://" + o.host + ":";
     if (!process.wait_for(listening)) return;
     const std::string out = process.output();

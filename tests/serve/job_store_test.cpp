@@ -92,6 +92,34 @@ TEST(JobStore, AJobOnSeveralWorkersSucceedsOnceEveryHostHas) {
   EXPECT_EQ(s.job(other)->state, JobState::failed);
 }
 
+// A batch sent again (its answer lost with a killed server), alone or with newer records
+// behind it, is stored once; each sender's stream counts apart; without `first` a batch is
+// stored as it comes.
+TEST(JobStore, ABatchSentAgainIsStoredOnce) {
+  const TempDir tmp;
+  JobStore s(tmp.file("jobs.db"));
+  const int64_t u = s.create_user("u", false).first.id;
+  const int64_t id = s.submit(u, "j", json::object(), 2, 0, 1).id;
+  auto step = [](int i) { return json{{"event", "train"}, {"step", i}}; };
+  EXPECT_EQ(s.append_events(id, 0, {step(1), step(2)}, 0), 2);
+  EXPECT_EQ(s.append_events(id, 0, {step(1), step(2)}, 0), 2) << "the same batch again";
+  EXPECT_EQ(s.append_events(id, 0, {step(1), step(2), step(3)}, 0), 3) << "again, and one more";
+  EXPECT_EQ(s.append_events(id, 1, {step(1)}, 0), 4) << "rank 1's stream is its own";
+  EXPECT_EQ(s.append_events(id, 0, {step(4)}, 3), 5);
+  std::vector<std::pair<int, int>> stored;
+  for (const EventRecord& e : s.events_since(id, 0, 100))
+    stored.emplace_back(e.rank, e.record.value("step", 0));
+  EXPECT_EQ(stored, (std::vector<std::pair<int, int>>{{0, 1}, {0, 2}, {0, 3}, {1, 1}, {0, 4}}));
+  EXPECT_EQ(s.append_events(id, 0, {step(9)}), 6) << "no first: stored as it comes";
+
+  s.append_logs(id, {{0, "a"}, {0, "b"}}, 7, 0);
+  s.append_logs(id, {{0, "a"}, {0, "b"}, {1, "c"}}, 7, 0);
+  s.append_logs(id, {{0, "a"}}, 8, 0);  // another worker's output
+  std::vector<std::string> lines;
+  for (const LogLine& l : s.logs_since(id, 0, 100)) lines.push_back(l.line);
+  EXPECT_EQ(lines, (std::vector<std::string>{"a", "b", "c", "a"}));
+}
+
 // A database written by the first schema (before jobs on several workers) opens, keeps its
 // jobs and workers, and takes the new columns.
 TEST(JobStore, ADatabaseOfSchemaVersionOneIsBroughtUpToDate) {

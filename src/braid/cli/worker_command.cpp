@@ -64,7 +64,9 @@ struct Job {
   launch::ChildProcess proc;
   std::unique_ptr<launch::OutputPrefixer> out, err;
   std::vector<std::pair<int, std::string>> lines;  // not yet sent
-  std::map<std::string, int64_t> sent;             // bytes of each event stream the server has
+  // Of each event stream: the bytes and the records the server has.
+  std::map<std::string, int64_t> sent, records_sent;
+  int64_t lines_sent = 0;  // output lines the server has
   bool cancelling = false, exited = false;
   int code = 0;
 };
@@ -285,7 +287,10 @@ class Agent {
         json lines = json::array();
         for (const auto& [rank, line] : job->lines)
           lines.push_back({{"rank", rank}, {"line", line}});
-        client_.post("/api/v1/jobs/" + std::to_string(id) + "/logs", {{"lines", lines}});
+        // Where the batch begins: sent again after a lost answer, it is stored once.
+        client_.post("/api/v1/jobs/" + std::to_string(id) + "/logs",
+                     {{"lines", lines}, {"worker", id_}, {"first", job->lines_sent}});
+        job->lines_sent += static_cast<int64_t>(job->lines.size());
         job->lines.clear();
       }
       if (job->exited && job->proc.out_fd < 0 && job->proc.err_fd < 0) {
@@ -324,9 +329,11 @@ class Agent {
         }
         at = end + 1;
       }
+      int64_t& records_sent = job.records_sent[name];
       client_.post("/api/v1/jobs/" + std::to_string(job.id) + "/events",
-                   {{"rank", rank}, {"events", records}});
+                   {{"rank", rank}, {"events", records}, {"first", records_sent}});
       sent += static_cast<int64_t>(whole + 1);
+      records_sent += static_cast<int64_t>(records.size());
     }
   }
 

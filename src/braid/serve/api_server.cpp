@@ -585,7 +585,8 @@ void ApiServer::add_routes() {
              return error(res, 400, "a batch is {\"rank\": R, \"events\": [records]}");
            const int rank = body["rank"].get<int>();
            const auto records = events.get<std::vector<json>>();
-           const int64_t count = store_.append_events(job, rank, records);
+           const int64_t count =
+               store_.append_events(job, rank, records, body.value("first", int64_t{-1}));
            note_events(job, rank, records);
            reply(res, 200, {{"events", count}});
          }));
@@ -602,7 +603,8 @@ void ApiServer::add_routes() {
                return error(res, 400, "a log line is {\"rank\": R, \"line\": TEXT}");
              lines.emplace_back(l.value("rank", -1), l["line"].get<std::string>());
            }
-           store_.append_logs(job, lines);
+           store_.append_logs(job, lines, body.value("worker", int64_t{0}),
+                              body.value("first", int64_t{-1}));
            reply(res, 200, {{"lines", lines.size()}});
          }));
 

@@ -28,6 +28,9 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE TABLE IF NOT EXISTS logs (
   job INTEGER NOT NULL REFERENCES jobs(id), seq INTEGER NOT NULL, rank INTEGER NOT NULL,
   line TEXT NOT NULL, PRIMARY KEY (job, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS streams (
+  job INTEGER NOT NULL REFERENCES jobs(id), stream TEXT NOT NULL, length INTEGER NOT NULL,
+  PRIMARY KEY (job, stream)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS workers (
   id INTEGER PRIMARY KEY, host TEXT NOT NULL UNIQUE, slots INTEGER NOT NULL,
   memory INTEGER NOT NULL, last_heartbeat REAL NOT NULL, address TEXT NOT NULL DEFAULT '');
@@ -374,16 +377,34 @@ bool JobStore::host_succeeded(int64_t id, int64_t worker, double now) {
   return all;
 }
 
-int64_t JobStore::append_events(int64_t job, int rank, const std::vector<nlohmann::json>& records) {
+int64_t JobStore::already_stored(int64_t job, const std::string& stream, int64_t first, int64_t n) {
+  if (first < 0) return 0;
+  Statement known = db_.prepare("SELECT length FROM streams WHERE job = ? AND stream = ?");
+  known.bind(1, job).bind(2, stream);
+  const int64_t length = known.step() ? known.integer(0) : 0;
+  db_.prepare(
+         "INSERT INTO streams (job, stream, length) VALUES (?, ?, ?) ON CONFLICT(job, stream) "
+         "DO UPDATE SET length = max(length, excluded.length)")
+      .bind(1, job)
+      .bind(2, stream)
+      .bind(3, first + n)
+      .run();
+  return std::clamp<int64_t>(length - first, 0, n);
+}
+
+int64_t JobStore::append_events(int64_t job, int rank, const std::vector<nlohmann::json>& records,
+                                int64_t first) {
   const std::lock_guard lock(mu_);
   Database::Transaction t(db_);
   Statement count = db_.prepare("SELECT events FROM jobs WHERE id = ?");
   count.bind(1, job);
   BRAID_CHECK(count.step(), "no job ", job);
   int64_t seq = count.integer(0);
+  const int64_t skip = already_stored(job, "events of rank " + std::to_string(rank), first,
+                                      static_cast<int64_t>(records.size()));
   Statement insert = db_.prepare("INSERT INTO events (job, seq, rank, record) VALUES (?, ?, ?, ?)");
-  for (const nlohmann::json& r : records) {
-    insert.bind(1, job).bind(2, ++seq).bind(3, int64_t{rank}).bind(4, r.dump()).run();
+  for (size_t i = static_cast<size_t>(skip); i < records.size(); ++i) {
+    insert.bind(1, job).bind(2, ++seq).bind(3, int64_t{rank}).bind(4, records[i].dump()).run();
     insert.reset();
   }
   db_.prepare("UPDATE jobs SET events = ? WHERE id = ?").bind(1, seq).bind(2, job).run();
@@ -423,16 +444,20 @@ int64_t JobStore::event_count(int64_t job) {
   return s.step() ? s.integer(0) : 0;
 }
 
-void JobStore::append_logs(int64_t job, const std::vector<std::pair<int, std::string>>& lines) {
+void JobStore::append_logs(int64_t job, const std::vector<std::pair<int, std::string>>& lines,
+                           int64_t worker, int64_t first) {
   const std::lock_guard lock(mu_);
   Database::Transaction t(db_);
   Statement count = db_.prepare("SELECT logs FROM jobs WHERE id = ?");
   count.bind(1, job);
   BRAID_CHECK(count.step(), "no job ", job);
   int64_t seq = count.integer(0);
+  const int64_t skip = already_stored(job, "output of worker " + std::to_string(worker), first,
+                                      static_cast<int64_t>(lines.size()));
   Statement insert = db_.prepare("INSERT INTO logs (job, seq, rank, line) VALUES (?, ?, ?, ?)");
-  for (const auto& [rank, line] : lines) {
-    insert.bind(1, job).bind(2, ++seq).bind(3, int64_t{rank}).bind(4, line).run();
+  for (size_t i = static_cast<size_t>(skip); i < lines.size(); ++i) {
+    insert.bind(1, job).bind(2, ++seq).bind(3, int64_t{lines[i].first}).bind(4, lines[i].second);
+    insert.run();
     insert.reset();
   }
   db_.prepare("UPDATE jobs SET logs = ? WHERE id = ?").bind(1, seq).bind(2, job).run();

@@ -126,14 +126,20 @@ class JobStore {
   // live (nothing written then).
   bool host_succeeded(int64_t id, int64_t worker, double now);
 
-  // The ranks' events and output lines, a batch a transaction.
-  int64_t append_events(int64_t job, int rank, const std::vector<nlohmann::json>& records);
+  // The ranks' events and output lines, a batch a transaction; the job's event count after.
+  // A batch that says where it begins in its sender's stream (`first`: the index of its first
+  // record there, from 0; a rank's events, or one worker's output lines of the job) is
+  // stored once even when sent again (the answer to the first send was lost with a killed
+  // server): what the store holds of it already is skipped. first < 0: stored as it comes.
+  int64_t append_events(int64_t job, int rank, const std::vector<nlohmann::json>& records,
+                        int64_t first = -1);
   std::vector<EventRecord> events_since(int64_t job, int64_t after, int limit);
   // The same page as one JSON array's text, {"seq", "rank", "record"} each, the records as
   // stored (not parsed and written again: a dashboard's page of 20,000 costs half as much).
   std::string events_since_json(int64_t job, int64_t after, int limit);
   int64_t event_count(int64_t job);
-  void append_logs(int64_t job, const std::vector<std::pair<int, std::string>>& lines);
+  void append_logs(int64_t job, const std::vector<std::pair<int, std::string>>& lines,
+                   int64_t worker = 0, int64_t first = -1);
   std::vector<LogLine> logs_since(int64_t job, int64_t after, int limit);
 
   // Workers: registering a host again keeps its id.
@@ -161,6 +167,9 @@ class JobStore {
   };
 
   JobRecord read_job(Statement& s);
+  // In a write transaction: how many of a batch of `n` from `first` on the store holds
+  // already (skipped), noting the stream's new length.
+  int64_t already_stored(int64_t job, const std::string& stream, int64_t first, int64_t n);
   std::mutex mu_;  // the writer's
   Database db_;
   std::vector<std::unique_ptr<Reader>> readers_;
