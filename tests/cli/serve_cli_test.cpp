@@ -261,6 +261,11 @@ TEST(ServeCli, TheApiRefusesWhatItMustAndWritesNothing) {
   EXPECT_EQ(status_of(alice, "POST", "/api/v1/jobs", R"({"config": {"modle": "mlp"}})"), 400);
   EXPECT_EQ(status_of(alice, "POST", "/api/v1/jobs", R"({"config": {"model": "mlp"}, "ranks": 0})"),
             400);
+  EXPECT_EQ(status_of(alice, "POST", "/api/v1/jobs",
+                      R"({"config": {"model": "mlp"}, "priority": "high"})"),
+            400)
+      << "a field of the wrong type";
+  EXPECT_EQ(status_of(alice, "POST", "/api/v1/jobs", R"([1, 2])"), 400) << "not an object";
   const std::string huge =
       R"({"config": {"model": "mlp"}, "name": ")" + std::string(2 << 20, 'a') + "\"}";
   EXPECT_EQ(status_of(alice, "POST", "/api/v1/jobs", huge), 413);

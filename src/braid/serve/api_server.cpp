@@ -200,6 +200,8 @@ json ApiServer::health(const JobRecord& job) {
   for (const EventRecord& e : store_.events_since(job.id, std::max<int64_t>(0, count - 1024), 1024))
     if (e.rank >= 0 && e.rank < job.ranks) fold(rows[static_cast<size_t>(e.rank)], e.record);
   const std::lock_guard lock(health_mu_);
+  // Bounded: the oldest jobs' rows go first (read again from the database if asked for).
+  while (health_.size() >= kHealthCacheJobs) health_.erase(health_.begin());
   return health_.try_emplace(job.id, std::move(rows)).first->second;
 }
 
@@ -280,13 +282,18 @@ void ApiServer::add_routes() {
     return httplib::Server::HandlerResponse::Unhandled;
   });
   s.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
         try {
           std::rethrow_exception(ep);
-        } catch (const IoError& e) {
+        } catch (const IoError& e) {  // the database or the disk: not the caller's doing
           error(res, 500, std::string("server error: ") + e.what());
-        } catch (const std::exception& e) {
+        } catch (const Error& e) {  // a check on what the caller sent
           error(res, 400, e.what());
+        } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+          error(res, 400, std::string("the request's JSON: ") + e.what());
+        } catch (const std::exception& e) {  // a defect of the server's own: said, and logged
+          log_warn("braid serve: ", req.method, " ", req.path, ": ", e.what());
+          error(res, 500, std::string("internal server error: ") + e.what());
         }
       });
 

@@ -83,6 +83,7 @@ class ApiServer {
   JobStore& store_;
   ApiOptions options_;
   std::mutex health_mu_;
+  static constexpr size_t kHealthCacheJobs = 256;
   std::map<int64_t, std::vector<nlohmann::json>> health_;
   RateLimiter limiter_;
   std::unique_ptr<httplib::Server> http_;
