@@ -14,6 +14,7 @@
 
 #include "comm/collectives.h"
 #include "comm/inproc_ranks.h"
+#include "core/rng.h"
 #include "data/loader.h"
 #include "parallel/single_process.h"
 #include "parallel/strategy_test_data.h"
@@ -53,6 +54,53 @@ std::vector<float> ddp(const json& model, StepOptions o, int n, int64_t B, int s
     }
   }));
   return out;
+}
+
+// A regression batch: the global batch's images with 10 f32 targets a row.
+data::Batch regression_batch(int64_t B, int64_t step) {
+  data::Batch b = global_batch(B, step);
+  b.targets = Tensor::empty(Shape{B, 10});
+  Rng rng(2000 + static_cast<uint64_t>(step));
+  for (int64_t i = 0; i < b.targets.numel(); ++i) b.targets.f32()[i] = rng.normal();
+  return b;
+}
+
+data::Batch regression_shard(const data::Batch& g, int r, int n) {
+  data::Batch labelled = g;  // shard() deals images and class labels: give it labels
+  labelled.targets = Tensor::empty(Shape{g.size}, DType::i32);
+  std::fill_n(labelled.targets.data<int32_t>(), g.size, 0);
+  data::Batch b = shard(labelled, r, n);
+  b.targets = Tensor::empty(Shape{b.size, 10});
+  for (int64_t i = 0; i < b.size; ++i)
+    std::memcpy(b.targets.f32() + i * 10, g.targets.f32() + (r + i * n) * 10, 10 * sizeof(float));
+  return b;
+}
+
+// A loss given through StepOptions (here MSE on f32 targets, which cross-entropy would
+// refuse) is the one DDP trains with: two ranks equal one process on the global batch, as
+// with the default loss, within rounding.
+TEST(Ddp, AGivenLossIsTheOneEveryRankTrainsWith) {
+  StepOptions o = options("sgd");
+  o.loss = std::make_shared<nn::MseLoss>();
+  SingleProcess one(train::build_model(small_mlp()).module, o);
+  for (int t = 0; t < 3; ++t) one.step(regression_batch(16, t), 0.05f, t);
+  const std::vector<float> want = params_of(one);
+  std::vector<float> got;
+  std::mutex mu;
+  rethrow_first(run_group(2, [&](comm::Group& world) {
+    auto group = world.split(0, world.rank());
+    Ddp s(train::build_model(small_mlp()).module, o, group, {});
+    for (int t = 0; t < 3; ++t)
+      s.step(regression_shard(regression_batch(16, t), group->rank(), 2), 0.05f, t);
+    if (group->rank() == 0) {
+      const std::lock_guard lock(mu);
+      got = params_of(s);
+    }
+  }));
+  ASSERT_EQ(got.size(), want.size());
+  const float scale = largest(want);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << "parameter float " << i;
 }
 
 TEST(Ddp, OneRankIsBitwiseTheOneProcessStrategy) {

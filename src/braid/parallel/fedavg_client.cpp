@@ -204,9 +204,11 @@ double FedAvgClient::local_step(int64_t begin, int64_t rows, const data::FillCon
   const StepOptions& step = model_.options();
   params.zero_grads();
   const Tensor& logits = module.forward(x, *cache_, {nn::Mode::train, rng, step.precision});
-  const double loss =
-      nn::softmax_cross_entropy(logits, y, &dlogits_, {.label_smoothing = step.label_smoothing})
-          .loss;
+  const double loss = step.loss
+                          ? step.loss->compute(logits, y, &dlogits_, 1.0f).loss
+                          : nn::softmax_cross_entropy(logits, y, &dlogits_,
+                                                      {.label_smoothing = step.label_smoothing})
+                                .loss;
   // Outside begin_backward()/finish_backward() no "range is final" listener fires: the
   // strategy's own update or exchange (SingleProcess, DDP) must not run on a client's step.
   module.backward(dlogits_, *cache_, /*need_dx=*/false);

@@ -12,6 +12,7 @@
 #include "core/timer.h"
 #include "nn/gpt.h"
 #include "nn/gpt_tensor_parallel.h"
+#include "nn/loss_function.h"
 #include "nn/sequential_tensor_parallel.h"
 #include "optim/clip.h"
 #include "parallel/mesh_stage.h"
@@ -47,6 +48,10 @@ MeshStrategy::MeshStrategy(std::unique_ptr<nn::Module> module, StepOptions optio
       world_(std::move(world)),
       popts_(std::move(pipeline)) {
   BRAID_CHECK(world_, "mesh: needs the job's group");
+  BRAID_CHECK(!options_.loss,
+              "pipeline, tensor and mesh: the last stage's loss is the built-in cross-entropy; "
+              "a loss of another kind (",
+              options_.loss ? options_.loss->name() : "", ") is not built there");
   const int D = shape.data, T = shape.tensor, P = shape.pipeline;
   BRAID_CHECK(D >= 1 && T >= 1 && P >= 1 && int64_t{D} * T * P == world_->size(), "mesh: ", D,
               " data x ", T, " tensor x ", P, " pipeline = ", int64_t{D} * T * P,

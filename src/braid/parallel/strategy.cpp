@@ -84,11 +84,13 @@ double Strategy::forward_loss(const data::Batch& b, int64_t step, int64_t micro,
   Stopwatch watch;
   const int64_t t0 = timeline_ ? Timeline::now() : 0;
   const Tensor& logits = module_->forward(b.inputs, *cache_, train_context(step, micro));
-  const double loss =
-      nn::softmax_cross_entropy(logits, b.targets, &dlogits_,
-                                {.grad_scale = scaler_ ? grad_scale * scaler_->scale() : grad_scale,
-                                 .label_smoothing = options_.label_smoothing})
-          .loss;
+  const float scale = scaler_ ? grad_scale * scaler_->scale() : grad_scale;
+  const double loss = options_.loss
+                          ? options_.loss->compute(logits, b.targets, &dlogits_, scale).loss
+                          : nn::softmax_cross_entropy(
+                                logits, b.targets, &dlogits_,
+                                {.grad_scale = scale, .label_smoothing = options_.label_smoothing})
+                                .loss;
   times_.forward += watch.elapsed();
   if (timeline_) {
     last_ready_ns_ = Timeline::now();

@@ -20,6 +20,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "core/timeline.h"
+#include "nn/loss_function.h"
 #include "nn/module.h"
 #include "nn/params.h"
 #include "optim/loss_scaler.h"
@@ -51,6 +52,10 @@ struct StepOptions {
   // fp16: dynamic loss scaling (optim/loss_scaler.h); a step with an inf or NaN gradient is
   // skipped. Set by precision fp16; the strategies that support it: single and ddp.
   std::optional<optim::LossScalerConfig> loss_scaling;
+  // The loss every forward pass ends in (nn/loss_function.h); none: cross-entropy with
+  // label_smoothing. Single, DDP (ZeRO included), local SGD and the parameter servers'
+  // workers take any; the model-parallel strategies and FedAvg's clients refuse one.
+  std::shared_ptr<const nn::LossFunction> loss;
 };
 
 // Where a step's time went, in seconds; communication_exposed is the part of the

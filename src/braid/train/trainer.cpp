@@ -236,7 +236,9 @@ EvalResult Trainer::evaluate(int64_t max_batches) {
   eval_loader_->start_epoch(0);
   while (const data::Batch* b = eval_loader_->next()) {
     const Tensor& logits = module().forward(b->inputs, *cache, ctx);
-    const nn::LossResult r = nn::softmax_cross_entropy(logits, b->targets, nullptr);
+    const auto& loss = strategy_->options().loss;
+    const nn::LossResult r = loss ? loss->compute(logits, b->targets, nullptr, 1.0f)
+                                  : nn::softmax_cross_entropy(logits, b->targets, nullptr);
     tally.add_batch(r.loss, r.correct, r.count);
     if (max_batches > 0 && ++batches >= max_batches) break;
   }
