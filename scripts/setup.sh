@@ -9,6 +9,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config libopenmpi-dev openmpi-bin
   libopenblas-dev libdnnl-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libssl-dev zlib1g-dev
+  libpng-dev libjpeg62-turbo-dev
   libsqlite3-dev libcpp-httplib-dev libjs-dygraphs libcairo2-dev libfontconfig-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist fortunes iproute2

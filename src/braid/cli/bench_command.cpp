@@ -137,6 +137,7 @@ void add_bench_command(CLI::App& app) {
   add_collective_benches(*bench);
   add_ps_bench(*bench);
   add_serve_bench(*bench);
+  add_decode_bench(*bench);
 }
 
 }  // namespace braid::cli

@@ -14,6 +14,7 @@ void add_collective_benches(CLI::App& bench);  // under `braid bench`
 void add_train_bench(CLI::App& bench);         // under `braid bench`
 void add_ps_bench(CLI::App& bench);            // under `braid bench`
 void add_serve_bench(CLI::App& bench);         // under `braid bench`
+void add_decode_bench(CLI::App& bench);        // under `braid bench`
 void add_store_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_comm_check_command(CLI::App& app);

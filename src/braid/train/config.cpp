@@ -91,7 +91,8 @@ json read_config_file(const std::string& path) {
   for (const char* key : {"npy", "text_files"})
     if (auto it = j.find(key); it != j.end() && it->is_array())
       for (json& v : *it) resolve_path(v);
-  if (auto it = j.find("data_dir"); it != j.end()) resolve_path(*it);
+  for (const char* key : {"data_dir", "image_train", "image_test"})
+    if (auto it = j.find(key); it != j.end()) resolve_path(*it);
   return j;
 }
 
@@ -112,6 +113,13 @@ void validate(const TrainConfig& c) {
                 "config: 'npy' needs 4 paths: train features, train labels, test features, "
                 "test labels; got ",
                 c.npy.size());
+  if (c.dataset == "image_folder") {
+    BRAID_CHECK(!c.image_train.empty() && !c.image_test.empty(),
+                "config: dataset 'image_folder' needs 'image_train' and 'image_test', each a "
+                "folder with a subfolder of images per class");
+    BRAID_CHECK(c.image_channels == 1 || c.image_channels == 3,
+                "config: 'image_channels' is 1 (gray) or 3 (RGB), got ", c.image_channels);
+  }
   check_model_spec(c.model, c.seq_len);
 }
 

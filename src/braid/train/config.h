@@ -26,12 +26,17 @@ struct ScheduleSettings {
 
 struct TrainConfig {
   nlohmann::json model = "cnn";           // a built-in name or a layer list (see model_spec.h)
-  std::string dataset = "fashion-mnist";  // fashion-mnist, npy, text
+  std::string dataset = "fashion-mnist";  // fashion-mnist, npy, text, image_folder
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::vector<std::string> npy;         // train features, train labels, test features, test labels
   std::string npy_layout = "nchw";      // 4-D npy features: nchw (PyTorch's) or nhwc
   std::vector<std::string> text_files;  // empty: the fortunes corpus
   int64_t seq_len = 128;
+  // dataset image_folder: a folder of class subfolders each (data/image_folder.h)
+  std::string image_train, image_test;
+  int64_t image_size = 0;  // the side images are resized to (0: the first training image's)
+  int64_t image_channels = 3;
+  double image_mean = 0.5, image_std = 0.5;  // on pixels in [0, 1], every channel
 
   int64_t epochs = 1;
   int64_t max_steps = 0;  // > 0: stop after this many steps

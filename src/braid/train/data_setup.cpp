@@ -4,7 +4,10 @@
 
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "core/log.h"
 #include "data/fashion_mnist.h"
+#include "data/image_codec.h"
+#include "data/image_folder.h"
 #include "data/npy.h"
 #include "data/sources.h"
 #include "data/subset.h"
@@ -116,6 +119,33 @@ void split_training_data(std::shared_ptr<const data::Source>& train,
   train = std::make_shared<data::SubsetSource>(train, std::move(split.train));
 }
 
+// The class names, for a log line: the first few, then how many more.
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) {
+    if (i > 0) out += ", ";
+    out += names[i];
+  }
+  if (names.size() > 8) out += detail::concat(" and ", names.size() - 8, " more");
+  return out;
+}
+
+// An image folder's samples at the config's geometry; its size, when not given, is the
+// first training image's (a square side: its height).
+std::shared_ptr<const data::Source> image_folder_source(const TrainConfig& config,
+                                                        const std::string& root,
+                                                        const std::vector<std::string>& classes) {
+  data::ImageFolderIndex index = data::scan_image_folder(root, classes);
+  data::ImageFolderOptions o;
+  o.channels = static_cast<int>(config.image_channels);
+  o.height = o.width = config.image_size > 0
+                           ? config.image_size
+                           : data::decode_image(index.files.front(), o.channels).h;
+  o.mean = {static_cast<float>(config.image_mean)};
+  o.std = {static_cast<float>(config.image_std)};
+  return std::make_shared<data::ImageFolderSource>(std::move(index), std::move(o));
+}
+
 }  // namespace
 
 int64_t train_batch(const TrainConfig& config, int rank, int world) {
@@ -137,6 +167,22 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
   if (placement.cache && placement.cache->train) {
     train = placement.cache->train;
     eval = placement.cache->eval;
+  } else if (config.dataset == "image_folder") {
+    BRAID_CHECK(model.task == Task::classification,
+                "dataset 'image_folder' is for classification but the model's output is per "
+                "position (a language model)");
+    train = image_folder_source(config, config.image_train, {});
+    const auto* folder = static_cast<const data::ImageFolderSource*>(train.get());
+    const std::vector<std::string>& classes = folder->index().classes;
+    BRAID_CHECK(static_cast<int64_t>(classes.size()) <= model.num_classes, "image folder '",
+                config.image_train, "' has ", classes.size(), " classes but the model has ",
+                model.num_classes, " outputs");
+    eval = image_folder_source(config, config.image_test, classes);
+    if (placement.rank == 0)
+      log_info("image folder ", config.image_train, ": ", train->size(), " images of ",
+               classes.size(), " classes (", join_names(classes), "); ", eval->size(),
+               " test images in ", config.image_test);
+    if (split) split_training_data(train, eval, placement.validation);
   } else if (config.dataset == "fashion-mnist" || config.dataset == "npy") {
     BRAID_CHECK(model.task == Task::classification, "dataset '", config.dataset,
                 "' is for classification but the model's output is per position (",

@@ -93,7 +93,7 @@ std::vector<Setting> make_settings() {
       "(with the flag, a .json file holding one)",
       [](auto& c) -> auto& { return c.model; }));
   t.push_back(text(
-      "dataset", kData, {"fashion-mnist", "npy", "text"}, "the data to train on",
+      "dataset", kData, {"fashion-mnist", "npy", "text", "image_folder"}, "the data to train on",
       [](auto& c) -> auto& { return c.dataset; }));
   t.push_back(per_rank(text(
       "data_dir", kData, {}, "the Fashion-MNIST directory",
@@ -114,6 +114,29 @@ std::vector<Setting> make_settings() {
   t.push_back(integer(
       "seq_len", kData, 1, 1 << 20, "dataset text: the context length",
       [](auto& c) -> auto& { return c.seq_len; }));
+  t.push_back(per_rank(text(
+      "image_train", kData, {},
+      "dataset image_folder: the training images, a subfolder per class (PNG or JPEG)",
+      [](auto& c) -> auto& { return c.image_train; })));
+  t.push_back(per_rank(text(
+      "image_test", kData, {},
+      "dataset image_folder: the test images, with the training folder's class subfolders",
+      [](auto& c) -> auto& { return c.image_test; })));
+  t.push_back(integer(
+      "image_size", kData, 0, 8192,
+      "dataset image_folder: the side every image is resized to (0: the first training "
+      "image's size)",
+      [](auto& c) -> auto& { return c.image_size; }));
+  t.push_back(integer(
+      "image_channels", kData, 1, 3, "dataset image_folder: 1 (gray) or 3 (RGB)",
+      [](auto& c) -> auto& { return c.image_channels; }));
+  t.push_back(number(
+      "image_mean", kData, kProbability,
+      "dataset image_folder: normalisation (x - mean) / std of pixels in [0, 1]",
+      [](auto& c) -> auto& { return c.image_mean; }));
+  t.push_back(number(
+      "image_std", kData, kPositive, "dataset image_folder: see image_mean",
+      [](auto& c) -> auto& { return c.image_std; }));
 
   t.push_back(integer(
       "epochs", kRun, 1, kMaxEpochs, "passes over the training set",
