@@ -11,6 +11,8 @@
 #include "nn/params.h"
 #include "nn/pooling.h"
 #include "nn/sequential.h"
+#include "nn/softmax.h"
+#include "nn/upsample.h"
 
 namespace braid::train {
 namespace {
@@ -204,6 +206,67 @@ TEST(ModelSpec, ReluMaxPoolReorderIsExact) {
   seq.backward(dy, *ca, true);
   reference.backward(dy, *cb, true);
   EXPECT_EQ(std::memcmp(pa.grads(), pb.grads(), pa.size() * sizeof(float)), 0);
+}
+
+// leaky_relu, silu, upsample and softmax: each builds its module with the spec's options,
+// every shape follows (upsample doubles H and W), and a bad option or an input of the wrong
+// rank is refused naming the layer.
+TEST(ModelSpec, LeakyReluSiluUpsampleSoftmax) {
+  const json spec = json::parse(R"({"input": [3, 4, 2], "layers": [
+      {"type": "upsample", "scale_factor": 2}, {"type": "leaky_relu", "negative_slope": 0.2},
+      {"type": "conv2d", "out_channels": 3, "kernel": 3}, {"type": "silu"},
+      {"type": "flatten"}, {"type": "linear", "out_features": 5}, {"type": "leaky_relu"},
+      {"type": "softmax"}]})");
+  BuiltModel m = build_model(spec);
+  EXPECT_EQ(m.num_classes, 5);
+  auto& seq = static_cast<nn::Sequential&>(*m.module);
+  ASSERT_EQ(seq.size(), 8u);
+  EXPECT_EQ(seq[0].kind(), "Upsample");
+  EXPECT_EQ(static_cast<nn::Upsample&>(seq[0]).scale_factor(), 2);
+  EXPECT_EQ(seq[0].output_shape({7, 3, 4, 2}), Shape({7, 6, 8, 2}));
+  EXPECT_EQ(seq[1].kind(), "LeakyReLU");
+  EXPECT_FLOAT_EQ(static_cast<nn::LeakyReLU&>(seq[1]).negative_slope(), 0.2f);
+  EXPECT_EQ(seq[3].kind(), "SiLU");
+  EXPECT_FLOAT_EQ(static_cast<nn::LeakyReLU&>(seq[6]).negative_slope(), 0.01f);  // torch's
+  EXPECT_EQ(seq[7].kind(), "Softmax");
+  // The whole chain: conv 3x3 on the 6x8 upsampled image gives 4x6x3 = 72 features.
+  EXPECT_EQ(m.module->output_shape({7, 3, 4, 2}), Shape({7, 5}));
+  EXPECT_EQ(seq[4].output_shape({7, 4, 6, 3}), Shape({7, 72}));
+  // Only parameters of conv2d (layer 2) and linear (layer 5), numbered as in PyTorch.
+  const auto names = names_of(*m.module);
+  EXPECT_EQ(names, (std::vector<std::string>{"2.weight[3, 2, 3, 3]", "2.bias[3]", "5.weight[5, 72]",
+                                             "5.bias[5]"}));
+
+  for (const char* bad : {"0", "-1", "1.5", "\"2\""})
+    expect_error(std::string(R"({"input": [4, 4, 1], "layers": [
+                   {"type": "upsample", "scale_factor": )") +
+                     bad + R"(}, {"type": "flatten"}]})",
+                 {"model: layer 0 (upsample): 'scale_factor' must be an integer in [1, "});
+  expect_error(R"({"input": [4, 4, 1], "layers": [{"type": "upsample"}, {"type": "flatten"}]})",
+               {"model: layer 0 (upsample) needs 'scale_factor'"});
+  expect_error(R"({"input": [16], "layers": [{"type": "upsample", "scale_factor": 2}]})",
+               {"model: layer 0 (upsample) expects input [batch, height, width, channels], got "
+                "[1, 16]"});
+  expect_error(R"({"input": [4], "layers": [{"type": "leaky_relu", "negative_slope": -0.1}]})",
+               {"model: layer 0 (leaky_relu): 'negative_slope' must be a finite number >= 0, "
+                "got -0.1"});
+  expect_error(R"({"input": [4], "layers": [{"type": "leaky_relu", "negative_slope": "x"}]})",
+               {"model: layer 0 (leaky_relu): 'negative_slope' must be a number"});
+  expect_error(R"({"input": [4], "layers": [{"type": "silu", "beta": 2}]})",
+               {"model: layer 0 (silu): unknown key 'beta'"});
+  expect_error(R"({"input": [4, 4, 2], "layers": [{"type": "softmax"}, {"type": "flatten"}]})",
+               {"model: layer 0 (softmax) expects input [batch, features] or [batch, time, "
+                "features], got [1, 4, 4, 2]",
+                "softmax over an image's channels is not supported"});
+  // Slope 0 is accepted (it is ReLU).
+  EXPECT_EQ(build_model(json::parse(R"({"input": [4], "layers": [
+              {"type": "leaky_relu", "negative_slope": 0}]})"))
+                .num_classes,
+            4);
+  const std::string unknown =
+      error_of(json::parse(R"({"input": [4], "layers": [{"type": "swish"}]})"));
+  for (const char* t : {"leaky_relu", "silu", "softmax", "upsample"})
+    EXPECT_NE(unknown.find(t), std::string::npos) << unknown;
 }
 
 }  // namespace

@@ -20,6 +20,8 @@
 #include "nn/linear.h"
 #include "nn/pooling.h"
 #include "nn/sequential.h"
+#include "nn/softmax.h"
+#include "nn/upsample.h"
 #include "train/recipes.h"
 #include "train/suggest.h"
 
@@ -161,6 +163,10 @@ std::unique_ptr<nn::Module> make_layer(const std::string& type, LayerReader& r, 
     if (type == "maxpool2d") return std::make_unique<nn::MaxPool2d>(k);
     return std::make_unique<nn::AvgPool2d>(k);
   }
+  if (type == "upsample") {
+    expect_rank(where, budget, shape, {4}, kImage);
+    return std::make_unique<nn::Upsample>(r.integer("scale_factor"));
+  }
   if (type == "global_avgpool") {
     expect_rank(where, budget, shape, {4}, kImage);
     return std::make_unique<nn::GlobalAvgPool>();
@@ -182,6 +188,22 @@ std::unique_ptr<nn::Module> make_layer(const std::string& type, LayerReader& r, 
   if (type == "relu") return std::make_unique<nn::ReLU>();
   if (type == "tanh") return std::make_unique<nn::Tanh>();
   if (type == "sigmoid") return std::make_unique<nn::Sigmoid>();
+  if (type == "leaky_relu") {
+    const double slope = r.number("negative_slope", 0.01);
+    BRAID_CHECK(std::isfinite(slope) && slope >= 0, "model: ", where,
+                ": 'negative_slope' must be a finite number >= 0, got ", slope,
+                " (braid takes LeakyReLU's gradient from its output, which a negative slope "
+                "makes ambiguous)");
+    return std::make_unique<nn::LeakyReLU>(static_cast<float>(slope));
+  }
+  if (type == "silu") return std::make_unique<nn::SiLU>();
+  if (type == "softmax") {
+    // Over the last dimension. Not over an image's: braid's is channels (NHWC), PyTorch's
+    // dim=-1 is width (NCHW), so the same spec would mean two different layers.
+    expect_rank(where, budget, shape, {2, 3}, "[batch, features] or [batch, time, features]",
+                shape.rank() == 4 ? "; softmax over an image's channels is not supported" : "");
+    return std::make_unique<nn::Softmax>();
+  }
   if (type == "gelu") {
     const std::string approx = r.text("approximate", "none");
     BRAID_CHECK(approx == "none" || approx == "tanh", "model: ", where,
@@ -219,8 +241,8 @@ std::unique_ptr<nn::Module> make_layer(const std::string& type, LayerReader& r, 
   }
   BRAID_THROW(Error, "model: ", where, ": unknown layer type '", type,
               "'; accepted: linear, conv2d, maxpool2d, avgpool2d, global_avgpool, batchnorm, "
-              "layernorm, relu, tanh, sigmoid, gelu, dropout, flatten, embedding, attention, "
-              "residual");
+              "upsample, layernorm, relu, tanh, sigmoid, leaky_relu, silu, gelu, softmax, dropout, "
+              "flatten, embedding, attention, residual");
 }
 
 std::unique_ptr<nn::Module> build_layer(const json& spec, Shape& shape, const std::string& where0,
