@@ -12,7 +12,7 @@ class SequentialCache : public Cache {
 
 class ResidualCache : public Cache {
  public:
-  std::unique_ptr<Cache> body;
+  std::unique_ptr<Cache> body, shortcut;
 };
 
 }  // namespace
@@ -101,35 +101,44 @@ double Sequential::forward_flops(const Shape& in) const {
 
 void Residual::declare(ParamSet& params, const std::string& prefix) {
   body_->declare(params, prefix + "body.");
+  if (shortcut_) shortcut_->declare(params, prefix + "shortcut.");
 }
 
 Shape Residual::output_shape(const Shape& in) const {
   const Shape out = body_->output_shape(in);
-  BRAID_CHECK(out == in, "Residual: body maps ", in.str(), " to ", out.str(),
-              "; a residual block must keep the shape");
+  const Shape side = shortcut_ ? shortcut_->output_shape(in) : in;
+  BRAID_CHECK(out == side, "Residual: body maps ", in.str(), " to ", out.str(),
+              shortcut_ ? std::string(" but the shortcut to ").append(side.str())
+                        : std::string("; without a shortcut a residual block must keep the shape"));
   return out;
 }
 
 std::unique_ptr<Cache> Residual::make_cache() const {
   auto cache = std::make_unique<ResidualCache>();
   cache->body = body_->make_cache();
+  if (shortcut_) cache->shortcut = shortcut_->make_cache();
   return cache;
 }
 
+// The body runs first and the shortcut second, in the order their parameters are declared;
+// backward goes the other way, so parameters become final in reverse declaration order, as
+// the gradient buckets expect.
 const Tensor& Residual::forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) {
   auto& c = static_cast<ResidualCache&>(cache);
   const Tensor& b = body_->forward(x, *c.body, ctx);
-  c.out.ensure(x.shape());
-  add(x.f32(), b.f32(), c.out.f32(), x.numel());
+  const Tensor& side = shortcut_ ? shortcut_->forward(x, *c.shortcut, ctx) : x;
+  c.out.ensure(b.shape());
+  add(side.f32(), b.f32(), c.out.f32(), b.numel());
   return c.out;
 }
 
 const Tensor& Residual::backward(const Tensor& dy, Cache& cache, bool need_dx) {
   auto& c = static_cast<ResidualCache&>(cache);
+  const Tensor& ds = shortcut_ ? shortcut_->backward(dy, *c.shortcut, need_dx) : dy;
   const Tensor& db = body_->backward(dy, *c.body, need_dx);
   if (!need_dx) return no_grad();
-  c.dx.ensure(dy.shape(), DType::f32, MemCategory::activation_grads);
-  add(dy.f32(), db.f32(), c.dx.f32(), dy.numel());
+  c.dx.ensure(db.shape(), DType::f32, MemCategory::activation_grads);
+  add(ds.f32(), db.f32(), c.dx.f32(), db.numel());
   return c.dx;
 }
 

@@ -48,23 +48,32 @@ class Sequential : public Module {
 };
 
 // Residual: y = x + body(x). Body children are named "<prefix>body.<i>.".
+// x + body(x), or body(x) + shortcut(x) with a shortcut (a projection where the body changes
+// the shape: ResNet's strided 1x1 convolution and batch norm). Parameters are named
+// "body." and "shortcut.".
 class Residual : public Module {
  public:
-  explicit Residual(std::unique_ptr<Sequential> body) : body_(std::move(body)) {}
+  explicit Residual(std::unique_ptr<Sequential> body, std::unique_ptr<Sequential> shortcut = {})
+      : body_(std::move(body)), shortcut_(std::move(shortcut)) {}
 
   std::string_view kind() const override { return "Residual"; }
   void declare(ParamSet& params, const std::string& prefix) override;
-  void init(Rng& rng) override { body_->init(rng); }
+  void init(Rng& rng) override {
+    body_->init(rng);
+    if (shortcut_) shortcut_->init(rng);
+  }
   Shape output_shape(const Shape& in) const override;
   std::unique_ptr<Cache> make_cache() const override;
   const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override;
-  double forward_flops(const Shape& in) const override { return body_->forward_flops(in); }
-  bool reports_ready() const override { return true; }  // its body does
-  bool announces_use() const override { return true; }  // its body does
+  double forward_flops(const Shape& in) const override {
+    return body_->forward_flops(in) + (shortcut_ ? shortcut_->forward_flops(in) : 0);
+  }
+  bool reports_ready() const override { return true; }  // its body and shortcut do
+  bool announces_use() const override { return true; }  // its body and shortcut do
 
  private:
-  std::unique_ptr<Sequential> body_;
+  std::unique_ptr<Sequential> body_, shortcut_;
 };
 
 }  // namespace braid::nn

@@ -18,6 +18,7 @@
 #include "nn/gpt.h"
 #include "nn/layernorm.h"
 #include "nn/linear.h"
+#include "nn/pad.h"
 #include "nn/pooling.h"
 #include "nn/sequential.h"
 #include "nn/softmax.h"
@@ -232,17 +233,28 @@ std::unique_ptr<nn::Module> make_layer(const std::string& type, LayerReader& r, 
   }
   if (type == "residual") {
     r.seen.insert("layers");
+    r.seen.insert("shortcut");
     BRAID_CHECK(spec.contains("layers"), "model: ", where, " needs 'layers'");
     Shape inner = shape;
     const std::string previous = budget.previous;
     auto body = build_layers(spec["layers"], inner, where + " > ", budget);
+    std::unique_ptr<nn::Sequential> shortcut;
+    if (spec.contains("shortcut")) {
+      Shape side = shape;
+      budget.previous = previous;
+      shortcut = build_layers(spec["shortcut"], side, where + " > shortcut > ", budget);
+    }
     budget.previous = previous;
-    return std::make_unique<nn::Residual>(std::move(body));
+    return std::make_unique<nn::Residual>(std::move(body), std::move(shortcut));
+  }
+  if (type == "pad2d") {
+    expect_rank(where, budget, shape, {4}, kImage);
+    return std::make_unique<nn::ZeroPad2d>(r.integer("padding", 1, 0));
   }
   BRAID_THROW(Error, "model: ", where, ": unknown layer type '", type,
               "'; accepted: linear, conv2d, maxpool2d, avgpool2d, global_avgpool, batchnorm, "
               "upsample, layernorm, relu, tanh, sigmoid, leaky_relu, silu, gelu, softmax, dropout, "
-              "flatten, embedding, attention, residual");
+              "flatten, embedding, attention, pad2d, residual (with an optional shortcut)");
 }
 
 std::unique_ptr<nn::Module> build_layer(const json& spec, Shape& shape, const std::string& where0,
@@ -332,6 +344,33 @@ json builtin_model_spec(const std::string& name) {
               relu,
               {{"type", "dropout"}, {"p", 0.25}},
               linear(10)}}};
+  if (name == "resnet18") {
+    // He et al. 2016's ResNet-18 with the CIFAR stem (a 3x3 convolution, no max-pool) that
+    // small images need, on Fashion-MNIST padded to 32 x 32; a strided block's shortcut is
+    // a 1x1 convolution and batch norm (option B). As torchvision's BasicBlock: no
+    // convolution bias (batch norm follows each), and the ReLU after the sum.
+    auto conv3 = [](int out, int stride) {
+      return json{{"type", "conv2d"}, {"out_channels", out}, {"kernel", 3},
+                  {"stride", stride},  {"padding", 1},       {"bias", false}};
+    };
+    auto block = [&](int out, int stride) {
+      json b = {{"type", "residual"}, {"layers", {conv3(out, stride), bn, relu, conv3(out, 1), bn}}};
+      if (stride != 1)
+        b["shortcut"] = {{{"type", "conv2d"},
+                          {"out_channels", out},
+                          {"kernel", 1},
+                          {"stride", stride},
+                          {"bias", false}},
+                         bn};
+      return b;
+    };
+    json layers = {{{"type", "pad2d"}, {"padding", 2}}, conv3(64, 1), bn, relu};
+    for (const auto& [channels, stride] : {std::pair{64, 1}, {128, 2}, {256, 2}, {512, 2}})
+      for (const json& l : {block(channels, stride), relu, block(channels, 1), relu})
+        layers.push_back(l);
+    for (const json& l : {json{{"type", "global_avgpool"}}, linear(10)}) layers.push_back(l);
+    return {{"input", image}, {"layers", layers}};
+  }
   const std::string near = closest_match(name, builtin_model_names());
   BRAID_THROW(Error, "model: unknown built-in model '", name, "'; ",
               near.empty() ? "" : "did you mean '" + near + "'? ", "accepted: ", builtin_names(),
