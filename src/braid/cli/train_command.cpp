@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 
 #include "cli/commands.h"
@@ -20,6 +21,7 @@
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/config_agreement.h"
+#include "train/deepspeed_config.h"
 #include "train/elastic_run.h"
 #include "train/event_stream_observer.h"
 #include "train/ps_serve.h"
@@ -34,8 +36,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 struct TrainFlags {
-  std::string config, resume, init_from, cluster;
+  std::string config, deepspeed, resume, init_from, cluster;
   bool overwrite = false;
+  mutable bool deepspeed_notes_printed = false;  // resolve() may run twice
   std::function<void(json&)> apply_settings;
 };
 
@@ -129,6 +132,57 @@ void drop_distribution(json& j) {
     j.erase(key);
 }
 
+// `j`'s leaves as dotted keys ("optimizer.lr"); a model spec is one leaf.
+void flatten(const json& j, const std::string& prefix, std::map<std::string, json>& out) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (it->is_object() && key != "model")
+      flatten(*it, key, out);
+    else
+      out[key] = *it;
+  }
+}
+
+bool same_value(const json& a, const json& b) {
+  if (a.is_number() && b.is_number()) return a.get<double>() == b.get<double>();
+  return a == b;
+}
+
+// Maps f.deepspeed's DeepSpeed config (train/deepspeed_config.h) for this job's data ranks
+// and lays it over `j` (and over `file`, --config's JSON, so later steps see what it set).
+// A key --config sets to another value is an error naming both files.
+void apply_deepspeed(const TrainFlags& f, const RunPlace& place, json& file, json& j) {
+  int64_t world = place.ps_workers ? *place.ps_workers : place.world;
+  try {  // a mesh's data axis; a config too broken to read reports its error later
+    world = data_world(train::config_from_json(j), place);
+  } catch (const Error&) {
+  }
+  const train::DeepSpeedMapping ds = train::load_deepspeed_config(f.deepspeed, world);
+  std::map<std::string, json> from_file, from_ds;
+  flatten(file, "", from_file);
+  flatten(ds.config, "", from_ds);
+  for (const auto& [key, value] : from_ds) {
+    const auto it = from_file.find(key);
+    if (it != from_file.end() && !same_value(it->second, value))
+      BRAID_THROW(Error, "--config '", f.config, "' sets '", key, "' to ", it->second.dump(),
+                  " and --deepspeed '", f.deepspeed, "' to ", value.dump(),
+                  "; remove it from one file or make them agree");
+  }
+  for (json* target : {&file, &j})
+    for (const auto& [key, value] : from_ds) {
+      json* slot = target;
+      size_t begin = 0;
+      for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', begin)) {
+        slot = &(*slot)[key.substr(begin, dot - begin)];
+        begin = dot + 1;
+      }
+      (*slot)[key.substr(begin)] = value;
+    }
+  if (!f.deepspeed_notes_printed)
+    for (const std::string& note : ds.notes) log_info(note);
+  f.deepspeed_notes_printed = true;
+}
+
 // The config of a run: the checkpoint's own when resuming, then the config file, then the
 // flags, each laid over the one before, and validated once so errors name keys the same
 // way whichever layer set them.
@@ -157,6 +211,10 @@ train::TrainConfig resolve(const TrainFlags& f, const std::string& resume_dir,
     file = train::read_config_file(f.config);
     overlay(j, file);
     source = source.empty() ? f.config : f.config + " over " + source;
+  }
+  if (!f.deepspeed.empty()) {
+    apply_deepspeed(f, place, file, j);
+    source = source.empty() ? f.deepspeed : f.deepspeed + " over " + source;
   }
   json flags = json::object();
   f.apply_settings(flags);
@@ -477,6 +535,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--config", flags->config,
                   "JSON config file (flags override it; with --resume, it overrides the "
                   "checkpoint's config)");
+  cmd->add_option("--deepspeed", flags->deepspeed,
+                  "a DeepSpeed config (ds_config.json): its batch sizes, optimizer, fp16/bf16, "
+                  "ZeRO stage and clipping laid over --config (a key both set differently is "
+                  "an error; flags still win); keys braid cannot honour are refused by name");
   flags->apply_settings = add_setting_flags(cmd);
   cmd->add_option("--resume", flags->resume,
                   "continue from this checkpoint (or run) directory, under its saved config");
