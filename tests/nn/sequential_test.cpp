@@ -6,9 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "gradcheck.h"
+#include "nn/activations.h"
+#include "nn/conv2d.h"
 #include "nn/flatten.h"
 #include "nn/linear.h"
+#include "nn/pad.h"
 #include "nn/params.h"
 
 namespace braid::nn {
@@ -95,6 +99,51 @@ TEST(Sequential, SkippedInputGradientLeavesWeightGradientsExact) {
     grads.emplace_back(g, g + params.size());
   }
   EXPECT_EQ(grads[0], grads[1]);
+}
+
+// A block whose body changes the shape (a strided convolution) with a projection shortcut,
+// and a plain block, checked against finite differences: the input's gradient is the sum of
+// both paths', every parameter's its own.
+TEST(Residual, ShortcutAndBodyGradientsMatchFiniteDifferences) {
+  std::vector<std::unique_ptr<Module>> body, side;
+  body.push_back(std::make_unique<Conv2d>(2, 3, 3, 2, 1, false));
+  body.push_back(std::make_unique<ReLU>());
+  side.push_back(std::make_unique<Conv2d>(2, 3, 1, 2, 0, true));
+  Residual projected(std::make_unique<Sequential>(std::move(body)),
+                     std::make_unique<Sequential>(std::move(side)));
+  EXPECT_EQ(projected.output_shape(Shape{2, 6, 6, 2}), (Shape{2, 3, 3, 3}));
+  testing::expect_gradients_match(projected, random_input(Shape{2, 6, 6, 2}));
+  ParamSet names;
+  projected.declare(names, "");
+  EXPECT_EQ(names.layout()[0].name, "body.0.weight");
+  EXPECT_EQ(names.layout()[1].name, "shortcut.0.weight");
+
+  std::vector<std::unique_ptr<Module>> plain;
+  plain.push_back(std::make_unique<Linear>(5, 5));
+  Residual identity(std::make_unique<Sequential>(std::move(plain)));
+  testing::expect_gradients_match(identity, random_input(Shape{3, 5}));
+
+  std::vector<std::unique_ptr<Module>> wrong;
+  wrong.push_back(std::make_unique<Linear>(5, 4));
+  Residual mismatch(std::make_unique<Sequential>(std::move(wrong)));
+  EXPECT_THROW(mismatch.output_shape(Shape{3, 5}), Error) << "no shortcut to make 5 into 4";
+}
+
+TEST(ZeroPad2d, PadsWithZerosAndCropsTheGradient) {
+  ZeroPad2d pad(2);
+  Tensor x = random_input(Shape{1, 2, 3, 2});
+  auto cache = pad.make_cache();
+  const Tensor& y = pad.forward(x, *cache, {});
+  ASSERT_EQ(y.shape(), (Shape{1, 6, 7, 2}));
+  for (int64_t h = 0; h < 6; ++h)
+    for (int64_t w = 0; w < 7; ++w)
+      for (int64_t c = 0; c < 2; ++c) {
+        const bool inside = h >= 2 && h < 4 && w >= 2 && w < 5;
+        EXPECT_EQ(y.f32()[(h * 7 + w) * 2 + c],
+                  inside ? x.f32()[((h - 2) * 3 + w - 2) * 2 + c] : 0.0f)
+            << h << "," << w << "," << c;
+      }
+  testing::expect_gradients_match(pad, random_input(Shape{2, 3, 4, 3}));
 }
 
 }  // namespace

@@ -64,6 +64,23 @@ TEST(ModelSpec, UserDefinedModelWithResidualBlock) {
   EXPECT_EQ(names[4], "2.body.1.weight[32, 32]");
 }
 
+// The built-in resnet18 is torchvision's CIFAR-style ResNet-18 for one input channel:
+// 11,173,962 parameters with three input channels, less 2 x 64 x 9 of the stem.
+TEST(ModelSpec, Resnet18HasTheParametersOfResNet18) {
+  BuiltModel m = build_model("resnet18");
+  EXPECT_EQ(m.num_classes, 10);
+  nn::ParamSet params;
+  m.module->declare(params, "");
+  int64_t weights = 0;
+  for (const auto& p : params.layout())
+    if (p.name.find("running_") == std::string::npos) weights += p.shape.numel();
+  EXPECT_EQ(weights, 11173962 - 2 * 64 * 9);
+  const auto names = names_of(*m.module);
+  EXPECT_NE(std::find(names.begin(), names.end(), "8.shortcut.0.weight[128, 64, 1, 1]"),
+            names.end());
+  EXPECT_EQ(m.module->output_shape(Shape{2, 28, 28, 1}), (Shape{2, 10}));
+}
+
 std::string error_of(const json& spec) {
   try {
     build_model(spec);

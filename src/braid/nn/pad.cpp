@@ -10,8 +10,7 @@ ZeroPad2d::ZeroPad2d(int64_t padding) : pad_(padding) {
 }
 
 Shape ZeroPad2d::output_shape(const Shape& in) const {
-  BRAID_CHECK(in.rank() == 4, "ZeroPad2d: input shape ", in.str(),
-              " is not an image [B, H, W, C]");
+  BRAID_CHECK(in.rank() == 4, "ZeroPad2d: input shape ", in.str(), " is not an image [B, H, W, C]");
   return Shape{in[0], in[1] + 2 * pad_, in[2] + 2 * pad_, in[3]};
 }
 

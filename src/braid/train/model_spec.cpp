@@ -351,10 +351,11 @@ json builtin_model_spec(const std::string& name) {
     // convolution bias (batch norm follows each), and the ReLU after the sum.
     auto conv3 = [](int out, int stride) {
       return json{{"type", "conv2d"}, {"out_channels", out}, {"kernel", 3},
-                  {"stride", stride},  {"padding", 1},       {"bias", false}};
+                  {"stride", stride}, {"padding", 1},        {"bias", false}};
     };
     auto block = [&](int out, int stride) {
-      json b = {{"type", "residual"}, {"layers", {conv3(out, stride), bn, relu, conv3(out, 1), bn}}};
+      json b = {{"type", "residual"},
+                {"layers", {conv3(out, stride), bn, relu, conv3(out, 1), bn}}};
       if (stride != 1)
         b["shortcut"] = {{{"type", "conv2d"},
                           {"out_channels", out},

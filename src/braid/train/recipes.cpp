@@ -32,12 +32,12 @@ const std::map<std::string, json>& recipes() {
                    {"label_smoothing", 0.1}};
     // The usual CIFAR recipe for ResNet-18 (SGD 0.1 at batch 128, momentum 0.9, weight
     // decay 5e-4, cosine), with flips and 4-pixel crops.
-    t["resnet18"] = {{"batch", 128},
-                     {"optimizer",
-                      {{"name", "sgd"}, {"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 5e-4}}},
-                     {"schedule", cosine},
-                     {"augment_flip", true},
-                     {"augment_crop_pad", 4}};
+    t["resnet18"] = {
+        {"batch", 128},
+        {"optimizer", {{"name", "sgd"}, {"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 5e-4}}},
+        {"schedule", cosine},
+        {"augment_flip", true},
+        {"augment_crop_pad", 4}};
     t["gpt-tiny"] = {{"dataset", "text"},
                      {"seq_len", 128},
                      {"batch", 32},
@@ -58,7 +58,7 @@ const std::map<std::string, json>& recipes() {
 }  // namespace
 
 const std::vector<std::string>& builtin_model_names() {
-  static const std::vector<std::string> names{"mlp",      "cnn",       "cnn-bn",
+  static const std::vector<std::string> names{"mlp",      "cnn",      "cnn-bn",
                                               "resnet18", "gpt-tiny", "gpt-small"};
   return names;
 }
