@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-MODELS = ("mlp", "cnn", "cnn-bn", "gpt-tiny", "gpt-small")
+MODELS = ("mlp", "cnn", "cnn-bn", "resnet18", "gpt-tiny", "gpt-small")
 
 
 def mlp():
@@ -59,6 +59,54 @@ def cnn_bn():
         nn.Dropout(0.25),  # 11
         nn.Linear(128, 10),  # 12
     )
+
+
+class Residual(nn.Module):
+    """braid's residual block: body(x) + shortcut(x), or + x without a shortcut; its
+    parameters named "body." and "shortcut." as braid names them."""
+
+    def __init__(self, body, shortcut=None):
+        super().__init__()
+        self.body = body
+        if shortcut is not None:
+            self.shortcut = shortcut
+        self.has_shortcut = shortcut is not None
+
+    def forward(self, x):
+        return self.body(x) + (self.shortcut(x) if self.has_shortcut else x)
+
+
+class GlobalAvgPool(nn.Module):
+    """braid's global_avgpool: the mean over height and width, [B, C] out (one layer, as
+    braid numbers it, where PyTorch would use AdaptiveAvgPool2d and Flatten)."""
+
+    def forward(self, x):
+        return x.mean(dim=(2, 3))
+
+
+def resnet18():
+    """braid's resnet18 (src/braid/train/model_spec.cpp): ResNet-18 with the CIFAR stem on
+    Fashion-MNIST padded to 32 x 32; a strided block's shortcut a 1x1 convolution and batch
+    norm. 11,172,810 parameters. Layer 0 pads, as braid's pad2d."""
+
+    def block(cin, cout, stride):
+        body = nn.Sequential(
+            nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(),
+            nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout))
+        shortcut = None
+        if stride != 1:
+            shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                     nn.BatchNorm2d(cout))
+        return Residual(body, shortcut)
+
+    layers = [nn.ZeroPad2d(2), nn.Conv2d(1, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64),
+              nn.ReLU()]
+    cin = 64
+    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        layers += [block(cin, cout, stride), nn.ReLU(), block(cout, cout, 1), nn.ReLU()]
+        cin = cout
+    layers += [GlobalAvgPool(), nn.Linear(512, 10)]
+    return nn.Sequential(*layers)
 
 
 class CausalSelfAttention(nn.Module):
@@ -155,7 +203,8 @@ def gpt_small():
 
 def build_model(name):
     """Returns a fresh model for one of MODELS (PyTorch default init for image models)."""
-    builders = {"mlp": mlp, "cnn": cnn, "cnn-bn": cnn_bn, "gpt-tiny": GPT, "gpt-small": gpt_small}
+    builders = {"mlp": mlp, "cnn": cnn, "cnn-bn": cnn_bn, "resnet18": resnet18, "gpt-tiny": GPT,
+                "gpt-small": gpt_small}
     if name not in builders:
         raise ValueError(f"unknown model '{name}'; choose one of {', '.join(MODELS)}")
     return builders[name]()
