@@ -31,6 +31,7 @@
 #include "cli/server_client.h"
 #include "cli/stop_signal_wait.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "launch/child_process.h"
@@ -88,11 +89,15 @@ class Agent {
     ::gethostname(name, sizeof name - 1);
     host_ = f_.host.empty() ? name : f_.host;
     id_ = client_
-              .post("/api/v1/workers", {{"host", host_}, {"slots", slots}, {"address", f_.address}})
+              .post("/api/v1/workers", {{"host", host_},
+                                        {"slots", slots},
+                                        {"address", f_.address},
+                                        {"memory", mem_available_bytes().value_or(0)}})
               .at("id")
               .get<int64_t>();
-    std::printf("braid worker %lld (%s, %d slots) serving %s\n", static_cast<long long>(id_),
-                host_.c_str(), slots, client_.url().c_str());
+    std::printf("braid worker %lld (%s, %d slots, %s available) serving %s\n",
+                static_cast<long long>(id_), host_.c_str(), slots,
+                describe_bytes(mem_available_bytes().value_or(0)).c_str(), client_.url().c_str());
     std::fflush(stdout);
   }
 
