@@ -326,21 +326,33 @@ bool JobStore::start(int64_t id, const std::vector<HostRanks>& placement, double
   return db_.changes() == 1;
 }
 
+std::optional<JobStore::HostLists> JobStore::add_host(int64_t id, int64_t worker,
+                                                      const char* column,
+                                                      const std::vector<JobState>& live) {
+  Statement s =
+      db_.prepare(std::string("SELECT state, placement, ") + column + " FROM jobs WHERE id = ?");
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  const JobState state = parse_job_state(s.text(0));
+  if (std::find(live.begin(), live.end(), state) == live.end()) return std::nullopt;
+  HostLists out;
+  out.list = nlohmann::json::parse(s.text(2)).get<std::vector<int64_t>>();
+  for (const auto& h : nlohmann::json::parse(s.text(1)))
+    out.placed.push_back(h.at("worker").get<int64_t>());
+  if (std::find(out.placed.begin(), out.placed.end(), worker) == out.placed.end())
+    return std::nullopt;
+  if (std::find(out.list.begin(), out.list.end(), worker) == out.list.end())
+    out.list.push_back(worker);
+  return out;
+}
+
 bool JobStore::host_started(int64_t id, int64_t worker) {
   const std::lock_guard lock(mu_);
   Database::Transaction t(db_);
-  Statement s = db_.prepare("SELECT state, placement, hosts_started FROM jobs WHERE id = ?");
-  s.bind(1, id);
-  if (!s.step()) return false;
-  const JobState state = parse_job_state(s.text(0));
-  if (state != JobState::starting && state != JobState::running) return false;
-  std::vector<int64_t> placed, started = nlohmann::json::parse(s.text(2));
-  for (const auto& h : nlohmann::json::parse(s.text(1)))
-    placed.push_back(h.at("worker").get<int64_t>());
-  if (std::find(placed.begin(), placed.end(), worker) == placed.end()) return false;
-  if (std::find(started.begin(), started.end(), worker) == started.end()) started.push_back(worker);
+  const auto hosts = add_host(id, worker, "hosts_started", {JobState::starting, JobState::running});
+  if (!hosts) return false;
   db_.prepare("UPDATE jobs SET hosts_started = ?, state = 'running' WHERE id = ?")
-      .bind(1, nlohmann::json(started).dump())
+      .bind(1, nlohmann::json(hosts->list).dump())
       .bind(2, id)
       .run();
   t.commit();
@@ -350,23 +362,15 @@ bool JobStore::host_started(int64_t id, int64_t worker) {
 bool JobStore::host_succeeded(int64_t id, int64_t worker, double now) {
   const std::lock_guard lock(mu_);
   Database::Transaction t(db_);
-  Statement s = db_.prepare("SELECT state, placement, hosts_finished FROM jobs WHERE id = ?");
-  s.bind(1, id);
-  if (!s.step()) return false;
-  const JobState state = parse_job_state(s.text(0));
-  if (is_final(state) || state == JobState::queued) return false;
-  std::vector<int64_t> placed, finished = nlohmann::json::parse(s.text(2));
-  for (const auto& h : nlohmann::json::parse(s.text(1)))
-    placed.push_back(h.at("worker").get<int64_t>());
-  if (std::find(placed.begin(), placed.end(), worker) == placed.end()) return false;
-  if (std::find(finished.begin(), finished.end(), worker) == finished.end())
-    finished.push_back(worker);
-  const bool all = finished.size() == placed.size();
+  const auto hosts = add_host(id, worker, "hosts_finished",
+                              {JobState::starting, JobState::running, JobState::cancelling});
+  if (!hosts) return false;
+  const bool all = hosts->list.size() == hosts->placed.size();
   db_.prepare(
          "UPDATE jobs SET hosts_finished = ?, state = CASE WHEN ? THEN 'succeeded' ELSE state END, "
          "exit_code = CASE WHEN ? THEN 0 ELSE exit_code END, "
          "finished = CASE WHEN ? THEN ? ELSE finished END WHERE id = ?")
-      .bind(1, nlohmann::json(finished).dump())
+      .bind(1, nlohmann::json(hosts->list).dump())
       .bind(2, int64_t{all})
       .bind(3, int64_t{all})
       .bind(4, int64_t{all})

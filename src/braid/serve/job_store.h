@@ -167,6 +167,14 @@ class JobStore {
   };
 
   JobRecord read_job(Statement& s);
+  // In a write transaction: job `id`'s placed workers and its list `column` (hosts_started or
+  // hosts_finished) with `worker` added; nullopt when the job is in none of the `live` states
+  // or `worker` has no share of it.
+  struct HostLists {
+    std::vector<int64_t> placed, list;
+  };
+  std::optional<HostLists> add_host(int64_t id, int64_t worker, const char* column,
+                                    const std::vector<JobState>& live);
   // In a write transaction: how many of a batch of `n` from `first` on the store holds
   // already (skipped), noting the stream's new length.
   int64_t already_stored(int64_t job, const std::string& stream, int64_t first, int64_t n);
