@@ -75,6 +75,20 @@ TEST(ImageFolder, PngImagesDecodeToTheirPixelsAndClassesAreTheSortedFolders) {
       ASSERT_NEAR(x.f32()[r * 784 + p], folder.data.image(original)[p] / 255.0f, 1e-6f)
           << "image " << r << " pixel " << p;
   }
+  // Normalised as (x / 255 - mean) / std, per channel: gray read as 3 equal channels.
+  ImageFolderOptions rgb = o;
+  rgb.channels = 3;
+  rgb.mean = {0.5f, 0.25f, 0.0f};
+  rgb.std = {0.25f, 0.5f, 2.0f};
+  const ImageFolderSource colour(index, rgb);
+  Tensor x3 = Tensor::empty(Shape{1, 28, 28, 3});
+  colour.fill({refs.data(), 1}, FillContext{}, x3, y);
+  const int64_t first = std::stoll(fs::path(index.files[0]).stem());
+  for (int64_t p = 0; p < 28 * 28; ++p)
+    for (int k = 0; k < 3; ++k)
+      ASSERT_NEAR(x3.f32()[p * 3 + k],
+                  (folder.data.image(first)[p] / 255.0f - rgb.mean[k]) / rgb.std[k], 1e-5f)
+          << "pixel " << p << " channel " << k;
   // A test folder is read with the training folder's class numbers.
   folder.write(tmp.file("test"), 1);
   fs::remove_all(tmp.file("test/class-0"));

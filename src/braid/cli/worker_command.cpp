@@ -88,16 +88,16 @@ class Agent {
     char name[256] = {};
     ::gethostname(name, sizeof name - 1);
     host_ = f_.host.empty() ? name : f_.host;
-    id_ = client_
-              .post("/api/v1/workers", {{"host", host_},
-                                        {"slots", slots},
-                                        {"address", f_.address},
-                                        {"memory", mem_available_bytes().value_or(0)}})
-              .at("id")
-              .get<int64_t>();
+    const uint64_t memory = mem_available_bytes().value_or(0);
+    id_ =
+        client_
+            .post("/api/v1/workers",
+                  {{"host", host_}, {"slots", slots}, {"address", f_.address}, {"memory", memory}})
+            .at("id")
+            .get<int64_t>();
     std::printf("braid worker %lld (%s, %d slots, %s available) serving %s\n",
-                static_cast<long long>(id_), host_.c_str(), slots,
-                describe_bytes(mem_available_bytes().value_or(0)).c_str(), client_.url().c_str());
+                static_cast<long long>(id_), host_.c_str(), slots, describe_bytes(memory).c_str(),
+                client_.url().c_str());
     std::fflush(stdout);
   }
 

@@ -91,9 +91,11 @@ void ImageFolderSource::fill(std::span<const SampleRef> samples, const FillConte
     float* dst = in + static_cast<int64_t>(r) * numel;
     float* target = augment ? resized.data() : dst;
     resize_bilinear(image, g.h, g.w, target);
-    for (int64_t p = 0; p < numel; ++p)
-      target[p] =
-          target[p] * scale_[static_cast<size_t>(p % g.c)] + shift_[static_cast<size_t>(p % g.c)];
+    // Per pixel, its channels: no division per value on this per-sample path.
+    for (int64_t p = 0; p < numel; p += g.c)
+      for (int64_t k = 0; k < g.c; ++k)
+        target[p + k] =
+            target[p + k] * scale_[static_cast<size_t>(k)] + shift_[static_cast<size_t>(k)];
     if (augment) {
       Rng rng = sample_rng(ctx, samples[r].position);
       transform_f32(resized.data(), g, draw_crop_flip(ctx.augment, rng), dst);
