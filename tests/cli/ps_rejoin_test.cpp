@@ -305,6 +305,35 @@ TEST(PsRejoin, OverTcpAKilledWorkerRejoinsAndAKilledServerRestarts) {
   EXPECT_TRUE(has_text(out, "[worker 0] done: 300 steps"));
 }
 
+// A server that dies while a restarted worker is rejoining it: the worker waits for the
+// server's restart like any other exchange, rejoins its new process and the job finishes
+// (CI once saw the worker fail here instead). Server 1 is stopped before the worker is
+// killed, so the worker's rejoin is surely waiting on it when it is killed.
+TEST(PsRejoin, AServerKilledWhileAWorkerRejoinsItIsWaitedForAndRejoined) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  auto job = launch_ps(2, 3, 2, ps_args(tmp, "async", 300, "--checkpoint-every 50"));
+  HangGuard guard(job->pid(), kHangLimit);
+  const pid_t server = nth_pid(*job, "ps 1");
+  const pid_t worker = nth_pid(*job, "worker 2");
+  ASSERT_GT(server, 0) << job->output();
+  ASSERT_GT(worker, 0) << job->output();
+  ASSERT_TRUE(job->wait_for("[worker 0] epoch 1/1  step 60/")) << job->output();
+  ASSERT_EQ(::kill(server, SIGSTOP), 0);
+  ASSERT_EQ(::kill(worker, SIGKILL), 0);
+  ASSERT_TRUE(job->wait_for("ps server 0: worker 2 rejoined")) << job->output();
+  ASSERT_EQ(::kill(server, SIGKILL), 0);
+  const int code = job->finish();
+  ASSERT_FALSE(guard.fired()) << "the job hung:\n" << job->output();
+  EXPECT_EQ(code, 0) << job->output();
+  const std::string& out = job->output();
+  EXPECT_TRUE(has_text(out, "ps server 1: restarted (restart 1); reloaded its range"));
+  EXPECT_TRUE(has_text(out, "[worker 2] [braid W] ps worker 2: reconnected to ps 1 (restart 1)"));
+  EXPECT_TRUE(has_text(out, "ps server 1: worker 2 rejoined (restart 1) at step"));
+  EXPECT_TRUE(has_text(out, "[worker 0] done: 300 steps"));
+  EXPECT_FALSE(has_text(out, "lost on the way"));
+}
+
 // Restarts used up: the restarted worker killed again is lost as in a job without restarts
 // (async goes on), and the servers are told not to wait for it.
 TEST(PsRejoin, AWorkerKilledWithNoRestartsLeftIsLostAsBefore) {

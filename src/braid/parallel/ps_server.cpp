@@ -182,7 +182,11 @@ std::chrono::milliseconds PsServer::look_at_restarts() {
 
 void PsServer::rejoin(int worker) {
   const auto w = static_cast<size_t>(worker);
-  const int incarnation = comebacks_[w] ? comebacks_[w]->incarnation : 0;
+  // A server restarted after the worker was heard of the worker's restart as old news.
+  const int incarnation = comebacks_[w] ? comebacks_[w]->incarnation
+                          : options_.restarts
+                              ? options_.restarts->incarnation(world_->global_rank(worker))
+                              : 0;
   comebacks_[w].reset();
   awaiting_word_[w].reset();
   silent_since_restart_[w] = false;

@@ -1,8 +1,10 @@
 #include "parallel/ps_worker.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <exception>
+#include <thread>
 #include <utility>
 
 #include "comm/collectives.h"
@@ -10,6 +12,11 @@
 #include "core/timer.h"
 
 namespace braid::parallel {
+
+namespace {
+// How often a restarted worker's rejoin looks at the launcher's word on the server it asks.
+constexpr auto kRejoinPollEvery = std::chrono::milliseconds(50);
+}  // namespace
 
 PsWorker::PsWorker(std::unique_ptr<nn::Module> module, StepOptions options,
                    std::shared_ptr<comm::Group> world, PsLayout layout,
@@ -37,6 +44,7 @@ PsWorker::PsWorker(std::unique_ptr<nn::Module> module, StepOptions options,
   push_.requests.assign(ranges_.size(), PsRequest{});
   push_.ids.assign(ranges_.size(), Ids{});
   pull_arrived_.assign(ranges_.size(), true);
+  attached_.assign(ranges_.size(), 0);
   if (push_encoder_) {
     for (const KeyRange& r : ranges_) {
       push_memory_.emplace_back(static_cast<size_t>(r.size()), 0.0f);
@@ -58,8 +66,12 @@ void PsWorker::on_use(int64_t begin, int64_t end) {
   waited_in_forward_ += watch.elapsed();
 }
 
-int PsWorker::server_incarnation(int s) const {
-  return restarts_ ? restarts_->incarnation(layout_.server_rank(s)) : 0;
+void PsWorker::set_restarts(std::shared_ptr<PsRestarts> restarts) {
+  restarts_ = std::move(restarts);
+  // A restarted worker starts here: each server's process of now connects to it as it
+  // learns of the restart.
+  for (int s = 0; s < layout_.servers; ++s)
+    attached_[static_cast<size_t>(s)] = restarts_->incarnation(layout_.server_rank(s));
 }
 
 PsWorker::Ids PsWorker::start_pull_from(int s, int64_t step) {
@@ -145,10 +157,7 @@ int64_t PsWorker::rejoin() {
     const auto i = static_cast<size_t>(s);
     // The servers connect to this process as they learn of its restart: until then the
     // exchange waits (the job's deadline bounds it, naming the server).
-    const comm::RequestId got =
-        world_->irecv(layout_.server_rank(s), kRejoinTag, &replies[i], sizeof(PsRejoinReply));
-    request_once(s, {.kind = PsRequestKind::rejoin, .worker = world_->rank()});
-    wait_server(s, {got}, "rejoining the job");
+    rejoin_server(s, &replies[i]);
     versions_[i] = replies[i].version;
     step = std::max(step, replies[i].step);
     if (replies[i].stop_at >= 0 && (stop_at_ < 0 || replies[i].stop_at < stop_at_)) {
@@ -161,22 +170,76 @@ int64_t PsWorker::rejoin() {
   return step;
 }
 
+void PsWorker::rejoin_server(int s, PsRejoinReply* reply) {
+  const int rank = layout_.server_rank(s);
+  const comm::Deadline until = world_->deadline();
+  const auto release = [&](const Ids& ids) {
+    for (const comm::RequestId id : ids) {
+      try {
+        world_->test(id);  // a request the reconnection failed: released
+      } catch (const Error&) {
+      }
+    }
+  };
+  for (;;) {
+    const int incarnation = server_incarnation(s);
+    const PsRequest request{.kind = PsRequestKind::rejoin, .worker = world_->rank()};
+    Ids ids = {world_->irecv(rank, kRejoinTag, reply, sizeof(PsRejoinReply)),
+               world_->isend(rank, kRequestTag, &request, sizeof request)};
+    std::optional<comm::RankRestart> word;
+    try {
+      for (;;) {
+        std::erase_if(ids, [&](comm::RequestId id) { return world_->test(id); });
+        if (ids.empty()) return;
+        if (until.expired())
+          BRAID_THROW(TimeoutError, "ps worker ", world_->rank(),
+                      ": no answer from parameter server ps ", s, " (rank ", rank,
+                      "), rejoining the job, within ", until.waited_seconds(),
+                      " s (raise BRAID_TIMEOUT_S if the servers need longer)");
+        // The poll of the launcher's word paces this loop.
+        if (!restarts_) {
+          std::this_thread::sleep_for(kRejoinPollEvery);
+          continue;
+        }
+        word =
+            restarts_->await_decision(rank, incarnation, comm::Deadline::after(kRejoinPollEvery));
+        if (word) break;
+      }
+    } catch (const comm::PeerError& e) {
+      reconnect(s, incarnation, e);
+      release(ids);
+      continue;
+    }
+    connect_restarted(
+        s, *word,
+        comm::PeerError(detail::concat("ps worker ", world_->rank(), ": ps ", s, " (rank ", rank,
+                                       ") died while this restarted "
+                                       "worker was rejoining it")));
+    release(ids);
+  }
+}
+
 void PsWorker::reconnect(int s, int incarnation, const comm::PeerError& e) {
   if (!restarts_) throw e;
   const int rank = layout_.server_rank(s);
-  if (restarts_->incarnation(rank) > incarnation) return;  // reconnected since
+  if (server_incarnation(s) > incarnation) return;  // reconnected since
   // The launcher writes its word as it reaps the dead process.
   const std::optional<comm::RankRestart> word =
       restarts_->await_decision(rank, incarnation, comm::Deadline::after(std::chrono::seconds(10)));
   if (!word)
     BRAID_THROW(comm::PeerError, e.what(),
                 "; the launcher said nothing about restarting it within 10 s");
-  if (!word->restarted)
+  connect_restarted(s, *word, e);
+}
+
+void PsWorker::connect_restarted(int s, const comm::RankRestart& word, const comm::PeerError& e) {
+  const int rank = layout_.server_rank(s);
+  if (!word.restarted)
     BRAID_THROW(comm::PeerError, e.what(),
                 "; the launcher does not restart it (no restarts left, or it exited with an "
                 "error of its own: see its output)");
   log_warn("ps worker ", world_->rank(), ": ps ", s, " (rank ", rank,
-           ") died and is being restarted (restart ", word->incarnation + 1,
+           ") died and is being restarted (restart ", word.incarnation + 1,
            "); waiting for it (within ", world_->timeout().count() / 1000.0, " s)");
   try {
     restarts_->connect(*world_, rank, world_->deadline());
@@ -185,8 +248,9 @@ void PsWorker::reconnect(int s, int incarnation, const comm::PeerError& e) {
                 " was restarted, but its new process did not connect: ", err.what(),
                 " (raise BRAID_TIMEOUT_S if it needs longer to start)");
   }
+  attached_[static_cast<size_t>(s)] = restarts_->incarnation(rank);
   log_warn("ps worker ", world_->rank(), ": reconnected to ps ", s, " (restart ",
-           word->incarnation + 1, ") at step ", next_step_,
+           server_incarnation(s), ") at step ", next_step_,
            "; the updates its range had since the run's last checkpoint are lost");
 }
 

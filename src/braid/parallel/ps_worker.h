@@ -103,7 +103,7 @@ class PsWorker : public Strategy {
   std::string stop_unfinished_reason() const override;
   // The launcher restarts the job's dead processes: reconnect to restarted servers, and mark
   // this worker's run done in the store when it finishes.
-  void set_restarts(std::shared_ptr<PsRestarts> restarts) { restarts_ = std::move(restarts); }
+  void set_restarts(std::shared_ptr<PsRestarts> restarts);
   // A restarted worker: tells every server it is back and returns the step it goes on at
   // (the latest any server gives: PsShard::rejoin_worker); a stop already decided is taken.
   int64_t rejoin();
@@ -149,16 +149,27 @@ class PsWorker : public Strategy {
   void request_once(int server, const PsRequest& r);
   // Waits on requests to server s alone; its failure becomes an error naming it and `what`.
   void wait_server(int s, const Ids& ids, const char* what);
+  // Asks server s where this restarted worker goes on, into *reply. Its process may never
+  // have connected to this one (it does so as it learns of the restart), so its death would
+  // fail no request here: the launcher's word on it is watched too, and a server restarted
+  // meanwhile is reconnected and asked again.
+  void rejoin_server(int s, PsRejoinReply* reply);
   // Server s failed (`e`) while talking to its process `incarnation`: rethrows unless the
   // launcher restarted it, else connects to the new process (at once when that happened
   // already) and returns, the caller redoing what must be redone.
   void reconnect(int s, int incarnation, const comm::PeerError& e);
-  int server_incarnation(int s) const;
+  // The rest of it, given the launcher's word on the dead process.
+  void connect_restarted(int s, const comm::RankRestart& word, const comm::PeerError& e);
+  // The process of server s this worker's transport talks to (its restarts before it). Not
+  // the latest the launcher's log knows of: a look at the log for one server reads every
+  // server's restarts, before this worker has connected to them.
+  int server_incarnation(int s) const { return attached_.at(static_cast<size_t>(s)); }
 
   std::shared_ptr<comm::Group> world_;
   std::shared_ptr<comm::Group> workers_;  // null on a restarted worker
   PsLayout layout_;
   std::shared_ptr<PsRestarts> restarts_;
+  std::vector<int> attached_;  // server_incarnation()
   std::vector<KeyRange> ranges_;
   std::vector<int64_t> versions_;
   std::vector<PsPullReply> replies_;
