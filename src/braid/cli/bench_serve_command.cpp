@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -66,6 +67,16 @@ void run_serve_bench(const ServeBenchFlags& f) {
 
   std::atomic<bool> stop{false};
   std::atomic<int64_t> sent{0}, failed_posts{0};
+  std::mutex failures_mu;
+  std::map<std::string, int64_t> failures;  // why calls failed, as the client saw it
+  const auto why = [](const httplib::Result& r) {
+    return r ? "HTTP " + std::to_string(r->status) : httplib::to_string(r.error());
+  };
+  const auto note_failure = [&](const httplib::Result& r) {
+    ++failed_posts;
+    const std::lock_guard lock(failures_mu);
+    ++failures["event post: " + why(r)];
+  };
   std::vector<std::thread> threads;
   for (const int64_t job : jobs)
     for (int rank = 0; rank < f.ranks; ++rank)
@@ -90,7 +101,7 @@ void run_serve_bench(const ServeBenchFlags& f) {
           if (r && r->status == 200)
             ++sent;
           else
-            ++failed_posts;
+            note_failure(r);
           const double next = static_cast<double>(step) * period;
           const double wait = next - clock.elapsed();
           if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
@@ -117,6 +128,8 @@ void run_serve_bench(const ServeBenchFlags& f) {
           if (counted) mine.push_back(w.elapsed() * 1e3);
         } else {
           ++failed_reads;
+          const std::lock_guard lock(failures_mu);
+          ++failures["status call: " + why(r)];
         }
         if (f.client_rate <= 0) continue;
         const double wait = static_cast<double>(call) / f.client_rate - clock.elapsed();
@@ -146,7 +159,8 @@ void run_serve_bench(const ServeBenchFlags& f) {
                     {"failed_status_calls", failed_reads.load()},
                     {"events_sent", sent.load()},
                     {"events_stored", stored},
-                    {"failed_event_posts", failed_posts.load()}};
+                    {"failed_event_posts", failed_posts.load()},
+                    {"failures", failures}};
   if (f.json_out) {
     std::printf("%s\n", out.dump().c_str());
     return;
@@ -164,6 +178,8 @@ void run_serve_bench(const ServeBenchFlags& f) {
       static_cast<long long>(failed_reads.load()), static_cast<long long>(sent.load()),
       static_cast<long long>(stored), static_cast<long long>(sent.load() - stored),
       static_cast<long long>(failed_posts.load()));
+  for (const auto& [what, count] : failures)
+    std::printf("  failed: %lld x %s\n", static_cast<long long>(count), what.c_str());
 }
 
 }  // namespace

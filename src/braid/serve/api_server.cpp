@@ -1,6 +1,7 @@
 #include "serve/api_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cctype>
@@ -32,6 +33,7 @@ double unix_now() {
 // whenever a browser accepts "br", at Brotli's slowest setting: a page of 20,000 events took
 // 4.7 s instead of 0.15 s. The charset parameter (valid for JSON) keeps answers as they are.
 constexpr const char* kJson = "application/json; charset=utf-8";
+constexpr int kListenBacklog = 1024;
 
 void reply(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -139,6 +141,14 @@ ApiServer::ApiServer(JobStore& store, ApiOptions options)
   // Small answers on kept connections: without it, Nagle and the peer's delayed ACK hold
   // each one 40 ms.
   http_->set_tcp_nodelay(true);
+  // cpp-httplib's own options set SO_REUSEPORT, so a second server on the same port would
+  // start and take half the connections; SO_REUSEADDR alone lets a restarted server listen
+  // while its predecessor's connections linger in TIME_WAIT.
+  http_->set_socket_options([this](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_socket_ = sock;
+  });
   add_routes();
 }
 
@@ -150,6 +160,10 @@ void ApiServer::start() {
               : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
   BRAID_CHECK(port_ > 0, "braid serve: cannot listen on ", options_.host, ":", options_.port,
               " (in use, or not an address of this host); choose another --port or --host");
+  // Debian's cpp-httplib is built with a listen backlog of 5: a hundred clients connecting
+  // at once overflowed it, and their first calls failed a second later. Listening again
+  // on a bound socket sets its queue's length.
+  if (listen_socket_ >= 0) ::listen(listen_socket_, kListenBacklog);
   thread_ = std::make_unique<Thread>();
   thread_->thread = std::thread([this] { http_->listen_after_bind(); });
   thread_->ticker = std::thread([this] {

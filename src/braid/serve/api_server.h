@@ -89,6 +89,7 @@ class ApiServer {
   std::unique_ptr<httplib::Server> http_;
   std::mutex schedule_mu_;
   int port_ = 0;
+  int listen_socket_ = -1;  // set as cpp-httplib makes it
   struct Thread;
   std::unique_ptr<Thread> thread_;
 };

@@ -32,7 +32,11 @@ std::string new_token() {
 std::string token_hash(std::string_view token) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
-  BRAID_CHECK(EVP_Digest(token.data(), token.size(), digest, &size, EVP_sha256(), nullptr) == 1,
+  // Fetched once: OpenSSL 3 looks EVP_sha256() up again in every call, under a lock all the
+  // server's threads share.
+  static EVP_MD* const sha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  BRAID_CHECK(sha256 != nullptr, "braid serve: OpenSSL has no SHA-256");
+  BRAID_CHECK(EVP_Digest(token.data(), token.size(), digest, &size, sha256, nullptr) == 1,
               "braid serve: OpenSSL's SHA-256 failed");
   return hex(digest, size);
 }

@@ -193,10 +193,10 @@ std::optional<std::pair<User, std::string>> JobStore::bootstrap_admin() {
 
 std::optional<User> JobStore::user_for_token(const std::string& token) {
   Lease reader(*this);
-  Statement s = reader.db().prepare("SELECT id, name, admin FROM users WHERE token_hash = ?");
-  s.bind(1, token_hash(token));
-  if (!s.step()) return std::nullopt;
-  return User{s.integer(0), s.text(1), s.integer(2) != 0};
+  Database::Cached s = reader.db().cached("SELECT id, name, admin FROM users WHERE token_hash = ?");
+  s->bind(1, token_hash(token));
+  if (!s->step()) return std::nullopt;
+  return User{s->integer(0), s->text(1), s->integer(2) != 0};
 }
 
 JobRecord JobStore::submit(int64_t user, const std::string& name, const nlohmann::json& config,
@@ -250,10 +250,10 @@ JobRecord JobStore::read_job(Statement& s) {
 
 std::optional<JobRecord> JobStore::job(int64_t id) {
   Lease reader(*this);
-  Statement s = reader.db().prepare(std::string(kJobColumns) + "WHERE jobs.id = ?");
-  s.bind(1, id);
-  if (!s.step()) return std::nullopt;
-  return read_job(s);
+  Database::Cached s = reader.db().cached(std::string(kJobColumns) + "WHERE jobs.id = ?");
+  s->bind(1, id);
+  if (!s->step()) return std::nullopt;
+  return read_job(*s);
 }
 
 std::vector<JobRecord> JobStore::jobs(std::optional<int64_t> user) {
@@ -383,13 +383,16 @@ bool JobStore::host_succeeded(int64_t id, int64_t worker, double now) {
 
 int64_t JobStore::already_stored(int64_t job, const std::string& stream, int64_t first, int64_t n) {
   if (first < 0) return 0;
-  Statement known = db_.prepare("SELECT length FROM streams WHERE job = ? AND stream = ?");
-  known.bind(1, job).bind(2, stream);
-  const int64_t length = known.step() ? known.integer(0) : 0;
-  db_.prepare(
+  int64_t length = 0;
+  {
+    Database::Cached known = db_.cached("SELECT length FROM streams WHERE job = ? AND stream = ?");
+    known->bind(1, job).bind(2, stream);
+    if (known->step()) length = known->integer(0);
+  }
+  db_.cached(
          "INSERT INTO streams (job, stream, length) VALUES (?, ?, ?) ON CONFLICT(job, stream) "
          "DO UPDATE SET length = max(length, excluded.length)")
-      .bind(1, job)
+      ->bind(1, job)
       .bind(2, stream)
       .bind(3, first + n)
       .run();
@@ -400,18 +403,24 @@ int64_t JobStore::append_events(int64_t job, int rank, const std::vector<nlohman
                                 int64_t first) {
   const std::lock_guard lock(mu_);
   Database::Transaction t(db_);
-  Statement count = db_.prepare("SELECT events FROM jobs WHERE id = ?");
-  count.bind(1, job);
-  BRAID_CHECK(count.step(), "no job ", job);
-  int64_t seq = count.integer(0);
+  int64_t seq = 0;
+  {
+    Database::Cached count = db_.cached("SELECT events FROM jobs WHERE id = ?");
+    count->bind(1, job);
+    BRAID_CHECK(count->step(), "no job ", job);
+    seq = count->integer(0);
+  }
   const int64_t skip = already_stored(job, "events of rank " + std::to_string(rank), first,
                                       static_cast<int64_t>(records.size()));
-  Statement insert = db_.prepare("INSERT INTO events (job, seq, rank, record) VALUES (?, ?, ?, ?)");
-  for (size_t i = static_cast<size_t>(skip); i < records.size(); ++i) {
-    insert.bind(1, job).bind(2, ++seq).bind(3, int64_t{rank}).bind(4, records[i].dump()).run();
-    insert.reset();
+  {
+    Database::Cached insert =
+        db_.cached("INSERT INTO events (job, seq, rank, record) VALUES (?, ?, ?, ?)");
+    for (size_t i = static_cast<size_t>(skip); i < records.size(); ++i) {
+      insert->bind(1, job).bind(2, ++seq).bind(3, int64_t{rank}).bind(4, records[i].dump()).run();
+      insert->reset();
+    }
   }
-  db_.prepare("UPDATE jobs SET events = ? WHERE id = ?").bind(1, seq).bind(2, job).run();
+  db_.cached("UPDATE jobs SET events = ? WHERE id = ?")->bind(1, seq).bind(2, job).run();
   t.commit();
   return seq;
 }
@@ -443,9 +452,9 @@ std::string JobStore::events_since_json(int64_t job, int64_t after, int limit) {
 
 int64_t JobStore::event_count(int64_t job) {
   Lease reader(*this);
-  Statement s = reader.db().prepare("SELECT events FROM jobs WHERE id = ?");
-  s.bind(1, job);
-  return s.step() ? s.integer(0) : 0;
+  Database::Cached s = reader.db().cached("SELECT events FROM jobs WHERE id = ?");
+  s->bind(1, job);
+  return s->step() ? s->integer(0) : 0;
 }
 
 void JobStore::append_logs(int64_t job, const std::vector<std::pair<int, std::string>>& lines,

@@ -101,7 +101,16 @@ Database::Database(const std::string& path) : path_(path) {
   }
 }
 
-Database::~Database() { sqlite3_close(db_); }
+Database::~Database() {
+  cache_.clear();  // a connection with statements left open would not close
+  sqlite3_close(db_);
+}
+
+Database::Cached Database::cached(const std::string& sql) {
+  std::unique_ptr<Statement>& s = cache_[sql];
+  if (!s) s = std::make_unique<Statement>(db_, sql, path_);
+  return Cached(*s);
+}
 
 void Database::exec(std::string_view sql) {
   const std::string text(sql);

@@ -12,9 +12,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -60,6 +62,21 @@ class Database {
 
   void exec(std::string_view sql);  // statements without parameters (the schema)
   Statement prepare(std::string_view sql) { return Statement(db_, sql, path_); }
+  // The hot paths' statements, parsed once per connection and kept: the handle resets its
+  // statement when it goes, so a read never holds its snapshot past its use.
+  class Cached {
+   public:
+    explicit Cached(Statement& s) : s_(s) {}
+    ~Cached() { s_.reset(); }
+    Cached(const Cached&) = delete;
+    Cached& operator=(const Cached&) = delete;
+    Statement& operator*() { return s_; }
+    Statement* operator->() { return &s_; }
+
+   private:
+    Statement& s_;
+  };
+  Cached cached(const std::string& sql);
   int64_t last_insert_id() const;
   int changes() const;
   const std::string& path() const { return path_; }
@@ -82,6 +99,7 @@ class Database {
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
+  std::unordered_map<std::string, std::unique_ptr<Statement>> cache_;  // finalized before the close
 };
 
 }  // namespace braid::serve
