@@ -42,6 +42,6 @@ for r in $(seq "$rounds"); do
   timeout 60 chromium --headless=new --no-sandbox --disable-gpu --no-first-run \
     --user-data-dir="$dir/profile" --enable-logging=stderr --window-size=1400,1000 \
     "$url/#token=$token&job=$id" > "$dir/chromium.log" 2>&1 || true
-  echo "round $r: $(grep -o 'braid dashboard: first render [0-9]* ms, [0-9]* points' \
+  echo "round $r: $(grep -o 'braid dashboard: first render [0-9]* ms, [0-9]* points[^"]*' \
     "$dir/chromium.log" | head -1 | sed 's/braid dashboard: //')"
 done
