@@ -231,7 +231,7 @@ TEST(DeepSpeedConfig, SchedulersBraidCannotMatchAreRefusedByName) {
       {"total_num_steps": 10, "warmup_num_steps": 10}}})"));
   EXPECT_TRUE(contains(e, "scheduler.params.total_num_steps")) << e;
   e = error_of(json::parse(R"({"scheduler": {"type": "WarmupCosineLR", "params":
-      {"total_num_steps": 100, "warmup_min_ratio": 0.1}}})"));
+      {"total_num_steps": 2000, "warmup_min_ratio": 0.1}}})"));
   EXPECT_TRUE(contains(e, "scheduler.params.warmup_min_ratio")) << e;
   e = error_of(
       json::parse(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_type": "exp"}}})"));
