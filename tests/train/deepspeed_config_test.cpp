@@ -169,13 +169,76 @@ TEST(DeepSpeedConfig, Optimizers) {
   EXPECT_TRUE(contains(e, "optimizer.params.amsgrad")) << e;
 }
 
+TEST(DeepSpeedConfig, WarmupSchedulersMapOntoBraidsSchedule) {
+  DeepSpeedMapping m = map(json::parse(R"({"optimizer": {"type": "Adam", "params": {"lr": 0.5}},
+      "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0.01, "warmup_max_lr": 0.1,
+      "warmup_num_steps": 10, "warmup_type": "linear"}}})"));
+  json s = m.config["schedule"];
+  EXPECT_EQ(s["name"], "constant");
+  EXPECT_EQ(s["warmup_steps"], 10);
+  EXPECT_EQ(s["warmup_type"], "linear");
+  EXPECT_DOUBLE_EQ(s["warmup_start_ratio"].get<double>(), 0.1);
+  EXPECT_EQ(s["lag_steps"], 1);
+  EXPECT_EQ(m.config["optimizer"]["lr"], 0.1);  // warmup_max_lr replaces the optimizer's lr
+  ASSERT_EQ(m.notes.size(), 1u);
+  EXPECT_TRUE(contains(m.notes[0], "warmup_max_lr")) << m.notes[0];
+
+  // DeepSpeed's defaults: log, 1000 steps, from 0 to 0.001.
+  s = map({{"scheduler", {{"type", "WarmupLR"}}}}).config["schedule"];
+  EXPECT_EQ(s["warmup_type"], "log");
+  EXPECT_EQ(s["warmup_steps"], 1000);
+  EXPECT_EQ(s["warmup_start_ratio"], 0.0);
+  // warmup_num_steps below 2 is 2 in DeepSpeed.
+  m = map(json::parse(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 0}}})"));
+  EXPECT_EQ(m.config["schedule"]["warmup_steps"], 2);
+  EXPECT_EQ(m.notes.size(), 1u);
+
+  s = map(json::parse(R"({"scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps":
+      30, "warmup_min_lr": 0.01, "warmup_max_lr": 0.1, "warmup_num_steps": 10}}})"))
+          .config["schedule"];
+  EXPECT_EQ(s["name"], "linear");
+  EXPECT_EQ(s["total_steps"], 30);
+  EXPECT_EQ(s["min_lr"], 0.01);
+  EXPECT_EQ(s["warmup_type"], "log");
+
+  m = map(json::parse(R"({"optimizer": {"type": "AdamW", "params": {"lr": 0.3}},
+      "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 30,
+      "warmup_num_steps": 10, "cos_min_ratio": 0.1}}})"));
+  s = m.config["schedule"];
+  EXPECT_EQ(s["name"], "warmup_cosine");
+  EXPECT_EQ(s["total_steps"], 30);
+  EXPECT_EQ(s["min_ratio"], 0.1);
+  EXPECT_EQ(s["warmup_start_ratio"], 0.0);
+  EXPECT_EQ(m.config["optimizer"]["lr"], 0.3);  // ratios of the optimizer's lr
+  // The mapped config is a valid braid config.
+  TrainConfig c = config_from_json(m.config);
+  EXPECT_EQ(c.schedule.name, "warmup_cosine");
+  EXPECT_EQ(c.schedule.lag_steps, 1);
+  EXPECT_DOUBLE_EQ(c.schedule.min_ratio, 0.1);
+}
+
 TEST(DeepSpeedConfig, SchedulersBraidCannotMatchAreRefusedByName) {
-  for (const char* type : {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle"}) {
+  for (const char* type : {"OneCycle", "LRRangeTest"}) {
     const std::string e = error_of({{"scheduler", {{"type", type}, {"params", json::object()}}}});
     EXPECT_TRUE(contains(e, "scheduler.type")) << e;
     EXPECT_TRUE(contains(e, type)) << e;
     EXPECT_TRUE(contains(e, "schedule.warmup_steps")) << e;
   }
+  std::string e = error_of(json::parse(
+      R"({"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": 10}}})"));
+  EXPECT_TRUE(contains(e, "scheduler.params.total_num_steps")) << e;
+  e = error_of(json::parse(R"({"scheduler": {"type": "WarmupCosineLR", "params":
+      {"total_num_steps": 10, "warmup_num_steps": 10}}})"));
+  EXPECT_TRUE(contains(e, "scheduler.params.total_num_steps")) << e;
+  e = error_of(json::parse(R"({"scheduler": {"type": "WarmupCosineLR", "params":
+      {"total_num_steps": 2000, "warmup_min_ratio": 0.1}}})"));
+  EXPECT_TRUE(contains(e, "scheduler.params.warmup_min_ratio")) << e;
+  e = error_of(
+      json::parse(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_type": "exp"}}})"));
+  EXPECT_TRUE(contains(e, "scheduler.params.warmup_type")) << e;
+  e = error_of(
+      json::parse(R"({"scheduler": {"type": "WarmupLR", "params": {"cycle_min_lr": 0.1}}})"));
+  EXPECT_TRUE(contains(e, "scheduler.params.cycle_min_lr")) << e;
 }
 
 TEST(DeepSpeedConfig, UnknownAndUnsupportedKeysAreNamed) {

@@ -17,11 +17,16 @@
 namespace braid::train {
 
 struct ScheduleSettings {
-  std::string name = "constant";  // constant, step, cosine
+  std::string name = "constant";  // constant, step, cosine, linear, warmup_cosine
   int64_t warmup_steps = 0;
+  std::string warmup_type = "factor";  // factor, linear, log
+  double warmup_start_ratio = 0.0;     // linear, log warm-ups
+  int64_t total_steps = 0;             // 0: the run's length
   int64_t step_size = 1000;
   double gamma = 0.1;
   double min_lr = 0.0;
+  double min_ratio = 0.0;  // warmup_cosine
+  int64_t lag_steps = 0;
 };
 
 struct TrainConfig {

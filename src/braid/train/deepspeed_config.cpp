@@ -384,31 +384,120 @@ class Mapper {
     }
   }
 
+  // DeepSpeed's WarmupLR, WarmupDecayLR and WarmupCosineLR (deepspeed/runtime/lr_schedules.py).
+  // DeepSpeed sets the lr once when the scheduler is built (the first optimizer step's) and
+  // steps the scheduler after each optimizer step, so optimizer step s >= 1 runs at its
+  // formula at iteration s - 1 and step 0 at its initial value: braid's schedule.lag_steps 1.
+  // With W = max(2, warmup_num_steps) and i the iteration, the warm-up (i < W) is
+  // start + (peak - start) * g, g = ln(i + 1) / ln(W) ('log') or i / W ('linear'); then
+  // WarmupLR holds warmup_max_lr, WarmupDecayLR decays linearly to warmup_min_lr at
+  // total_num_steps T, WarmupCosineLR is lr x (cos_min_ratio + (1 - cos_min_ratio) x
+  // (1 + cos(pi (i - W + 1) / (T - W))) / 2).
   void scheduler(const json& v) {
     object("scheduler", v);
+    check_keys("scheduler", v, {"type", "params"});
     const std::string type =
         v.contains("type") && v["type"].is_string() ? v["type"].get<std::string>() : "";
-    const std::string offer =
-        "; braid's schedules are schedule.name constant, step or cosine (over the whole run) "
-        "with schedule.warmup_steps W (lr x (s+1)/W at step s): set them in --config instead";
-    if (type == "WarmupLR")
+    if (type != "WarmupLR" && type != "WarmupDecayLR" && type != "WarmupCosineLR")
       refuse("scheduler.type",
-             "is WarmupLR: it ramps from warmup_min_lr to warmup_max_lr, logarithmically by "
-             "default ('log') or as s/W ('linear'), which braid's warm-up does not give" +
-                 offer);
-    if (type == "WarmupDecayLR")
-      refuse("scheduler.type",
-             "is WarmupDecayLR: braid has no linear decay to total_num_steps nor "
-             "DeepSpeed's warm-up from warmup_min_lr" +
-                 offer);
-    if (type == "WarmupCosineLR")
-      refuse("scheduler.type",
-             "is WarmupCosineLR: its cosine starts after the warm-up and ends at "
-             "total_num_steps, braid's spans the run from step 0" +
-                 offer);
-    refuse("scheduler.type", "is " +
-                                 (v.contains("type") ? v["type"].dump() : std::string("missing")) +
-                                 ": braid has no such schedule" + offer);
+             "is " + (v.contains("type") ? v["type"].dump() : std::string("missing")) +
+                 ": braid maps WarmupLR, WarmupDecayLR and WarmupCosineLR; for another, set "
+                 "braid's schedule.name (constant, step, cosine, linear, warmup_cosine), "
+                 "schedule.warmup_steps and schedule.warmup_type in --config instead");
+    const json params = v.value("params", json::object());
+    object("scheduler.params", params);
+    const bool cosine = type == "WarmupCosineLR";
+    std::vector<std::string> known = {"warmup_num_steps", "warmup_type", "last_batch_iteration"};
+    if (type != "WarmupLR") known.push_back("total_num_steps");
+    if (cosine) {
+      known.insert(known.end(), {"warmup_min_ratio", "cos_min_ratio"});
+    } else {
+      known.insert(known.end(), {"warmup_min_lr", "warmup_max_lr"});
+    }
+    check_keys("scheduler.params", params, known);
+    const auto key = [](const char* k) { return std::string("scheduler.params.") + k; };
+    if (params.contains("last_batch_iteration"))
+      require(key("last_batch_iteration"), params["last_batch_iteration"], json(-1),
+              "a run starts at step 0; braid resumes from its own checkpoints");
+    json& s = out_.config["schedule"];
+    s = json::object();
+    const int64_t given = params.contains("warmup_num_steps")
+                              ? integer(key("warmup_num_steps"), params["warmup_num_steps"], 0)
+                              : 1000;
+    const int64_t warmup = std::max<int64_t>(2, given);  // DeepSpeed's max(2, ...)
+    if (warmup != given)
+      out_.notes.push_back(source_ + ": 'scheduler.params.warmup_num_steps' " +
+                           std::to_string(given) + " is 2 in DeepSpeed (at least 2 steps)");
+    std::string ramp = "log";
+    if (params.contains("warmup_type")) {
+      const json& t = params["warmup_type"];
+      if (t != json("log") && t != json("linear"))
+        refuse(key("warmup_type"), "is " + t.dump() + "; braid maps 'log' and 'linear'");
+      ramp = t.get<std::string>();
+    }
+    s["warmup_steps"] = warmup;
+    s["warmup_type"] = ramp;
+    s["lag_steps"] = 1;
+    int64_t total = 0;
+    if (type != "WarmupLR") {
+      if (!params.contains("total_num_steps"))
+        refuse(key("total_num_steps"), "is required by " + type);
+      total = integer(key("total_num_steps"), params["total_num_steps"], 1);
+      if (total <= warmup)
+        refuse(key("total_num_steps"), "is " + std::to_string(total) +
+                                           ": braid needs it > the warm-up's " +
+                                           std::to_string(warmup) + " steps (warmup_num_steps)");
+      s["total_steps"] = total;
+    }
+    if (cosine) {
+      const double start = params.contains("warmup_min_ratio")
+                               ? number(key("warmup_min_ratio"), params["warmup_min_ratio"], 0)
+                               : 0.0;
+      if (start != 0)
+        refuse(key("warmup_min_ratio"),
+               "is " + params["warmup_min_ratio"].dump() +
+                   ": DeepSpeed's WarmupCosineLR runs its first step at lr 0 whatever the "
+                   "ratio (its value before the first step()), and braid's warm-up would start "
+                   "at the ratio; braid maps only 0 (the default)");
+      const double floor = params.contains("cos_min_ratio")
+                               ? number(key("cos_min_ratio"), params["cos_min_ratio"], 0)
+                               : 0.0001;
+      if (floor > 1)
+        refuse(key("cos_min_ratio"),
+               "is " + params["cos_min_ratio"].dump() + "; braid maps [0, 1]");
+      s["name"] = "warmup_cosine";
+      s["warmup_start_ratio"] = 0.0;
+      s["min_ratio"] = floor;
+      out_.notes.push_back(source_ +
+                           ": WarmupCosineLR past total_num_steps: DeepSpeed's cosine rises "
+                           "again, braid's holds lr x cos_min_ratio");
+    } else {
+      const double lo = params.contains("warmup_min_lr")
+                            ? number(key("warmup_min_lr"), params["warmup_min_lr"], 0)
+                            : 0.0;
+      const double hi = params.contains("warmup_max_lr")
+                            ? number(key("warmup_max_lr"), params["warmup_max_lr"], 0)
+                            : 0.001;
+      if (hi <= 0 || lo > hi)
+        refuse(key("warmup_max_lr"), "is " + json(hi).dump() +
+                                         ": braid needs it > 0 and >= warmup_min_lr " +
+                                         json(lo).dump());
+      // warmup_max_lr replaces the optimizer's lr (DeepSpeed overwrites it).
+      json& o = out_.config["optimizer"];
+      if (o.contains("lr") && o["lr"].get<double>() != hi)
+        out_.notes.push_back(source_ + ": 'optimizer.params.lr' " + o["lr"].dump() +
+                             " is replaced by 'scheduler.params.warmup_max_lr' " + json(hi).dump() +
+                             ", as in DeepSpeed");
+      o["lr"] = hi;
+      s["name"] = type == "WarmupLR" ? "constant" : "linear";
+      s["warmup_start_ratio"] = lo / hi;
+      if (type == "WarmupDecayLR") s["min_lr"] = lo;
+    }
+    if (out_.config.value("precision_fp16", false))
+      out_.notes.push_back(source_ +
+                           ": under fp16, DeepSpeed does not step its scheduler on a step "
+                           "skipped for overflow and braid's schedule counts it, so the lr "
+                           "runs one step ahead per skipped step");
   }
 
   std::string source_;

@@ -470,13 +470,31 @@ std::vector<Setting> make_settings() {
       [](auto& c) -> auto& { return c.optimizer.base_batch; }));
 
   t.push_back(text(
-      "schedule.name", kSchedule, {"constant", "step", "cosine"}, "the learning-rate schedule",
+      "schedule.name", kSchedule, {"constant", "step", "cosine", "linear", "warmup_cosine"},
+      "the learning-rate schedule: constant; step (x gamma every step_size steps); cosine "
+      "(from lr at step 0 to min_lr at the run's end); linear (from lr at the warm-up's end to "
+      "min_lr at total_steps); warmup_cosine (a cosine from the warm-up's end to lr x min_ratio "
+      "on step total_steps - 1)",
       [](auto& c) -> auto& { return c.schedule.name; }));
-  t.push_back(
-      with_old_flags(integer(
-                         "schedule.warmup_steps", kSchedule, 0, kMaxSteps, "linear warm-up steps",
-                         [](auto& c) -> auto& { return c.schedule.warmup_steps; }),
-                     {"--warmup"}));
+  t.push_back(with_old_flags(integer(
+                                 "schedule.warmup_steps", kSchedule, 0, kMaxSteps,
+                                 "warm-up steps (schedule.warmup_type says how)",
+                                 [](auto& c) -> auto& { return c.schedule.warmup_steps; }),
+                             {"--warmup"}));
+  t.push_back(text(
+      "schedule.warmup_type", kSchedule, {"factor", "linear", "log"},
+      "the warm-up over W = warmup_steps: factor (the schedule's lr x (s+1)/W at step s); "
+      "linear (from lr x warmup_start_ratio, + s/W of the way to the schedule's lr); log (the "
+      "same with ln(s+1)/ln(W), W >= 2): DeepSpeed's WarmupLR ramps",
+      [](auto& c) -> auto& { return c.schedule.warmup_type; }));
+  t.push_back(number(
+      "schedule.warmup_start_ratio", kSchedule, kProbability,
+      "warmup_type linear, log: the first step's lr as a fraction of lr",
+      [](auto& c) -> auto& { return c.schedule.warmup_start_ratio; }));
+  t.push_back(integer(
+      "schedule.total_steps", kSchedule, 0, kMaxSteps,
+      "schedule cosine, linear, warmup_cosine: the step the decay ends at (0: the run's length)",
+      [](auto& c) -> auto& { return c.schedule.total_steps; }));
   t.push_back(integer(
       "schedule.step_size", kSchedule, 1, kMaxSteps, "schedule step: steps between decays",
       [](auto& c) -> auto& { return c.schedule.step_size; }));
@@ -484,8 +502,18 @@ std::vector<Setting> make_settings() {
       "schedule.gamma", kSchedule, kNonNegative, "schedule step: the factor of each decay",
       [](auto& c) -> auto& { return c.schedule.gamma; }));
   t.push_back(number(
-      "schedule.min_lr", kSchedule, kNonNegative, "schedule cosine: the final learning rate",
+      "schedule.min_lr", kSchedule, kNonNegative,
+      "schedule cosine, linear: the final learning rate",
       [](auto& c) -> auto& { return c.schedule.min_lr; }));
+  t.push_back(number(
+      "schedule.min_ratio", kSchedule, kProbability,
+      "schedule warmup_cosine: the floor, as a fraction of lr",
+      [](auto& c) -> auto& { return c.schedule.min_ratio; }));
+  t.push_back(integer(
+      "schedule.lag_steps", kSchedule, 0, kMaxSteps,
+      "run the whole schedule this many steps late, its first lr repeated (1: a scheduler "
+      "stepped after each optimizer step, as DeepSpeed's)",
+      [](auto& c) -> auto& { return c.schedule.lag_steps; }));
 
   t.push_back(with_old_flags(
       number(

@@ -136,10 +136,14 @@ std::unique_ptr<optim::Schedule> Trainer::make_schedule(int64_t total_steps) con
   optim::ScheduleConfig sc;
   sc.name = config_.schedule.name;
   sc.warmup_steps = config_.schedule.warmup_steps;
+  sc.warmup_type = config_.schedule.warmup_type;
+  sc.warmup_start_ratio = config_.schedule.warmup_start_ratio;
+  sc.min_ratio = config_.schedule.min_ratio;
+  sc.lag_steps = config_.schedule.lag_steps;
   sc.step_size = config_.schedule.step_size;
   sc.gamma = static_cast<float>(config_.schedule.gamma);
   sc.min_lr = static_cast<float>(config_.schedule.min_lr * lr_scale_);
-  sc.total_steps = total_steps;
+  sc.total_steps = config_.schedule.total_steps > 0 ? config_.schedule.total_steps : total_steps;
   return optim::make_schedule(sc, static_cast<float>(lr));
 }
 
