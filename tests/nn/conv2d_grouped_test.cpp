@@ -182,6 +182,22 @@ TEST(Conv2dGrouped, DefaultsRunTodaysCodeAndKeys) {
   clear_conv_choices();
 }
 
+TEST(Conv2dGrouped, SteadyStateStepAllocatesNothing) {
+  const Config f = kConfigs[3];
+  Layer l(f);
+  const Tensor x = random_input({f.B, f.H, f.W, f.C});
+  const Tensor dy = random_input({f.B, f.OH(), f.OW(), f.O}, 9);
+  auto cache = l.conv.make_cache();
+  auto step = [&] {
+    l.conv.forward(x, *cache, ForwardContext());
+    l.conv.backward(dy, *cache, true);
+  };
+  step();
+  const int64_t before = MemoryTracker::process().allocations();
+  step();
+  EXPECT_EQ(MemoryTracker::process().allocations(), before);
+}
+
 TEST(Conv2dGrouped, ParametersKeepPyTorchsShapeAndInit) {
   Layer l({1, 5, 5, 8, 16, 3, 1, 1, 1, 8, true});  // depthwise, multiplier 2
   EXPECT_EQ(l.params.info(0).shape, Shape({16, 1, 3, 3}));
