@@ -145,6 +145,61 @@ TEST(ModelSpec, LinearAfterConvWithoutFlattenNamesTheLayerAndBothShapes) {
                {"layer 0 (residual)"});
 }
 
+// A depthwise-separable block (MobileNet's): a depthwise 3x3 (groups = channels, here with
+// a channel multiplier of 2 and dilation 2) then a pointwise 1x1, with torch's names and
+// weight shapes [out, in/groups, k, k].
+TEST(ModelSpec, DepthwiseSeparableBlockHasTorchsShapesAndNames) {
+  const json spec = json::parse(R"({
+    "input": [16, 16, 8],
+    "layers": [
+      {"type": "conv2d", "out_channels": 16, "kernel": 3, "padding": 2, "dilation": 2,
+       "groups": 8, "bias": false},
+      {"type": "batchnorm"}, {"type": "relu"},
+      {"type": "conv2d", "out_channels": 32, "kernel": 1},
+      {"type": "conv2d", "out_channels": 32, "kernel": 3, "stride": 2, "groups": 4},
+      {"type": "global_avgpool"}, {"type": "linear", "out_features": 10}
+    ]})");
+  BuiltModel m = build_model(spec);
+  const auto names = names_of(*m.module);
+  const std::vector<std::string> expected = {"0.weight[16, 1, 3, 3]",
+                                             "1.weight[16]",
+                                             "1.bias[16]",
+                                             "3.weight[32, 16, 1, 1]",
+                                             "3.bias[32]",
+                                             "4.weight[32, 8, 3, 3]",
+                                             "4.bias[32]",
+                                             "6.weight[10, 32]",
+                                             "6.bias[10]"};
+  ASSERT_GE(names.size(), expected.size());
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 9), expected);
+  const auto& conv = dynamic_cast<const nn::Conv2d&>(dynamic_cast<nn::Sequential&>(*m.module)[0]);
+  EXPECT_EQ(conv.groups(), 8);
+  EXPECT_EQ(conv.dilation(), 2);
+  EXPECT_EQ(m.module->output_shape(Shape{2, 16, 16, 8}), (Shape{2, 10}));
+}
+
+TEST(ModelSpec, GroupsAndDilationThatDoNotFitAreRefused) {
+  expect_error(R"({"input": [16, 16, 8], "layers": [
+                 {"type": "conv2d", "out_channels": 12, "kernel": 3, "groups": 3}]})",
+               {"model: layer 0 (conv2d): 'groups' (3) must divide both in_channels (8) and "
+                "out_channels (12)"});
+  expect_error(R"({"input": [16, 16, 8], "layers": [
+                 {"type": "conv2d", "out_channels": 12, "kernel": 3, "groups": 8}]})",
+               {"layer 0 (conv2d)", "must divide", "out_channels (12)"});
+  expect_error(R"({"input": [16, 16, 8], "layers": [
+                 {"type": "conv2d", "out_channels": 8, "kernel": 3, "groups": 0}]})",
+               {"layer 0 (conv2d): 'groups' must be an integer in [1, "});
+  expect_error(R"({"input": [16, 16, 8], "layers": [
+                 {"type": "conv2d", "out_channels": 8, "kernel": 3, "dilation": 0}]})",
+               {"layer 0 (conv2d): 'dilation' must be an integer in [1, "});
+  expect_error(R"({"input": [16, 16, 8], "layers": [
+                 {"type": "conv2d", "out_channels": 8, "kernel": 3, "dilation": 8,
+                  "padding": 0}]})",
+               {"model: layer 0 (conv2d): the 3x3 kernel dilated by 8 spans 17x17, more than "
+                "the padded input 16x16",
+                "use less dilation or more padding"});
+}
+
 // A linear with 1e11 outputs went to the allocator ("internal error", exit 70).
 TEST(ModelSpec, SizesAreBoundedBeforeAnythingIsAllocated) {
   for (const char* out : {"100000000000", "1e11", "2.5", "0", "-3", "\"10\""})

@@ -22,7 +22,7 @@ class Conv2dCache : public Cache {
  public:
   ConvGeometry g;
   bool direct = false;
-  Tensor cols;        // gemm: im2col of x, [B*OH*OW, taps]
+  Tensor cols;        // gemm and grouped: im2col of x, [B*OH*OW, taps]
   bool bf16 = false;  // gemm under Precision::bf16: cols_bf16 and the products in bf16
   Tensor cols_bf16;
   Tensor xpad;  // direct with padding: x with a zero border, [B, H+2p, W+2p, C]
@@ -32,31 +32,44 @@ class Conv2dCache : public Cache {
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride,
                int64_t padding, bool bias)
+    : Conv2d(in_channels, out_channels, kernel,
+             Conv2dOptions{.stride = stride, .padding = padding, .bias = bias}) {}
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel,
+               const Conv2dOptions& options)
     : in_(in_channels),
       out_(out_channels),
       k_(kernel),
-      stride_(stride),
-      pad_(padding),
-      has_bias_(bias) {
+      stride_(options.stride),
+      pad_(options.padding),
+      dilation_(options.dilation),
+      groups_(options.groups),
+      has_bias_(options.bias) {
   BRAID_CHECK(in_ > 0 && out_ > 0 && k_ > 0 && stride_ > 0 && pad_ >= 0, describe(),
               ": channels, kernel and stride must be positive and padding non-negative");
+  BRAID_CHECK(dilation_ > 0 && groups_ > 0, describe(), ": dilation and groups must be positive");
+  BRAID_CHECK(in_ % groups_ == 0 && out_ % groups_ == 0, describe(), ": groups (", groups_,
+              ") must divide both in_channels (", in_, ") and out_channels (", out_, ")");
 }
 
 std::string Conv2d::describe() const {
-  return detail::concat("Conv2d(", in_, " -> ", out_, ", kernel ", k_, ", stride ", stride_,
-                        ", padding ", pad_, ")");
+  std::string s = detail::concat("Conv2d(", in_, " -> ", out_, ", kernel ", k_, ", stride ",
+                                 stride_, ", padding ", pad_);
+  if (dilation_ != 1) s += detail::concat(", dilation ", dilation_);
+  if (groups_ != 1) s += detail::concat(", groups ", groups_);
+  return s + ")";
 }
 
 void Conv2d::declare(ParamSet& params, const std::string& prefix) {
   params_ = &params;
-  weight_ = params.declare(prefix + "weight", {out_, in_, k_, k_}, true);
+  weight_ = params.declare(prefix + "weight", {out_, in_ / groups_, k_, k_}, true);
   if (has_bias_) bias_ = params.declare(prefix + "bias", {out_}, false);
 }
 
 // PyTorch's default: kaiming_uniform(a=sqrt(5)) == U(-1/sqrt(fan_in), 1/sqrt(fan_in))
-// with fan_in = in*k*k, and the same bound for the bias.
+// with fan_in = (in/groups)*k*k, and the same bound for the bias.
 void Conv2d::init(Rng& rng) {
-  const float bound = 1.0f / std::sqrt(static_cast<float>(in_ * k_ * k_));
+  const float bound = 1.0f / std::sqrt(static_cast<float>(in_ / groups_ * k_ * k_));
   Tensor w = params_->param(weight_);
   for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] = rng.uniform(-bound, bound);
   if (has_bias_) {
@@ -68,10 +81,16 @@ void Conv2d::init(Rng& rng) {
 Shape Conv2d::output_shape(const Shape& in) const {
   BRAID_CHECK(in.rank() == 4 && in[3] == in_, describe(), ": expects NHWC input [B, H, W, ", in_,
               "], got ", in.str());
-  BRAID_CHECK(in[1] + 2 * pad_ >= k_ && in[2] + 2 * pad_ >= k_, describe(), ": input ", in.str(),
-              " is smaller than the ", k_, "x", k_, " kernel (padded size ", in[1] + 2 * pad_, "x",
-              in[2] + 2 * pad_, "); use a smaller kernel or more padding");
-  return {in[0], (in[1] + 2 * pad_ - k_) / stride_ + 1, (in[2] + 2 * pad_ - k_) / stride_ + 1,
+  // The window a dilated kernel spans: k itself without dilation.
+  const int64_t span = dilation_ * (k_ - 1) + 1;
+  BRAID_CHECK(in[1] + 2 * pad_ >= span && in[2] + 2 * pad_ >= span, describe(), ": input ",
+              in.str(), " is smaller than the ", k_, "x", k_, " kernel",
+              dilation_ == 1
+                  ? std::string()
+                  : detail::concat(" dilated by ", dilation_, " (", span, "x", span, ")"),
+              " (padded size ", in[1] + 2 * pad_, "x", in[2] + 2 * pad_,
+              "); use a smaller kernel or more padding");
+  return {in[0], (in[1] + 2 * pad_ - span) / stride_ + 1, (in[2] + 2 * pad_ - span) / stride_ + 1,
           out_};
 }
 
@@ -81,6 +100,7 @@ ConvGeometry Conv2d::geometry(const Shape& in) const {
   g.B = in[0], g.H = in[1], g.W = in[2], g.C = in_;
   g.O = out_, g.k = k_, g.stride = stride_, g.pad = pad_;
   g.OH = out[1], g.OW = out[2];
+  g.dilation = dilation_, g.groups = groups_;
   return g;
 }
 
@@ -176,11 +196,16 @@ const Tensor& Conv2d::forward(const Tensor& x, Cache& cache_base, const ForwardC
   cache.g = g;
   cache.x = x;
   cache.out.ensure({g.B, g.OH, g.OW, g.O});
+  float* y = cache.out.f32();
+  const float* bias = has_bias_ ? params_->param(bias_).f32() : nullptr;
+  if (g.grouped()) {
+    cache.direct = cache.bf16 = false;
+    forward_grouped(g, x.f32(), bias, cache.cols, y);
+    return cache.out;
+  }
   repack_weight();
   cache.direct = choose_direct(g, x.f32(), ctx.precision);
   cache.bf16 = !cache.direct && ctx.precision == Precision::bf16;
-  float* y = cache.out.f32();
-  const float* bias = has_bias_ ? params_->param(bias_).f32() : nullptr;
   if (cache.direct) {
     const float* xp = x.f32();
     if (pad_ > 0) {
@@ -218,6 +243,15 @@ const Tensor& Conv2d::backward(const Tensor& dy, Cache& cache_base, bool need_dx
   const ConvGeometry& g = cache.g;
   BRAID_CHECK(dy.shape() == cache.out.shape(), describe(), ": backward got dy ", dy.shape().str(),
               ", forward produced ", cache.out.shape().str());
+  if (g.grouped()) {
+    if (!need_dx) {
+      backward_grouped(g, cache.cols, dy.f32(), nullptr);
+      return no_grad();
+    }
+    cache.dx.ensure(cache.x.shape(), DType::f32, MemCategory::activation_grads);
+    backward_grouped(g, cache.cols, dy.f32(), cache.dx.f32());
+    return cache.dx;
+  }
   const int64_t M = g.pixels(), T = g.taps(), kk = k_ * k_;
 
   // dwt[T, O] = sum over pixels of columns x dy, in tap-major order.
@@ -261,7 +295,7 @@ const Tensor& Conv2d::backward(const Tensor& dy, Cache& cache_base, bool need_dx
 double Conv2d::forward_flops(const Shape& in) const {
   const Shape out = output_shape(in);
   return 2.0 * static_cast<double>(out[0] * out[1] * out[2]) * static_cast<double>(out_) *
-         static_cast<double>(in_ * k_ * k_);
+         static_cast<double>(in_ / groups_ * k_ * k_);
 }
 
 }  // namespace braid::nn

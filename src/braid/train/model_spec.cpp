@@ -151,12 +151,30 @@ std::unique_ptr<nn::Module> make_layer(const std::string& type, LayerReader& r, 
     const int64_t k = r.integer("kernel");
     const int64_t stride = r.integer("stride", 1);
     const int64_t padding = r.integer("padding", 0, 0);
+    const int64_t dilation = r.integer("dilation", 1);
+    const int64_t groups = r.integer("groups", 1);
     const bool bias = r.flag("bias", true);
+    BRAID_CHECK(in % groups == 0 && out % groups == 0, "model: ", where, ": 'groups' (", groups,
+                ") must divide both in_channels (", in, ") and out_channels (", out,
+                "); groups = in_channels is depthwise");
+    // Checked here rather than by the layer's output_shape, to name dilation in the error.
+    const int64_t span = dilation * (k - 1) + 1;
+    BRAID_CHECK(dilation == 1 || (shape[1] + 2 * padding >= span && shape[2] + 2 * padding >= span),
+                "model: ", where, ": the ", k, "x", k, " kernel dilated by ", dilation, " spans ",
+                span, "x", span, ", more than the padded input ", shape[1] + 2 * padding, "x",
+                shape[2] + 2 * padding, " (input ", shape.str(), " from ", budget.previous,
+                "); use less dilation or more padding");
+    const int64_t in_per_group = in / groups;
     add_parameters(where, budget,
-                   double(in) * double(out) * double(k) * double(k) + (bias ? out : 0),
-                   std::to_string(out) + " x " + std::to_string(in) + " x " + std::to_string(k) +
-                       " x " + std::to_string(k) + " weights");
-    return std::make_unique<nn::Conv2d>(in, out, k, stride, padding, bias);
+                   double(in_per_group) * double(out) * double(k) * double(k) + (bias ? out : 0),
+                   std::to_string(out) + " x " + std::to_string(in_per_group) + " x " +
+                       std::to_string(k) + " x " + std::to_string(k) + " weights");
+    return std::make_unique<nn::Conv2d>(in, out, k,
+                                        nn::Conv2dOptions{.stride = stride,
+                                                          .padding = padding,
+                                                          .dilation = dilation,
+                                                          .groups = groups,
+                                                          .bias = bias});
   }
   if (type == "maxpool2d" || type == "avgpool2d") {
     expect_rank(where, budget, shape, {4}, kImage);
