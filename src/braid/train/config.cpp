@@ -91,7 +91,8 @@ json read_config_file(const std::string& path) {
   for (const char* key : {"npy", "text_files"})
     if (auto it = j.find(key); it != j.end() && it->is_array())
       for (json& v : *it) resolve_path(v);
-  if (auto it = j.find("data_dir"); it != j.end()) resolve_path(*it);
+  for (const char* key : {"data_dir", "csv_train", "csv_test"})
+    if (auto it = j.find(key); it != j.end()) resolve_path(*it);
   return j;
 }
 
@@ -112,6 +113,13 @@ void validate(const TrainConfig& c) {
                 "config: 'npy' needs 4 paths: train features, train labels, test features, "
                 "test labels; got ",
                 c.npy.size());
+  if (c.dataset == "csv") {
+    BRAID_CHECK(!c.csv_train.empty(), "config: dataset 'csv' needs 'csv_train', the table to ",
+                "train on (and optionally 'csv_test')");
+    BRAID_CHECK(c.csv_delimiter.size() <= 1 || c.csv_delimiter == "tab",
+                "config: 'csv_delimiter' is '", c.csv_delimiter,
+                "'; give one character (',', ';', '|') or 'tab'");
+  }
   check_model_spec(c.model, c.seq_len);
 }
 
