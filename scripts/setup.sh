@@ -4,7 +4,8 @@
 #
 #   scripts/setup.sh                   what a newcomer needs (the quickstart runs this)
 #   scripts/setup.sh --test-packages   also what only system tests use: slurm-wlm, for the
-#                                      srun test (scripts/slurm-local.sh); scripts/test.sh
+#                                      srun test (scripts/slurm-local.sh); python3-sklearn, whose
+#                                      CSV datasets the csv reader tests read; scripts/test.sh
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config libopenmpi-dev openmpi-bin
@@ -16,7 +17,7 @@ packages=(
 )
 case "${1:-}" in
   "") ;;
-  --test-packages) packages+=(slurm-wlm chromium) ;;
+  --test-packages) packages+=(slurm-wlm chromium python3-sklearn) ;;
   *) echo "setup: unknown option '$1' (accepted: --test-packages)" >&2; exit 2 ;;
 esac
 missing=()

@@ -231,7 +231,7 @@ train::TrainConfig resolve(const TrainFlags& f, const std::string& resume_dir,
 }
 
 constexpr const char* kRunOutputs[] = {"checkpoint", "checkpoint.previous", "checkpoint.partial",
-                                       "metrics.jsonl"};
+                                       "metrics.jsonl", "data.json"};
 
 // A run's outputs in `out`, or empty: what a new run would replace or append to.
 std::string existing_outputs(const std::string& out) {
@@ -277,6 +277,10 @@ void prepare_outputs(const TrainFlags& f, const train::Trainer& trainer,
     for (const char* name : kRunOutputs) fs::remove_all(fs::path(config.out) / name);
   fs::create_directories(config.out);
   train::write_file_atomic(config.out + "/config.json", train::to_json(config).dump(2) + "\n");
+  // How the data was read (dataset csv: class names, feature scaling), for whoever reads
+  // the model's outputs back.
+  if (!trainer.data_record().is_null())
+    train::write_file_atomic(config.out + "/data.json", trainer.data_record().dump(2) + "\n");
 }
 
 // The exit a run's outcome makes.

@@ -91,7 +91,7 @@ json read_config_file(const std::string& path) {
   for (const char* key : {"npy", "text_files"})
     if (auto it = j.find(key); it != j.end() && it->is_array())
       for (json& v : *it) resolve_path(v);
-  for (const char* key : {"data_dir", "image_train", "image_test"})
+  for (const char* key : {"data_dir", "image_train", "image_test", "csv_train", "csv_test"})
     if (auto it = j.find(key); it != j.end()) resolve_path(*it);
   return j;
 }
@@ -119,6 +119,13 @@ void validate(const TrainConfig& c) {
                 "folder with a subfolder of images per class");
     BRAID_CHECK(c.image_channels == 1 || c.image_channels == 3,
                 "config: 'image_channels' is 1 (gray) or 3 (RGB), got ", c.image_channels);
+  }
+  if (c.dataset == "csv") {
+    BRAID_CHECK(!c.csv_train.empty(), "config: dataset 'csv' needs 'csv_train', the table to ",
+                "train on (and optionally 'csv_test')");
+    BRAID_CHECK(c.csv_delimiter.size() <= 1 || c.csv_delimiter == "tab",
+                "config: 'csv_delimiter' is '", c.csv_delimiter,
+                "'; give one character (',', ';', '|') or 'tab'");
   }
   check_model_spec(c.model, c.seq_len);
 }

@@ -31,11 +31,20 @@ struct ScheduleSettings {
 
 struct TrainConfig {
   nlohmann::json model = "cnn";           // a built-in name or a layer list (see model_spec.h)
-  std::string dataset = "fashion-mnist";  // fashion-mnist, npy, text, image_folder
+  std::string dataset = "fashion-mnist";  // fashion-mnist, npy, text, image_folder, csv
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::vector<std::string> npy;         // train features, train labels, test features, test labels
   std::string npy_layout = "nchw";      // 4-D npy features: nchw (PyTorch's) or nhwc
   std::vector<std::string> text_files;  // empty: the fortunes corpus
+  // dataset csv (data/csv.h): a table, its test table (empty: one fold of the train file's
+  // csv_test_folds, shuffled by seed), and how to read them.
+  std::string csv_train, csv_test;
+  std::string csv_label = "-1";  // a column name, or an index (-1: the last)
+  int64_t csv_skip_rows = 0;
+  bool csv_header = true;
+  std::string csv_delimiter;  // empty: '\t' for .tsv, else ','; "tab" is '\t'
+  bool csv_standardize = false;
+  int64_t csv_test_folds = 5;
   int64_t seq_len = 128;
   // dataset image_folder: a folder of class subfolders each (data/image_folder.h)
   std::string image_train, image_test;

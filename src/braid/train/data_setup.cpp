@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "core/log.h"
+#include "data/csv.h"
 #include "data/fashion_mnist.h"
 #include "data/image_codec.h"
 #include "data/image_folder.h"
@@ -146,6 +147,67 @@ std::shared_ptr<const data::Source> image_folder_source(const TrainConfig& confi
   return std::make_shared<data::ImageFolderSource>(std::move(index), std::move(o));
 }
 
+char csv_delimiter_char(const std::string& text) {
+  if (text.empty()) return 0;
+  return text == "tab" ? '\t' : text[0];
+}
+
+// dataset csv: the train and test tables (the test one of csv_test_folds folds of the
+// train table when csv_test is not set), and the record of how they were read.
+void load_csv_sources(const TrainConfig& config, const BuiltModel& model,
+                      std::shared_ptr<const data::Source>& train,
+                      std::shared_ptr<const data::Source>& eval, nlohmann::json& record) {
+  data::CsvOptions opts;
+  opts.delimiter = csv_delimiter_char(config.csv_delimiter);
+  opts.header = config.csv_header;
+  opts.skip_rows = config.csv_skip_rows;
+  opts.label = config.csv_label;
+  auto tr = std::make_shared<data::CsvTable>(data::load_csv(config.csv_train, opts));
+  std::shared_ptr<data::CsvTable> te;
+  if (!config.csv_test.empty()) {
+    if (!tr->classes.empty()) opts.classes = &tr->classes;
+    te = std::make_shared<data::CsvTable>(data::load_csv(config.csv_test, opts));
+    BRAID_CHECK(te->data.features.dim(1) == tr->data.features.dim(1), config.csv_test, " has ",
+                te->data.features.dim(1), " feature columns but ", config.csv_train, " has ",
+                tr->data.features.dim(1));
+    BRAID_CHECK(te->classes.empty() || !tr->classes.empty(), config.csv_test,
+                ": its labels are text but ", config.csv_train,
+                "'s are integers; label both files the same way");
+  }
+  record = nlohmann::json{{"dataset", "csv"},
+                          {"features", tr->feature_names},
+                          {"label", tr->label_name},
+                          {"num_classes", tr->data.num_classes}};
+  if (!tr->classes.empty()) {
+    record["classes"] = tr->classes;
+    std::string mapping;
+    for (size_t i = 0; i < tr->classes.size() && i < 20; ++i)
+      mapping += detail::concat(i ? ", " : "", i, " = '", tr->classes[i], "'");
+    log_info("csv: ", config.csv_train, ": ", tr->classes.size(),
+             " classes from text labels: ", mapping, tr->classes.size() > 20 ? ", ..." : "");
+  }
+  if (config.csv_standardize) {
+    const data::FeatureScale scale = data::feature_scale(tr->data.features);
+    data::standardize(tr->data.features, scale);
+    if (te) data::standardize(te->data.features, scale);
+    record["standardize"] = {{"mean", scale.mean}, {"std", scale.std}};
+  }
+  check_labels(tr->data.labels, model.num_classes, "training");
+  if (te) check_labels(te->data.labels, model.num_classes, "test");
+  train =
+      std::make_shared<data::ArraySource>(std::shared_ptr<const data::ArrayDataset>(tr, &tr->data));
+  if (te) {
+    eval = std::make_shared<data::ArraySource>(
+        std::shared_ptr<const data::ArrayDataset>(te, &te->data));
+  } else {
+    data::IndexSplit split = data::k_fold_split(
+        train->size(), static_cast<int>(config.csv_test_folds), 0, true, config.seed);
+    eval = std::make_shared<data::SubsetSource>(train, std::move(split.validation));
+    train = std::make_shared<data::SubsetSource>(train, std::move(split.train));
+    record["test"] = {{"folds", config.csv_test_folds}, {"fold", 0}, {"seed", config.seed}};
+  }
+}
+
 }  // namespace
 
 int64_t train_batch(const TrainConfig& config, int rank, int world) {
@@ -164,9 +226,11 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
               "rank ", placement.rank, " is not in a world of ", placement.world);
   const bool split = placement.validation.kind != data::SplitKind::none;
   std::shared_ptr<const data::Source> train, eval;
+  nlohmann::json record;
   if (placement.cache && placement.cache->train) {
     train = placement.cache->train;
     eval = placement.cache->eval;
+    record = placement.cache->record;
   } else if (config.dataset == "image_folder") {
     BRAID_CHECK(model.task == Task::classification,
                 "dataset 'image_folder' is for classification but the model's output is per "
@@ -182,6 +246,12 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
       log_info("image folder ", config.image_train, ": ", train->size(), " images of ",
                classes.size(), " classes (", join_names(classes), "); ", eval->size(),
                " test images in ", config.image_test);
+    if (split) split_training_data(train, eval, placement.validation);
+  } else if (config.dataset == "csv") {
+    BRAID_CHECK(model.task == Task::classification,
+                "dataset 'csv' is for classification but the model's output is per position (",
+                "a language model)");
+    load_csv_sources(config, model, train, eval, record);
     if (split) split_training_data(train, eval, placement.validation);
   } else if (config.dataset == "fashion-mnist" || config.dataset == "npy") {
     BRAID_CHECK(model.task == Task::classification, "dataset '", config.dataset,
@@ -209,7 +279,7 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
     if (split) split_training_data(train, eval, placement.validation);
   } else {
     BRAID_CHECK(!split, "split.kind '", data::split_kind_name(placement.validation.kind),
-                "' needs an indexed dataset (fashion-mnist, npy); dataset 'text' draws random "
+                "' needs an indexed dataset (fashion-mnist, npy, csv); dataset 'text' draws random "
                 "windows and validates on the corpus's held-out tail: set split.kind to 'none'");
     BRAID_CHECK(model.task == Task::language_model && model.input_dtype == DType::i32,
                 "dataset 'text' needs a language model (token ids in, logits per position out), "
@@ -224,7 +294,7 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
                                                     corpus->train_size() / config.seq_len);
     eval = std::make_shared<data::TextValidationSource>(corpus, config.seq_len);
   }
-  if (placement.cache) *placement.cache = DataCache{train, eval};
+  if (placement.cache) *placement.cache = DataCache{train, eval, record};
   const std::string note = config.dataset == "npy"
                                ? npy_image_note(*train, data::parse_image_layout(config.npy_layout))
                                : std::string();
@@ -260,6 +330,7 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
   DataLoaders out;
   out.train = std::make_unique<data::Loader>(train, train_opts);
   out.eval = std::make_unique<data::Loader>(eval, eval_opts);
+  out.record = std::move(record);
   return out;
 }
 

@@ -23,19 +23,24 @@ namespace braid::train {
 struct DataLoaders {
   std::unique_ptr<data::Loader> train;
   std::unique_ptr<data::Loader> eval;
+  // What a run records beside its config for evaluation and inference to read the data as
+  // training did (OUT/data.json), null when there is nothing: for dataset csv the columns,
+  // the class names by id (text labels) and the feature scaling (csv_standardize).
+  nlohmann::json record;
 };
 
 // The data a process read, kept for the next loaders it builds: an elastic job builds them
 // again for every membership round, and reading Fashion-MNIST again costs most of a second.
 struct DataCache {
   std::shared_ptr<const data::Source> train, eval;
+  nlohmann::json record;
 };
 
 struct DataPlacement {
   int rank = 0;
   int world = 1;
   // Validate on a split of the training data (splits.h) instead of the test split. Only for
-  // indexed datasets (fashion-mnist, npy); kind none keeps the test split.
+  // indexed datasets (fashion-mnist, npy, csv); kind none keeps the test split.
   data::SplitSpec validation{};
   // Evaluate on the whole split whatever the rank (a parameter-server chief evaluates alone).
   bool evaluate_whole_split = false;

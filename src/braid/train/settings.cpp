@@ -93,8 +93,8 @@ std::vector<Setting> make_settings() {
       "(with the flag, a .json file holding one)",
       [](auto& c) -> auto& { return c.model; }));
   t.push_back(text(
-      "dataset", kData, {"fashion-mnist", "npy", "text", "image_folder"}, "the data to train on",
-      [](auto& c) -> auto& { return c.dataset; }));
+      "dataset", kData, {"fashion-mnist", "npy", "text", "image_folder", "csv"},
+      "the data to train on", [](auto& c) -> auto& { return c.dataset; }));
   t.push_back(per_rank(text(
       "data_dir", kData, {}, "the Fashion-MNIST directory",
       [](auto& c) -> auto& { return c.data_dir; })));
@@ -111,6 +111,43 @@ std::vector<Setting> make_settings() {
       "text_files", K::text_list, kData,
       "dataset text: the files to read (none: the fortunes corpus)",
       [](auto& c) -> auto& { return c.text_files; })));
+  t.push_back(per_rank(text(
+      "csv_train", kData, {},
+      "dataset csv: the training table (.csv, .tsv, either .gz): numeric feature columns and "
+      "a label column",
+      [](auto& c) -> auto& { return c.csv_train; })));
+  t.push_back(per_rank(text(
+      "csv_test", kData, {},
+      "dataset csv: the test table, read as csv_train is (none: one of csv_test_folds folds "
+      "of the training table, shuffled by seed, tests)",
+      [](auto& c) -> auto& { return c.csv_test; })));
+  t.push_back(text(
+      "csv_label", kData, {},
+      "dataset csv: the label column: its header name, or an index (0 the first, -1 the last)",
+      [](auto& c) -> auto& { return c.csv_label; }));
+  t.push_back(integer(
+      "csv_skip_rows", kData, 0, 1 << 30,
+      "dataset csv: lines passed over before the header (or the first row)",
+      [](auto& c) -> auto& { return c.csv_skip_rows; }));
+  t.push_back(row(
+      "csv_header", K::boolean, kData,
+      "dataset csv: the first row names the columns (false: columns are named by index)",
+      [](auto& c) -> auto& { return c.csv_header; }));
+  t.push_back(text(
+      "csv_delimiter", kData, {},
+      "dataset csv: the field separator, one character or 'tab' (none: tab for .tsv files, "
+      "else a comma)",
+      [](auto& c) -> auto& { return c.csv_delimiter; }));
+  t.push_back(row(
+      "csv_standardize", K::boolean, kData,
+      "dataset csv: scale each feature to mean 0 and standard deviation 1 by the training "
+      "table's statistics (recorded in OUT/data.json)",
+      [](auto& c) -> auto& { return c.csv_standardize; }));
+  t.push_back(integer(
+      "csv_test_folds", kData, 2, 1000,
+      "dataset csv without csv_test: the training table is shuffled by seed and cut into "
+      "this many folds; the first one tests, the others train",
+      [](auto& c) -> auto& { return c.csv_test_folds; }));
   t.push_back(integer(
       "seq_len", kData, 1, 1 << 20, "dataset text: the context length",
       [](auto& c) -> auto& { return c.seq_len; }));

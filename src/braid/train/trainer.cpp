@@ -97,6 +97,7 @@ void Trainer::init(bool load_data, DataCache* data) {
                                   .cache = data});
     train_loader_ = std::move(loaders.train);
     eval_loader_ = std::move(loaders.eval);
+    data_record_ = std::move(loaders.record);
   }
   strategy_ = make_strategy(config_, std::move(model_.module), group_, batchnorm_reducer_, ps_);
   if (config_.ema_decay > 0)

@@ -170,6 +170,8 @@ class Trainer {
   parallel::Strategy& strategy() { return *strategy_; }
   bool writes_outputs() const { return rank_ == 0; }
   const BuiltModel& model() const { return model_; }
+  // How the data was read, for OUT/data.json (DataLoaders::record); null when nothing to say.
+  const nlohmann::json& data_record() const { return data_record_; }
   nn::ParamSet& params();
   const nn::ParamSet& params() const;
   int64_t global_step() const { return step_; }
@@ -238,6 +240,7 @@ class Trainer {
   std::unique_ptr<parallel::Strategy> strategy_;
   std::unique_ptr<optim::Schedule> schedule_;
   std::unique_ptr<data::Loader> train_loader_, eval_loader_;
+  nlohmann::json data_record_;
   std::unique_ptr<WeightAverage> average_;
   int64_t step_ = 0;
   int64_t epoch_ = 0;
