@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/error_report.h"
 #include "comm/collectives.h"
 #include "comm/shared_buffer.h"
 #include "core/error.h"
@@ -60,10 +61,7 @@ void check_i64(comm::Group& g, int64_t* data, int64_t count, const std::string& 
   }
 }
 
-void run_comm_check(const CLI::App& cmd, const CommCheckFlags& f) {
-  launch::JoinOptions options;
-  if (cmd.count("--transport") > 0) options.transport = comm::parse_transport_kind(f.transport);
-  launch::Job job = launch::join_job(options);
+void check_job(launch::Job& job, const CommCheckFlags& f) {
   comm::Group& g = *job.world;
   const std::string where = "rank " + std::to_string(g.rank()) + "/" + std::to_string(g.size()) +
                             " over " + std::string(g.transport().name());
@@ -103,6 +101,21 @@ void run_comm_check(const CLI::App& cmd, const CommCheckFlags& f) {
       g.rank(), g.size(), std::string(g.transport().name()).c_str(), source.c_str(), sizes.c_str(),
       shared.shared() ? "shared buffer read in place" : "shared buffer (private here)");
   std::fflush(stdout);
+}
+
+void run_comm_check(const CLI::App& cmd, const CommCheckFlags& f) {
+  launch::JoinOptions options;
+  if (cmd.count("--transport") > 0) options.transport = comm::parse_transport_kind(f.transport);
+  launch::Job job = launch::join_job(options);
+  try {
+    check_job(job, f);
+  } catch (const std::exception& e) {
+    // Said while the job's transport is open: once it closes, a peer fails on that and the
+    // launcher may stop this process before its own line (a timeout naming the hung rank)
+    // is written.
+    report_error_now(e);
+    throw;
+  }
 }
 
 }  // namespace
