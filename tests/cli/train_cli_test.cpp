@@ -19,6 +19,7 @@
 #include "run_braid.h"
 #include "same_checkpoint.h"
 #include "temp_dir.h"
+#include "train/safetensors.h"
 
 namespace {
 
@@ -401,6 +402,43 @@ TEST(TrainCli, EvalAndInitFromTakeRunDirsAndBareSafetensors) {
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "safetensors file '" + weights + "'"));
   EXPECT_TRUE(contains(r.output, "unexpected tensors"));
+}
+
+// --init-from with --rename: the same weights under a PyTorch module's names ("fc1.weight"
+// for braid's "1.weight") load once renamed, and the run starts where the trained one ended.
+TEST(TrainCli, InitFromRenamesAStateDictsTensors) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  Result r = run_braid("train " + tiny_mlp(tmp) + "--steps 300 --out " + tmp.file("a"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  braid::train::SafetensorsFile file =
+      braid::train::read_safetensors(tmp.file("a/checkpoint/model.safetensors"));
+  std::vector<std::string> names;
+  for (braid::train::NamedTensor& t : file.tensors) {
+    names.push_back(t.name);
+    t.name = (t.name[0] == '1' ? "fc1" : "fc2") + t.name.substr(1);
+  }
+  ASSERT_EQ(names, (std::vector<std::string>{"1.weight", "1.bias", "3.weight", "3.bias"}));
+  const std::string torch_names = tmp.file("torch.safetensors");
+  braid::train::write_safetensors(torch_names, file.tensors);
+
+  r = run_braid("train " + tiny_mlp(tmp) + "--steps 1 --init-from " + torch_names + " --out " +
+                tmp.file("plain"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "missing tensors")) << r.output;
+  r = run_braid("train " + tiny_mlp(tmp) + "--steps 1 --log-every 1 --init-from " + torch_names +
+                " --rename fc1.=1. --rename fc2.=3. --out " + tmp.file("renamed"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  json first;
+  std::ifstream(tmp.file("renamed/metrics.jsonl")) >> first;
+  EXPECT_LT(first["loss"].get<double>(), 1.5) << first.dump();  // trained: a fresh model's is 2.3
+  r = run_braid("train " + tiny_mlp(tmp) + "--steps 1 --init-from " + torch_names +
+                " --rename fc1.=1. --rename fc3.=3. --out " + tmp.file("typo"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "no tensor's name starts with 'fc3.'")) << r.output;
+  r = run_braid("train " + tiny_mlp(tmp) + "--steps 1 --rename fc1.=1. --out " + tmp.file("x"));
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "--init-from")) << r.output;
 }
 
 }  // namespace

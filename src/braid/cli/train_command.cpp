@@ -37,6 +37,7 @@ using nlohmann::json;
 
 struct TrainFlags {
   std::string config, deepspeed, resume, init_from, cluster;
+  std::vector<std::string> rename;  // --init-from's name map
   bool overwrite = false;
   mutable bool deepspeed_notes_printed = false;  // resolve() may run twice
   std::function<void(json&)> apply_settings;
@@ -439,7 +440,7 @@ void run_train(const TrainFlags& f) {
     log_info("resumed from ", resume_dir, " at step ", trainer.global_step());
   }
   if (!f.init_from.empty()) {
-    trainer.load_weights(f.init_from);
+    trainer.load_weights(f.init_from, train::parse_name_map(f.rename));
     log_info("initialised the weights from ", f.init_from);
   }
   prepare_outputs(f, trainer, config, auto_resumed || incarnation > 0);
@@ -549,6 +550,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--init-from", flags->init_from,
                   "start from these weights: a safetensors file (a PyTorch state_dict or a "
                   "braid model.safetensors) or a checkpoint directory");
+  cmd->add_option("--rename", flags->rename,
+                  "with --init-from: FROM=TO renames the file's tensors whose names start with "
+                  "FROM (a PyTorch state_dict's 'fc1.' as braid's '1.'); repeat it, or give a "
+                  ".json file of {\"FROM\": \"TO\"}")
+      ->needs("--init-from");
   cmd->add_option("--cluster", flags->cluster,
                   "a parameter-server job's cluster spec: TF_CONFIG's JSON in a file "
                   "({\"cluster\": {\"worker\": [...], \"ps\": [...]}, \"task\": {...}})");

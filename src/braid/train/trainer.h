@@ -20,6 +20,7 @@
 #include "train/config.h"
 #include "train/data_setup.h"
 #include "train/model_spec.h"
+#include "train/name_map.h"
 #include "train/run_events.h"
 #include "train/stop_rules.h"
 #include "train/train_commit.h"
@@ -130,8 +131,9 @@ class Trainer {
   // against the data (step = loader epoch x batches per epoch + loader position) before
   // anything changes; a cosine schedule resumed over another horizon warns.
   void load_checkpoint(const std::string& path);
-  // Loads weights only (a PyTorch state_dict in safetensors, or a checkpoint dir).
-  void load_weights(const std::string& path);
+  // Loads weights only (a PyTorch state_dict in safetensors, or a checkpoint dir), a file's
+  // names mapped by `rename` first (train/name_map.h).
+  void load_weights(const std::string& path, const NameMap& rename = {});
   // A restarted worker of a parameter-server job goes on at `step` (the servers' answer,
   // PsWorker::rejoin): the step, epoch and data position this rank has in a run that
   // reached that step, with no checkpoint of its own (the model is the servers').

@@ -9,6 +9,7 @@
 #include "parallel/strategy.h"
 #include "train/checkpoint.h"
 #include "train/kernel_record.h"
+#include "train/name_map.h"
 #include "train/trainer.h"
 
 namespace braid::train {
@@ -289,13 +290,13 @@ void Trainer::continue_at(int64_t step) {
   }
 }
 
-void Trainer::load_weights(const std::string& path) {
+void Trainer::load_weights(const std::string& path, const NameMap& rename) {
   strategy_->prepare_to_load();
-  if (std::filesystem::is_directory(path)) {
-    load_model_weights(find_checkpoint_dir(path) + "/model.safetensors", params());
-  } else {
-    load_model_weights(path, params());
-  }
+  const std::string file =
+      std::filesystem::is_directory(path) ? find_checkpoint_dir(path) + "/model.safetensors" : path;
+  const std::string source = "safetensors file '" + file + "'";
+  copy_named_tensors(rename_tensors(read_safetensors(file).tensors, rename, source),
+                     state_dict(params()), source);
   strategy_->sync_parameters();
 }
 
