@@ -41,7 +41,9 @@ class RecordReader {
                   ")");
     }
     gzbuffer(file_, 1 << 16);
-    if (ends_with(path, ".gz")) {
+    if (!ends_with(path, ".gz")) return;
+    // A constructor that throws runs no destructor: the file is closed here.
+    try {
       // gzopen reads a plain file as it is; a .gz name that is not gzip is a mistake.
       const int a = gzgetc(file_), b = gzgetc(file_);
       check_stream();
@@ -50,6 +52,9 @@ class RecordReader {
                   "magic bytes 1f 8b); rename it without .gz or compress it with gzip");
       if (b != -1) gzungetc(b, file_);
       gzungetc(a, file_);
+    } catch (...) {
+      gzclose(file_);
+      throw;
     }
   }
   ~RecordReader() { gzclose(file_); }
