@@ -11,9 +11,18 @@ compares with logits braid wrote for the first K samples ([K,10] for images, [K,
 or [K*128,256] for gpt-tiny windows), in the same order.
 
   /usr/bin/python3 bench/load_braid_checkpoint.py runs/cnn --model cnn [--compare-logits l.npy]
+
+--spec FILE.json instead of --model NAME takes the run's JSON model spec (what
+`braid train --model FILE.json` took) and builds its twin with spec_twin.build_from_spec;
+such a model is evaluated on the Fashion-MNIST test set (input [28, 28, 1]), or, a
+byte-level language model (input [128], input_dtype i32, logits [128, 256]), on the fortunes
+validation split as gpt-tiny is.
+
+  /usr/bin/python3 bench/load_braid_checkpoint.py runs/mine --spec mine.json
 """
 import argparse
 import gzip
+import json
 import os
 import sys
 
@@ -27,6 +36,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from models import MODELS, build_model, is_language_model  # noqa: E402
 from safetensors_lite import load_file  # noqa: E402
+from spec_twin import build_from_spec  # noqa: E402
 
 FASHION = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530
@@ -88,29 +98,56 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("checkpoint",
                     help="run directory, checkpoint directory (holding model.safetensors) or file")
-    ap.add_argument("--model", required=True, choices=MODELS)
+    which = ap.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", choices=MODELS, help="a built-in model's name")
+    which.add_argument("--spec", metavar="FILE.json",
+                       help="a JSON model spec (braid train --model FILE.json): its twin from "
+                            "spec_twin.build_from_spec")
     ap.add_argument("--compare-logits", metavar="FILE.npy")
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
 
-    model = build_model(a.model)
+    if a.spec:
+        try:
+            with open(a.spec) as f:
+                spec = json.load(f)
+            model = build_from_spec(spec)
+        except (OSError, ValueError) as e:
+            sys.exit(f"cannot build a twin of --spec {a.spec}: {e}")
+        fmnist = list(model.braid_input) == [28, 28, 1] and model.braid_input_dtype == "f32"
+        fortunes = (list(model.braid_input) == [128] and model.braid_input_dtype == "i32"
+                    and list(model.braid_output) == [128, 256])
+        if not (fmnist or fortunes):
+            sys.exit(f"--spec {a.spec}: input {list(model.braid_input)} "
+                     f"({model.braid_input_dtype}) -> {list(model.braid_output)}; evaluated "
+                     f"here are Fashion-MNIST models ([28, 28, 1], f32) and byte-level "
+                     f"language models on the fortunes ([128], i32 -> [128, 256])")
+        name, how = a.spec, f"--spec {a.spec}"
+        layout = f"python3 bench/spec_twin.py {a.spec} prints the twin's layout"
+    else:
+        model = build_model(a.model)
+        name, how = a.model, f"--model {a.model}"
+        layout = "python3 bench/models.py prints every model's layout"
     try:
         path, meta = load_checkpoint(a.checkpoint, model)
     except (OSError, ValueError, RuntimeError) as e:
-        sys.exit(f"cannot load {a.checkpoint} as --model {a.model}: {e}\n"
-                 f"(expected names: python3 bench/models.py prints every model's layout)")
+        sys.exit(f"cannot load {a.checkpoint} as {how}: {e}\n(expected names: {layout})")
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"loaded {path} into {a.model} ({n_params} parameters, strict=True)"
+    print(f"loaded {path} into {name} ({n_params} parameters, strict=True)"
           + (f"; metadata {meta}" if meta else ""))
     model.eval()
+    # A spec's twin is checked to 1e-3 relative (bench/check_twins.sh): more digits.
+    digits = 6 if a.spec else 4
 
-    if is_language_model(a.model):
+    language_model = (is_language_model(a.model) if a.model
+                      else model.braid_input_dtype == "i32")
+    if language_model:
         from pytorch_gpt_convergence import evaluate, load_corpus, val_windows
         _, val = load_corpus()
         windows = val_windows(val)
         loss = evaluate(model, windows)
-        print(f"fortunes val: loss {loss:.4f} over {len(windows)} windows")
+        print(f"fortunes val: loss {loss:.{digits}f} over {len(windows)} windows")
         if a.compare_logits:
             k = np.load(a.compare_logits, mmap_mode="r").shape[0]
             k = k if np.load(a.compare_logits, mmap_mode="r").ndim == 3 else -(-k // 128)
@@ -123,7 +160,7 @@ def main():
     loss = F.cross_entropy(logits, y).item()
     correct = int((logits.argmax(1) == y).sum().item())
     print(f"fashion-mnist test: accuracy {100.0 * correct / len(y):.2f}% ({correct}/{len(y)}), "
-          f"loss {loss:.4f}")
+          f"loss {loss:.{digits}f}")
     if a.compare_logits:
         compare(logits, a.compare_logits)
 

@@ -524,7 +524,7 @@ void run_eval(const EvalFlags& f) {
   }
   const train::EvalResult r = trainer.evaluate();
   if (trainer.model().task == train::Task::language_model)
-    std::printf("validation loss %.4f (%.4f bits/byte) over %lld windows\n", r.loss,
+    std::printf("validation loss %.4f (%.4f bits/byte) over %lld predicted bytes\n", r.loss,
                 r.loss / std::log(2.0), static_cast<long long>(r.samples));
   else
     std::printf("test loss %.4f accuracy %.4f over %lld samples\n", r.loss, r.accuracy,
