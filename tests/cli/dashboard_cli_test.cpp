@@ -147,4 +147,32 @@ TEST(Dashboard, ShowsTheJobsAndTheirGrowingCurvesAndKeepsNamesAsText) {
   ::waitpid(worker, nullptr, 0);
 }
 
+// A job of more records than one page holds (20,000): the page asks for every page at once
+// and draws each record once, in order (a wrong offset drew some twice, or skipped some).
+TEST(Dashboard, AJobOfSeveralPagesOfRecordsIsDrawnWholeAndOnce) {
+  if (::access(kChromium, X_OK) != 0)
+    GTEST_SKIP() << kChromium << " is missing: scripts/setup.sh --test-packages installs it";
+  const TempDir tmp;
+  const ServeProcess server(tmp);
+  ASSERT_GT(server.port, 0) << read_file(server.log);
+  httplib::Client c(server.url);
+  c.set_bearer_token_auth(server.token.c_str());
+  const json job = {{"name", "pages"}, {"ranks", 1}, {"config", {{"model", "mlp"}}}};
+  const auto submitted = c.Post("/api/v1/jobs", job.dump(), "application/json");
+  ASSERT_TRUE(submitted && submitted->status == 201);
+  const std::string id = std::to_string(json::parse(submitted->body).at("id").get<int64_t>());
+  constexpr int kRecords = 45000, kBatch = 5000;
+  for (int first = 0; first < kRecords; first += kBatch) {
+    json events = json::array();
+    for (int s = first + 1; s <= first + kBatch; ++s)
+      events.push_back({{"event", "train"}, {"step", s}, {"loss", 1.0 / s}, {"rank", 0}});
+    const auto r = c.Post(("/api/v1/jobs/" + id + "/events").c_str(),
+                          json{{"rank", 0}, {"events", events}}.dump(), "application/json");
+    ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+  }
+  const std::string dom =
+      dump_dom(tmp, server.url + "/#token=" + server.token + "&job=" + id, 10000);
+  EXPECT_EQ(points_in(dom), kRecords) << dom.substr(0, 2000);
+}
+
 }  // namespace
