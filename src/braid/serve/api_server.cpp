@@ -7,6 +7,7 @@
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -163,7 +164,9 @@ void ApiServer::start() {
   // Debian's cpp-httplib is built with a listen backlog of 5: a hundred clients connecting
   // at once overflowed it, and their first calls failed a second later. Listening again
   // on a bound socket sets its queue's length.
-  if (listen_socket_ >= 0) ::listen(listen_socket_, kListenBacklog);
+  if (listen_socket_ >= 0 && ::listen(listen_socket_, kListenBacklog) != 0)
+    log_warn("braid serve: cannot lengthen the listen queue to ", kListenBacklog, " (",
+             std::strerror(errno), "); clients connecting at once may see their first call fail");
   thread_ = std::make_unique<Thread>();
   thread_->thread = std::thread([this] { http_->listen_after_bind(); });
   thread_->ticker = std::thread([this] {
