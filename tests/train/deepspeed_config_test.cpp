@@ -161,12 +161,35 @@ TEST(DeepSpeedConfig, Optimizers) {
           .config["optimizer"];
   EXPECT_EQ(o["eps"], 1e-10);
   EXPECT_TRUE(contains(error_of(json::parse(R"({"optimizer": {"type": "SGD"}})")), "lr"));
-  std::string e = error_of(json::parse(R"({"optimizer": {"type": "Lamb"}})"));
-  EXPECT_TRUE(contains(e, "max_coeff")) << e;
-  e = error_of(json::parse(R"({"optimizer": {"type": "Lion"}})"));
+  std::string e = error_of(json::parse(R"({"optimizer": {"type": "Lion"}})"));
   EXPECT_TRUE(contains(e, "\"Lion\"")) << e;
   e = error_of(json::parse(R"({"optimizer": {"type": "Adam", "params": {"amsgrad": true}}})"));
   EXPECT_TRUE(contains(e, "optimizer.params.amsgrad")) << e;
+}
+
+TEST(DeepSpeedConfig, LambIsFusedLambWithItsDefaults) {
+  // DeepSpeed's docs example (config-json, "optimizer"): Lamb with bias_correction false.
+  json o = map(json::parse(R"({"optimizer": {"type": "Lamb", "params": {"lr": 1e-3,
+      "weight_decay": 0.01, "bias_correction": false, "max_coeff": 0.3, "min_coeff": 0.01}}})"))
+               .config["optimizer"];
+  EXPECT_EQ(o, json::parse(R"({"name": "lamb", "lamb_form": "deepspeed", "lr": 0.001,
+      "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01, "min_trust": 0.01,
+      "max_trust": 0.3, "bias_correction": false})"));
+  // What the block leaves out takes FusedLamb's defaults.
+  o = map(json::parse(R"({"optimizer": {"type": "Lamb"}})")).config["optimizer"];
+  EXPECT_EQ(o["min_trust"], 0.01);
+  EXPECT_EQ(o["max_trust"], 10.0);
+  EXPECT_EQ(o["bias_correction"], true);
+  EXPECT_EQ(o["eps"], 1e-8);
+  EXPECT_EQ(o["lr"], 1e-3);
+  std::string e = error_of(
+      json::parse(R"({"optimizer": {"type": "Lamb", "params": {"eps_inside_sqrt": true}}})"));
+  EXPECT_TRUE(contains(e, "eps_inside_sqrt")) << e;
+  e = error_of(json::parse(R"({"optimizer": {"type": "Lamb", "params": {"max_grad_norm": 1}}})"));
+  EXPECT_TRUE(contains(e, "gradient_clipping")) << e;
+  e = error_of(json::parse(
+      R"({"optimizer": {"type": "Lamb", "params": {"min_coeff": 2, "max_coeff": 1}}})"));
+  EXPECT_TRUE(contains(e, "max_coeff")) << e;
 }
 
 TEST(DeepSpeedConfig, WarmupSchedulersMapOntoBraidsSchedule) {

@@ -1,7 +1,9 @@
 #include "optim/lamb.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
 #include "core/multiversion.h"
 
 namespace braid::optim {
@@ -84,37 +86,54 @@ Lamb::Lamb(std::vector<Segment> segments, int64_t buffer_size, const LambOptions
   detail::check_unit_interval("lamb", "beta2", options.beta2);
   detail::check_non_negative("lamb", "eps", options.eps);
   detail::check_non_negative("lamb", "weight_decay", options.weight_decay);
+  detail::check_non_negative("lamb", "min_trust", options.min_trust);
+  detail::check_non_negative("lamb", "max_trust", options.max_trust);
+  BRAID_CHECK(options.max_trust == 0 || options.max_trust >= options.min_trust,
+              "lamb: max_trust = ", options.max_trust, " is below min_trust = ", options.min_trust,
+              " (0 leaves the ratio without an upper bound)");
   exp_avg_ = add_state("exp_avg");
   exp_avg_sq_ = add_state("exp_avg_sq");
+}
+
+double Lamb::trust_ratio(double p_sq, double r_sq) const {
+  if (p_sq <= 0 || r_sq <= 0) return 1.0;
+  double ratio = std::sqrt(p_sq) / std::sqrt(r_sq);
+  ratio = std::max(ratio, static_cast<double>(options_.min_trust));
+  if (options_.max_trust > 0) ratio = std::min(ratio, static_cast<double>(options_.max_trust));
+  return ratio;
 }
 
 void Lamb::update(float* params, const float* grads, float lr, int64_t step,
                   std::span<const Segment> segments) {
   const double beta1 = options_.beta1, beta2 = options_.beta2;
   const double t = static_cast<double>(step);
+  const double correction1 = options_.bias_correction ? 1.0 - std::pow(beta1, t) : 1.0;
+  const double correction2 = options_.bias_correction ? 1.0 - std::pow(beta2, t) : 1.0;
+  const bool deepspeed = options_.form == LambOptions::Form::deepspeed;
+  // DeepSpeed's direction uses the raw moments and corrects the step instead.
   LambScalars k{options_.beta1,
                 static_cast<float>(1.0 - beta1),
                 options_.beta2,
                 static_cast<float>(1.0 - beta2),
-                static_cast<float>(1.0 - std::pow(beta1, t)),
-                static_cast<float>(1.0 - std::pow(beta2, t)),
+                deepspeed ? 1.0f : static_cast<float>(correction1),
+                deepspeed ? 1.0f : static_cast<float>(correction2),
                 options_.eps,
                 0.0f};
+  const double step_scale = deepspeed ? std::sqrt(correction2) / correction1 : 1.0;
   for (const Segment& s : segments) {
     float* p = params + s.offset;
     const float* g = grads + s.offset;
     float* m = exp_avg_ + s.offset;
     float* v = exp_avg_sq_ + s.offset;
-    if (!s.decay) {
-      k.wd = 0.0f;
+    k.wd = s.decay ? options_.weight_decay : 0.0f;
+    if (!s.decay && !deepspeed) {
       lamb_fused(p, g, m, v, s.numel, k, lr);
       continue;
     }
-    k.wd = options_.weight_decay;
     double r_sq = 0, p_sq = 0;
     lamb_moments(p, g, m, v, s.numel, k, &r_sq, &p_sq);
-    const double trust = (p_sq > 0 && r_sq > 0) ? std::sqrt(p_sq) / std::sqrt(r_sq) : 1.0;
-    lamb_apply(p, m, v, s.numel, k, static_cast<float>(lr * trust));
+    const double trust = trust_ratio(p_sq, r_sq);
+    lamb_apply(p, m, v, s.numel, k, static_cast<float>(lr * step_scale * trust));
   }
 }
 

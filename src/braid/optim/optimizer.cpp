@@ -181,8 +181,17 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, std::vector<
         LarsOptions{f32(c.momentum), c.nesterov, f32(c.weight_decay), f32(c.trust_coefficient)});
   }
   if (c.name == "lamb") {
-    const LambOptions o{f32(c.beta1), f32(c.beta2), eps_or(c.eps, LambOptions{}.eps),
-                        f32(c.weight_decay)};
+    BRAID_CHECK(c.lamb_form == "paper" || c.lamb_form == "deepspeed", "lamb: lamb_form '",
+                c.lamb_form, "' is neither 'paper' nor 'deepspeed'");
+    const LambOptions o{
+        f32(c.beta1),
+        f32(c.beta2),
+        eps_or(c.eps, LambOptions{}.eps),
+        f32(c.weight_decay),
+        c.lamb_form == "deepspeed" ? LambOptions::Form::deepspeed : LambOptions::Form::paper,
+        c.bias_correction,
+        f32(c.min_trust),
+        f32(c.max_trust)};
     return std::make_unique<Lamb>(std::move(segments), buffer_size, o);
   }
   std::string names;

@@ -114,6 +114,13 @@ struct OptimizerConfig {
   // onebit_adam: Adam steps before the variance freezes and the momentum arrives compressed
   // (the codec's compression.freeze_step must be the same).
   int64_t freeze_step = 100;
+  // lamb (optim/lamb.h): "paper" (You et al., Algorithm 2) or "deepspeed" (FusedLamb's
+  // update, what a ds_config's Lamb runs); the trust ratio's bounds (0: none above) and
+  // whether the moments' bias is corrected.
+  std::string lamb_form = "paper";
+  double min_trust = 0;
+  double max_trust = 0;
+  bool bias_correction = true;
 };
 
 // The names make_optimizer accepts, in the order listed in its error message.

@@ -307,7 +307,7 @@ class Mapper {
     object("optimizer", v);
     check_keys("optimizer", v, {"type", "params"});
     if (!v.contains("type") || !v["type"].is_string())
-      refuse("optimizer.type", "must name the optimizer (Adam, AdamW, SGD, Adagrad)");
+      refuse("optimizer.type", "must name the optimizer (Adam, AdamW, SGD, Adagrad, Lamb)");
     std::string type = v["type"].get<std::string>();
     for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     const json params = v.value("params", json::object());
@@ -372,14 +372,46 @@ class Mapper {
       o["eps"] = param("eps", 1e-10);
       o["weight_decay"] = param("weight_decay", 0);
     } else if (type == "lamb") {
-      refuse("optimizer.type",
-             "is Lamb: DeepSpeed's Lamb clamps the trust ratio to [min_coeff 0.01, max_coeff 10] "
-             "and braid's lamb does not; set optimizer.name lamb in --config for braid's (the "
-             "paper's Algorithm 2, unclamped) instead");
+      // DeepSpeed's Lamb is FusedLamb (deepspeed/ops/lamb/fused_lamb.py): braid's lamb in
+      // its deepspeed form (optim/lamb.h), with FusedLamb's defaults.
+      check_keys("optimizer.params", params,
+                 {"lr", "betas", "eps", "weight_decay", "bias_correction", "max_coeff", "min_coeff",
+                  "eps_inside_sqrt", "max_grad_norm", "amsgrad"});
+      if (params.contains("eps_inside_sqrt"))
+        require("optimizer.params.eps_inside_sqrt", params["eps_inside_sqrt"], json(false),
+                "braid's lamb adds eps outside the square root");
+      if (params.contains("max_grad_norm"))
+        require("optimizer.params.max_grad_norm", params["max_grad_norm"], json(0),
+                "set gradient_clipping, which clips the global norm before every optimizer");
+      if (params.contains("amsgrad"))
+        require("optimizer.params.amsgrad", params["amsgrad"], json(false),
+                "FusedLamb has no AMSGrad either");
+      o["name"] = "lamb";
+      o["lamb_form"] = "deepspeed";
+      o["lr"] = param("lr", 1e-3);
+      o["beta1"] = 0.9;
+      o["beta2"] = 0.999;
+      betas();
+      o["eps"] = param("eps", 1e-8);
+      o["weight_decay"] = param("weight_decay", 0);
+      o["min_trust"] = param("min_coeff", 0.01);
+      o["max_trust"] = param("max_coeff", 10.0);
+      if (o["max_trust"].get<double>() < o["min_trust"].get<double>())
+        refuse("optimizer.params.max_coeff", "is below min_coeff");
+      o["bias_correction"] =
+          params.contains("bias_correction")
+              ? boolean("optimizer.params.bias_correction", params["bias_correction"])
+              : true;
+      if (o["weight_decay"].get<double>() > 0)
+        out_.notes.push_back(source_ +
+                             ": 'optimizer.params.weight_decay' skips biases and normalisation "
+                             "weights in braid, as its every optimizer does (DeepSpeed decays "
+                             "what the model's parameter groups say); every tensor still takes "
+                             "FusedLamb's trust ratio");
     } else {
       refuse("optimizer.type",
              "is " + v["type"].dump() +
-                 ": braid maps Adam, AdamW, SGD and Adagrad; its others (rmsprop, lars, lamb, "
+                 ": braid maps Adam, AdamW, SGD, Adagrad and Lamb; its others (rmsprop, lars, "
                  "onebit_adam) are set with optimizer.name in --config");
     }
   }

@@ -496,6 +496,23 @@ std::vector<Setting> make_settings() {
   t.push_back(number(
       "optimizer.trust_coefficient", kOptimizer, kNonNegative, "LARS trust coefficient (eta)",
       [](auto& c) -> auto& { return c.optimizer.trust_coefficient; }));
+  t.push_back(text(
+      "optimizer.lamb_form", kOptimizer, {"paper", "deepspeed"},
+      "lamb: paper (You et al. 2019, Algorithm 2: biases and norms unadapted) or deepspeed "
+      "(DeepSpeed's FusedLamb: every tensor adapted, the bias correction in the step)",
+      [](auto& c) -> auto& { return c.optimizer.lamb_form; }));
+  t.push_back(number(
+      "optimizer.min_trust", kOptimizer, kNonNegative,
+      "lamb: the trust ratio's lower bound (DeepSpeed's min_coeff)",
+      [](auto& c) -> auto& { return c.optimizer.min_trust; }));
+  t.push_back(number(
+      "optimizer.max_trust", kOptimizer, kNonNegative,
+      "lamb: the trust ratio's upper bound (DeepSpeed's max_coeff; 0: none)",
+      [](auto& c) -> auto& { return c.optimizer.max_trust; }));
+  t.push_back(row(
+      "optimizer.bias_correction", K::boolean, kOptimizer,
+      "lamb: divide the moments by 1 - beta^t (false: DeepSpeed's bias_correction false)",
+      [](auto& c) -> auto& { return c.optimizer.bias_correction; }));
   t.push_back(integer(
       "optimizer.base_batch", kOptimizer, 0, kMaxBatch,
       "> 0: scale the learning rate by batch / base_batch (linear scaling)",
