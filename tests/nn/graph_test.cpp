@@ -85,12 +85,31 @@ TEST(Graph, ParametersAreNamedByNode) {
                                              "head.weight", "head.bias"}));
 }
 
-// A Tanh in front of the first layer with parameters runs no backward, and the first
-// layer is asked for no input gradient, when the caller needs none; the weight gradients
-// are those of a full backward, bit for bit.
+// Identity that records how backward was called.
+class Spy : public Module {
+ public:
+  std::string_view kind() const override { return "Spy"; }
+  Shape output_shape(const Shape& in) const override { return in; }
+  const Tensor& forward(const Tensor& x, Cache& cache, const ForwardContext&) override {
+    cache.out = x;
+    return cache.out;
+  }
+  const Tensor& backward(const Tensor& dy, Cache& cache, bool need_dx) override {
+    calls.push_back(need_dx);
+    cache.dx = dy;
+    return need_dx ? cache.dx : no_grad();
+  }
+  std::vector<bool> calls;
+};
+
+// A node in front of the first node with parameters runs no backward, and the first node
+// with parameters is asked for no input gradient, when the caller needs none; the weight
+// gradients are those of a full backward, bit for bit.
 TEST(Graph, NoBackwardInFrontOfTheFirstNodeThatLearns) {
+  auto spy = std::make_unique<Spy>();
+  Spy* pre = spy.get();
   std::vector<GraphNode> nodes;
-  nodes.push_back(layer("pre", std::make_unique<Tanh>(), kIn));
+  nodes.push_back(layer("pre", std::move(spy), kIn));
   nodes.push_back(layer("f", std::make_unique<Flatten>(), 0));
   nodes.push_back(layer("l", std::make_unique<Linear>(12, 5), 1));
   nodes.push_back(layer("r", std::make_unique<Tanh>(), 2));
@@ -107,10 +126,12 @@ TEST(Graph, NoBackwardInFrontOfTheFirstNodeThatLearns) {
   g.forward(x, *cache, ForwardContext());
   params.zero_grads();
   EXPECT_FALSE(g.backward(dy, *cache, false).defined());
+  EXPECT_EQ(pre->calls, std::vector<bool>{});
   const std::vector<float> skipped(params.grads(), params.grads() + params.size());
   params.zero_grads();
   const Tensor& dx = g.backward(dy, *cache, true);
   EXPECT_EQ(dx.shape(), x.shape());
+  EXPECT_EQ(pre->calls, std::vector<bool>{true});
   EXPECT_EQ(0, std::memcmp(skipped.data(), params.grads(), sizeof(float) * skipped.size()));
 }
 
