@@ -1,8 +1,8 @@
 // `braid train --model graph.json` as a user runs it: a graph spec (a residual add and a
 // concat) trains under `braid launch -n 2` (DDP), writes a checkpoint whose tensors carry
 // the node names, and a run stopped at step 4 and resumed to 8 ends with the bits of a run
-// that went to 8 at once. The pipeline strategy, which cuts a chain into stages, refuses a
-// graph with one line.
+// that went to 8 at once; ZeRO stage 3 trains it too. The pipeline and tensor-parallel
+// strategies, which cut a chain into stages or by width, refuse a graph with one line.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -70,13 +70,27 @@ TEST(GraphCli, GraphModelTrainsUnderDdpAndResumesToTheUninterruptedRunsBits) {
   EXPECT_EQ(r.code, 0) << r.output;
 }
 
-TEST(GraphCli, PipelineRefusesAGraphModel) {
+TEST(GraphCli, PipelineAndTensorParallelRefuseAGraphModel) {
   REQUIRE_FASHION_MNIST();
   const TempDir tmp;
-  const braid::testing::BraidResult r = run_braid(launch2(
+  braid::testing::BraidResult r = run_braid(launch2(
       graph_flags(tmp) + "--pipeline.stages 2 --micro-batches 2 --steps 2 --out " + tmp.file("p")));
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "model 'Graph' cannot be cut into stages"));
+  r = run_braid(launch2(graph_flags(tmp) + "--tensor-parallel 2 --steps 2 --out " + tmp.file("t")));
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "tensor parallel: model 'Graph' cannot be cut by width"));
+}
+
+// ZeRO stage 3 gathers each node's parameters as the graph announces them.
+TEST(GraphCli, TrainsUnderZeroStage3) {
+  REQUIRE_FASHION_MNIST();
+  const TempDir tmp;
+  const braid::testing::BraidResult r =
+      run_braid(launch2(graph_flags(tmp) + "--zero-stage 3 --steps 4 --out " + tmp.file("z")));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "strategy zero"));
+  EXPECT_TRUE(contains(r.output, "[rank 0] done: 4 steps"));
 }
 
 }  // namespace
