@@ -17,7 +17,6 @@
 #include "nn/embedding.h"
 #include "nn/flatten.h"
 #include "nn/gelu.h"
-#include "nn/gpt.h"
 #include "nn/layernorm.h"
 #include "nn/linear.h"
 #include "nn/pad.h"
@@ -36,6 +35,7 @@ using nlohmann::json;
 constexpr double kBytesPerParameter = 16;
 // Where /proc/meminfo cannot be read.
 constexpr double kAssumedMemory = 1024.0 * 1024 * 1024 * 1024;
+
 double numel_of(const Shape& shape) {
   double n = 1;
   for (int i = 0; i < shape.rank(); ++i) n *= static_cast<double>(shape[i]);

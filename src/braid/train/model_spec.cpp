@@ -89,7 +89,7 @@ json builtin_model_spec(const std::string& name) {
   const std::string near = closest_match(name, builtin_model_names());
   BRAID_THROW(Error, "model: unknown built-in model '", name, "'; ",
               near.empty() ? "" : "did you mean '" + near + "'? ", "accepted: ", builtin_names(),
-              " (or a spec object with 'input' and 'layers')");
+              " (or a spec object with 'input' and 'layers' or 'nodes')");
 }
 
 BuiltModel build_model(const json& spec, int64_t seq_len, const ModelBuildOptions& options) {
@@ -113,7 +113,8 @@ BuiltModel build_model(const json& spec, int64_t seq_len, const ModelBuildOption
     return out;
   }
   BRAID_CHECK(spec.is_string() || spec.is_object(), "model: a model is a built-in name (",
-              builtin_names(), ") or an object with 'input' and 'layers', got ", spec.type_name());
+              builtin_names(), ") or an object with 'input' and 'layers' or 'nodes', got ",
+              spec.type_name());
   const json s = spec.is_string() ? builtin_model_spec(spec.get<std::string>()) : spec;
   const bool graph = s.contains("nodes");
   BRAID_CHECK(s.contains("input") && (s.contains("layers") != graph),
