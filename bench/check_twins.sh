@@ -8,7 +8,9 @@
 # input [128]) on the fortunes corpus (--dataset text, scored on the validation split, loss
 # only). Exits 1 if any run or strict load fails, or the losses differ by more than 1e-3
 # relative, or the accuracies by more than 0.001 (10 images).
-#   bench/check_twins.sh [OUTDIR]   (run directories and logs; a fresh /tmp dir by default)
+#   bench/check_twins.sh [OUTDIR [SPEC...]]   (run directories and logs, a fresh /tmp dir by
+#   default; the specs to check, all of bench/twin_specs by default, graph.json included: a
+#   graph spec with a residual add and a concat)
 # Adam at 3e-3 rather than braid's default SGD 0.01, under which some of these small
 # models are still at chance after 200 steps and the accuracy would compare nothing.
 set -uo pipefail
@@ -16,6 +18,9 @@ cd "$(dirname "$0")/.." || exit 1
 braid=${BRAID:-build/release/braid}
 py=/usr/bin/python3
 out=${1:-$(mktemp -d /tmp/braid-twins.XXXXXX)}
+shift || true
+specs=("$@")
+((${#specs[@]})) || specs=(bench/twin_specs/*.json)
 mkdir -p "$out"
 lscpu | grep -E "Model name" | sed 's/  */ /g'
 echo "runs and logs in $out"
@@ -26,7 +31,7 @@ fail() {  # MESSAGE LOG, for the spec $name
   printf '%-10s %s (log: %s)\n' "$name" "$1" "$2"
   status=1
 }
-for spec in bench/twin_specs/*.json; do
+for spec in "${specs[@]}"; do
   name=$(basename "$spec" .json)
   dir="$out/$name"
   # A language model (token ids in, input_dtype i32) trains on the fortunes corpus.

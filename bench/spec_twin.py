@@ -1,7 +1,7 @@
 """PyTorch twins of braid JSON model specs (issue 32), for checkpoint interchange.
 
 build_from_spec(spec) takes what `braid train --model FILE.json` takes ({"input": [H, W, C],
-"layers": [...]}, src/braid/train/model_spec.cpp) and returns a torch.nn.Module whose
+"layers": [...]} or "nodes": [...], src/braid/train/model_spec.h) and returns a torch.nn.Module whose
 state_dict names, shapes and dtypes are braid's, so RUN/checkpoint/model.safetensors loads
 with load_state_dict(strict=True) and evaluates as braid does. The conventions are those of
 bench/models.py's hand-written twins:
@@ -20,6 +20,11 @@ bench/models.py's hand-written twins:
 - Eval semantics: dropout is the identity and batch norm uses its running statistics, as
   in `braid eval`; call .eval() before comparing.
 
+- A graph spec ({"input": ..., "nodes": [...], "output": NAME}) becomes a GraphTwin: each
+  layer node is a submodule under the node's name ("stem.weight", "block.body.0.weight"),
+  "add" sums its inputs and "concat" joins them along braid's sample axis, which for an
+  image ([H, W, C], default axis -1: channels) is NCHW's dim 1 here (H is dim 2, W dim 3).
+
 What braid accepts but a twin does not reproduce raises ValueError naming the layer, as
 do specs braid itself refuses (unknown types or keys, shapes a layer cannot take).
 
@@ -31,6 +36,7 @@ import os
 import sys
 
 import numpy as np
+import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -319,6 +325,122 @@ def _build_layers(layers, shape, path):
     return nn.Sequential(*mods), shape
 
 
+class GraphTwin(nn.Module):
+    """braid's nn::Graph: nodes run in their listed order, each reading the input or
+    earlier nodes by name. Layer nodes are submodules named as the nodes, so the
+    state_dict is braid's ("<node>.<param>"); add and concat have no tensors."""
+
+    def __init__(self, nodes, output):
+        super().__init__()
+        self.plan = []  # (name, op, inputs, torch dim for concat)
+        for name, op, inputs, dim, module in nodes:
+            if module is not None:
+                self.add_module(name, module)
+            self.plan.append((name, op, inputs, dim))
+        self.output = output
+
+    def forward(self, x):
+        values = {"input": x}
+        for name, op, inputs, dim in self.plan:
+            xs = [values[i] for i in inputs]
+            if op == "add":
+                y = xs[0]
+                for t in xs[1:]:
+                    y = y + t
+            elif op == "concat":
+                y = torch.cat(xs, dim=dim)
+            else:
+                y = getattr(self, name)(xs[0])
+            values[name] = y
+        return values[self.output]
+
+
+def _torch_dim(axis, shape):
+    """braid's sample axis (normalised) of a sample of `shape` -> the twin tensor's dim."""
+    if len(shape) == 3:  # an image: braid's (H, W, C) are NCHW's dims 2, 3, 1
+        return (2, 3, 1)[axis]
+    return axis + 1
+
+
+def _build_graph(nodes, output, in_shape):
+    if not isinstance(nodes, list) or not nodes:
+        raise SpecError("model: 'nodes' must be a non-empty list")
+    names = []
+    for i, n in enumerate(nodes):
+        if (not isinstance(n, dict) or not isinstance(n.get("name"), str)
+                or not isinstance(n.get("type"), str)):
+            raise SpecError(f"model: node {i} must be an object with a string 'name' and a "
+                            "string 'type'")
+        name = n["name"]
+        if not name or name == "input" or not all(ch.isalnum() or ch == "_" for ch in name):
+            raise SpecError(f"model: node {i}: name '{name}' must be letters, digits and '_', "
+                            "and not 'input'")
+        if name in names:
+            raise SpecError(f"model: node {i}: name '{name}' is taken by an earlier node")
+        names.append(name)
+    shapes = {"input": tuple(in_shape)}
+    built, readers, previous = [], {}, "input"
+    for i, n in enumerate(nodes):
+        name, t = n["name"], n["type"]
+        where = f"node '{name}' ({t})"
+        inputs = n.get("inputs", [previous])
+        if not isinstance(inputs, list) or not inputs:
+            raise SpecError(f"model: {where}: 'inputs' must be a non-empty list of names")
+        for k in inputs:
+            if k not in shapes:
+                later = k in names[i:]
+                raise SpecError(f"model: {where} reads '{k}', which is "
+                                + ("not listed before it" if later else "no node"))
+            readers[k] = readers.get(k, 0) + 1
+        ins = [shapes[k] for k in inputs]
+        r = _Reader(n, where)
+        dim = None
+        if t in ("add", "concat"):
+            for k in n:
+                if k not in ("name", "type", "inputs") and not (k == "axis" and t == "concat"):
+                    r.fail(f"unknown key '{k}'")
+            if len(ins) < 2:
+                r.fail(f"needs at least 2 'inputs', got {len(ins)}")
+            module = None
+            if t == "add":
+                if any(s != ins[0] for s in ins):
+                    r.fail(f"adds inputs of one shape, got {[list(s) for s in ins]}")
+                shape = ins[0]
+            else:
+                rank = len(ins[0])
+                axis = n.get("axis", -1)
+                if isinstance(axis, bool) or not isinstance(axis, int) or not -rank <= axis < rank:
+                    r.fail(f"'axis' must be an integer in [{-rank}, {rank - 1}], got {axis}")
+                axis %= rank
+                if any(len(s) != rank or any(a != b for d, (a, b) in enumerate(zip(s, ins[0]))
+                                             if d != axis) for s in ins):
+                    r.fail(f"inputs must agree except along axis {axis}, got "
+                           f"{[list(s) for s in ins]}")
+                shape = tuple(sum(s[d] for s in ins) if d == axis else ins[0][d]
+                              for d in range(rank))
+                dim = _torch_dim(axis, ins[0])
+        else:
+            if len(ins) != 1:
+                r.fail(f"is a layer and reads one input, got {len(ins)}")
+            if t in KEYS:
+                for k in n:
+                    if k not in ("type", "name", "inputs") and k not in KEYS[t]:
+                        r.fail(f"unknown key '{k}'")
+            module, shape = _make_layer(t, r, n, ins[0], "")
+            shape = tuple(int(d) for d in shape)
+        built.append((name, t, inputs, dim, module))
+        shapes[name] = shape
+        previous = name
+    output = names[-1] if output is None else output
+    if output not in names:
+        raise SpecError(f"model: 'output' names '{output}', which is no node")
+    for name, t in ((n["name"], n["type"]) for n in nodes):
+        if name != output and not readers.get(name):
+            raise SpecError(f"model: node '{name}' ({t}) is not used: no node reads it and it "
+                            f"is not the 'output' ({output})")
+    return GraphTwin(built, output), shapes[output]
+
+
 def build_from_spec(spec):
     """The PyTorch twin of a braid model spec (a dict, or a JSON file's path). The module
     gets `braid_input` (one sample's shape in braid's layout) and `braid_output` (the
@@ -328,12 +450,14 @@ def build_from_spec(spec):
             raise SpecError(f"'{spec}' is a built-in model: use models.build_model('{spec}')")
         with open(spec) as f:
             spec = json.load(f)
-    if not isinstance(spec, dict) or "input" not in spec or "layers" not in spec:
+    graph = isinstance(spec, dict) and "nodes" in spec
+    if not isinstance(spec, dict) or "input" not in spec or ("layers" in spec) == graph:
         raise SpecError("model: a model spec is an object with 'input' (sample shape) and "
-                        "'layers'")
+                        "either 'layers' (a chain) or 'nodes' (a graph)")
+    accepted = ("input", "input_dtype") + (("nodes", "output") if graph else ("layers",))
     for k in spec:
-        if k not in ("input", "layers", "input_dtype"):
-            raise SpecError(f"model: unknown key '{k}'; accepted: input, input_dtype, layers")
+        if k not in accepted:
+            raise SpecError(f"model: unknown key '{k}'; accepted: {', '.join(sorted(accepted))}")
     dims = spec["input"]
     if (not isinstance(dims, list) or not 1 <= len(dims) <= 4
             or any(isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= MAX_SIZE
@@ -344,7 +468,10 @@ def build_from_spec(spec):
         raise SpecError(f"model: 'input_dtype' is f32 or i32, got '{dtype}'")
     if len(dims) == 4:
         raise SpecError("model: a 4-dimensional sample ([B, ...] of rank 5) has no twin layout")
-    model, out = _build_layers(spec["layers"], tuple(dims), "")
+    if graph:
+        model, out = _build_graph(spec["nodes"], spec.get("output"), tuple(dims))
+    else:
+        model, out = _build_layers(spec["layers"], tuple(dims), "")
     if len(out) not in (1, 2):
         raise SpecError(f"model: the last layer outputs {[None] + list(out)}; a model ends in "
                         "[batch, classes] or [batch, time, classes]")

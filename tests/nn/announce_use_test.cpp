@@ -82,6 +82,17 @@ TEST(AnnounceUse, ResidualBlocksAnnounceTheirBody) {
                {"type": "linear", "out_features": 5}]})"));
 }
 
+TEST(AnnounceUse, GraphNodesAnnounceTheirParameters) {
+  expect_forward_announces_every_parameter(nlohmann::json::parse(R"({
+    "input": [12],
+    "nodes": [{"name": "a", "type": "linear", "out_features": 16},
+              {"name": "b", "type": "linear", "out_features": 16},
+              {"name": "c", "type": "linear", "out_features": 16, "inputs": ["input"]},
+              {"name": "sum", "type": "add", "inputs": ["a", "b", "c"]},
+              {"name": "cat", "type": "concat", "inputs": ["sum", "input"]},
+              {"name": "out", "type": "linear", "out_features": 5}]})"));
+}
+
 TEST(AnnounceUse, GptAnnouncesEmbeddingsBlocksAndFinalNorm) {
   expect_forward_announces_every_parameter("gpt-tiny");
 }
