@@ -333,5 +333,20 @@ TEST(Trainer, BatchWhoseActivationsExceedMemoryIsRefused) {
   EXPECT_NE(e.find("GiB this machine has available (MemAvailable"), std::string::npos) << e;
 }
 
+// The same for a model graph: every node's output counts, not only the logits (a graph's
+// 10 logits a sample alone would pass for any batch).
+TEST(Trainer, GraphBatchWhoseActivationsExceedMemoryIsRefused) {
+  REQUIRE_FASHION_MNIST();
+  TrainConfig c = small_config("", 10);
+  c.model = json::parse(R"({"input": [28, 28, 1], "nodes": [
+      {"name": "wide", "type": "conv2d", "out_channels": 4096, "kernel": 1},
+      {"name": "narrow", "type": "conv2d", "out_channels": 1, "kernel": 1},
+      {"name": "flat", "type": "flatten"},
+      {"name": "logits", "type": "linear", "out_features": 10}]})");
+  c.batch = 60000;
+  const std::string e = error_of([&] { Trainer t(c); });
+  EXPECT_NE(e.find("batch 60000 needs about"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace braid::train

@@ -13,6 +13,7 @@
 #include "data/sources.h"
 #include "data/subset.h"
 #include "data/text.h"
+#include "nn/graph.h"
 #include "nn/sequential.h"
 
 namespace braid::train {
@@ -64,6 +65,9 @@ double activation_bytes_per_sample(const BuiltModel& model) {
       shape = (*seq)[i].output_shape(shape);
       elements += static_cast<double>(shape.numel());
     }
+  } else if (const auto* graph = dynamic_cast<const nn::Graph*>(model.module.get())) {
+    for (const Shape& node : graph->node_shapes(shape))
+      elements += static_cast<double>(node.numel());
   } else {
     elements = static_cast<double>(model.module->output_shape(shape).numel());
   }
