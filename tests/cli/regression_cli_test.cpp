@@ -167,7 +167,7 @@ TEST(RegressionCli, CsvTargetsAndAModelOfTheWrongWidth) {
   std::ofstream(tmp.file("c.json")) << config(1);
   r = run_braid("train --overwrite --config " + tmp.file("c.json"));
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.output.find("loss huber: the model outputs 1 values per sample but the training "
+  EXPECT_NE(r.output.find("loss huber: the model outputs 1 value per sample but the training "
                           "targets have 2; end the model in {\"type\": \"linear\", "
                           "\"out_features\": 2}"),
             std::string::npos)

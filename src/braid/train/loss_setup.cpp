@@ -41,7 +41,8 @@ void check_loss_fits(const TrainConfig& config, const BuiltModel& model, const d
                                       : "); use csv_targets or a numeric csv_label column");
   const int64_t per_sample = data.target_shape().numel();
   BRAID_CHECK(per_sample == outputs, "loss ", config.loss, ": the model outputs ", outputs,
-              " values per sample but the ", what, " targets have ", per_sample,
+              outputs == 1 ? " value" : " values", " per sample but the ", what, " targets have ",
+              per_sample,
               "; end the model in {\"type\": \"linear\", \"out_features\": ", per_sample, "}");
 }
 
