@@ -109,10 +109,10 @@ TEST(EvalSharding, RanksReduceToTheOneProcessResultOnTheTestSet) {
     std::vector<EvalTally> tallies;
     for (int r = 0; r < world; ++r) tallies.push_back(evaluate_rank(source, 256, r, world));
     // The allreduce the ranks would run: a sum of the packed tallies, the same on each.
-    std::array<double, 3> summed{};
+    std::array<double, EvalTally::kPacked> summed{};
     for (const EvalTally& t : tallies) {
       const auto p = t.pack();
-      for (size_t k = 0; k < 3; ++k) summed[k] += p[k];
+      for (size_t k = 0; k < summed.size(); ++k) summed[k] += p[k];
     }
     const EvalTally all = EvalTally::unpack(summed);
     EXPECT_EQ(all.count, n);  // no sample counted twice, none missed
@@ -136,15 +136,86 @@ TEST(EvalSharding, PaddedEvaluationWouldCountTwice) {
   EXPECT_EQ(count, 12);
 }
 
+using Packed = std::array<double, EvalTally::kPacked>;
+
 TEST(EvalTally, UnpackRefusesWhatIsNotACount) {
-  EXPECT_THROW(EvalTally::unpack(std::array<double, 3>{0.0, 1.5, 3.0}), Error);
-  EXPECT_THROW(EvalTally::unpack(std::array<double, 3>{0.0, 4.0, 3.0}), Error);
-  EXPECT_THROW(EvalTally::unpack(std::array<double, 3>{0.0, -1.0, 3.0}), Error);
-  const EvalTally t = EvalTally::unpack(std::array<double, 3>{6.0, 2.0, 3.0});
+  EXPECT_THROW(EvalTally::unpack(Packed{0.0, 1.5, 3.0}), Error);
+  EXPECT_THROW(EvalTally::unpack(Packed{0.0, 4.0, 3.0}), Error);
+  EXPECT_THROW(EvalTally::unpack(Packed{0.0, -1.0, 3.0}), Error);
+  EXPECT_THROW(EvalTally::unpack(Packed{0, 0, 0, 0, 0, 2.5, 4.0}), Error);
+  EXPECT_THROW(EvalTally::unpack(Packed{0, 0, 0, 0, 0, 5.0, 4.0}), Error);
+  const EvalTally t = EvalTally::unpack(Packed{6.0, 2.0, 3.0});
   EXPECT_EQ(t.correct, 2);
   EXPECT_EQ(t.count, 3);
   EXPECT_EQ(t.loss(), 2.0);
   EXPECT_EQ(EvalTally{}.accuracy(), 0.0);
+}
+
+// Regression: the squared and absolute errors of every element, worked out by hand.
+TEST(EvalTally, ErrorsOverEveryElementByHand) {
+  EvalTally t;
+  const float pred[] = {1, 2, 3, 4, -1};
+  const float target[] = {0, 2, 5, 3.5f, 1};
+  t.add_errors(pred, target, 3);          // differences 1, 0, -2
+  t.add_errors(pred + 3, target + 3, 2);  // 0.5, -2
+  EXPECT_EQ(t.elements, 5);
+  EXPECT_DOUBLE_EQ(t.mse(), (1 + 0 + 4 + 0.25 + 4) / 5.0);
+  EXPECT_DOUBLE_EQ(t.mae(), (1 + 0 + 2 + 0.5 + 2) / 5.0);
+  // Multi-label: a logit > 0 says 1; targets >= 0.5 are 1. Hits: rows 2, 3, 4 (-1 vs 1 misses;
+  // 1 vs 0 misses).
+  EXPECT_DOUBLE_EQ(t.label_accuracy(), 3.0 / 5.0);
+  // Through the allreduce's buffer and back, nothing is lost.
+  const EvalTally back = EvalTally::unpack(t.pack());
+  EXPECT_EQ(back.mse(), t.mse());
+  EXPECT_EQ(back.mae(), t.mae());
+  EXPECT_EQ(back.label_hits, 3);
+  EXPECT_EQ(EvalTally{}.mse(), 0.0);
+}
+
+// Numeric targets [N, 2] read by w sharded loaders, scored by a fixed "model" (pred = the
+// feature): the summed tallies give one process's MSE and MAE over all 2N elements.
+TEST(EvalSharding, RegressionErrorsReduceToTheOneProcessResult) {
+  constexpr int64_t n = 103;
+  auto d = std::make_shared<ArrayDataset>();
+  d->features = Tensor::empty({n, 2}, DType::f32, MemCategory::data);
+  d->targets = Tensor::empty({n, 2}, DType::f32, MemCategory::data);
+  d->num_classes = 2;
+  Rng rng(9);
+  for (int64_t i = 0; i < 2 * n; ++i) {
+    d->features.f32()[i] = rng.normal();
+    d->targets.f32()[i] = rng.normal() * 3;
+  }
+  const auto source = std::make_shared<ArraySource>(d);
+  auto evaluate = [&](int rank, int world) {
+    Loader loader(source, sharded_eval_options(8, rank, world));
+    loader.start_epoch(0);
+    EvalTally t;
+    while (const Batch* b = loader.next())
+      t.add_errors(b->inputs.f32(), b->targets.f32(), b->targets.numel());
+    return t;
+  };
+  const EvalTally one = evaluate(0, 1);
+  double sq = 0, ab = 0;  // the reference, straight from the arrays
+  for (int64_t i = 0; i < 2 * n; ++i) {
+    const double e = static_cast<double>(d->features.f32()[i]) - d->targets.f32()[i];
+    sq += e * e;
+    ab += std::fabs(e);
+  }
+  EXPECT_NEAR(one.mse(), sq / (2 * n), 1e-12 * sq);
+  EXPECT_NEAR(one.mae(), ab / (2 * n), 1e-12 * ab);
+  for (const int world : {2, 3}) {
+    SCOPED_TRACE(::testing::Message() << "world=" << world);
+    Packed summed{};
+    for (int r = 0; r < world; ++r) {
+      const Packed p = evaluate(r, world).pack();
+      for (size_t k = 0; k < summed.size(); ++k) summed[k] += p[k];
+    }
+    const EvalTally all = EvalTally::unpack(summed);
+    EXPECT_EQ(all.elements, 2 * n);
+    EXPECT_NEAR(all.mse(), one.mse(), 1e-12 * one.mse());  // summation order only
+    EXPECT_NEAR(all.mae(), one.mae(), 1e-12 * one.mae());
+    EXPECT_EQ(all.label_hits, one.label_hits);
+  }
 }
 
 }  // namespace

@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "data/sources.h"
 #include "data/test_files.h"
 
 namespace braid::data {
@@ -166,13 +169,47 @@ TEST(Npy, LabelsInEveryIntegerAndBoolDtype) {
                        std::string(8, '\0') + std::string(8, '\xFF') + std::string(8, '\0')));
   expect_io_error([&] { load_npy_dataset(x, dir.file("yu.npy"), ImageLayout::nchw); },
                   dir.file("yu.npy") + ": element 1 is 18446744073709551615");
-  // Float labels are refused, whatever their width or order.
+  // Float labels are numeric targets (regression), whatever their width or order.
   for (const char* descr : {"<f2", ">f4", "<f8"}) {
-    write_file(dir.file("yf.npy"),
-               npy_bytes(descr, "(3,)", std::string(3 * (descr[2] - '0'), '\0')));
-    expect_io_error([&] { load_npy_dataset(x, dir.file("yf.npy"), ImageLayout::nchw); },
-                    "labels must be integers");
+    SCOPED_TRACE(descr);
+    std::string data;
+    const std::pair<double, uint16_t> values[] = {{0.5, 0x3800}, {-2.0, 0xC000}, {3.25, 0x4280}};
+    for (const auto& [v, half] : values) data += element(descr, v, half);
+    write_file(dir.file("yf.npy"), npy_bytes(descr, "(3,)", data));
+    const ArrayDataset f = load_npy_dataset(x, dir.file("yf.npy"), ImageLayout::nchw);
+    ASSERT_TRUE(f.numeric_targets());
+    EXPECT_FALSE(f.labels.defined());
+    EXPECT_EQ(f.targets.shape(), Shape({3}));
+    EXPECT_EQ(f.num_classes, 1);
+    EXPECT_EQ(std::vector<float>(f.targets.f32(), f.targets.f32() + 3),
+              (std::vector<float>{0.5f, -2.0f, 3.25f}));
   }
+}
+
+TEST(Npy, FloatLabelsOfTwoDimensionsAreMultiOutputTargets) {
+  TempDir dir;
+  const std::string x = dir.file("x.npy");
+  write_file(x, npy_bytes("<f4", "(3, 2)", raw(std::vector<float>(6, 0.5f))));
+  const std::vector<double> y{0, 1, 1, 1, 0, 0};  // [3, 2]: two labels a sample
+  write_file(dir.file("y.npy"), npy_bytes("<f8", "(3, 2)", raw(y)));
+  const ArrayDataset d = load_npy_dataset(x, dir.file("y.npy"), ImageLayout::nchw);
+  EXPECT_EQ(d.targets.shape(), Shape({3, 2}));
+  EXPECT_EQ(d.num_classes, 2);
+  const ArraySource source(std::make_shared<ArrayDataset>(d));
+  EXPECT_EQ(source.target_dtype(), DType::f32);
+  EXPECT_EQ(source.target_shape(), Shape({2}));
+  Tensor in = Tensor::empty({2, 2}, DType::f32, MemCategory::data);
+  Tensor out = Tensor::empty({2, 2}, DType::f32, MemCategory::data);
+  const std::vector<SampleRef> refs{{2, 0}, {1, 1}};
+  source.fill(refs, FillContext{}, in, out);
+  EXPECT_EQ(std::vector<float>(out.f32(), out.f32() + 4), (std::vector<float>{0, 0, 1, 1}));
+  // Integer labels stay [N]; a NaN target is named.
+  write_file(dir.file("yi.npy"), npy_bytes("<i4", "(3, 2)", raw(std::vector<int32_t>(6))));
+  expect_io_error([&] { load_npy_dataset(x, dir.file("yi.npy"), ImageLayout::nchw); },
+                  "got 2 dimensions");
+  write_file(dir.file("yn.npy"), npy_bytes("<f4", "(3,)", raw(std::vector<float>{0, NAN, 1})));
+  expect_io_error([&] { load_npy_dataset(x, dir.file("yn.npy"), ImageLayout::nchw); },
+                  "target 0 of sample 1 is nan");
 }
 
 TEST(Npy, Version2HeaderAndFourDimensions) {

@@ -26,8 +26,10 @@ TrainConfig::StopRules rules(double target, const char* metric, int64_t patience
   return r;
 }
 
-EvalResult accuracy(double a, double loss = 1.0) { return {loss, a, 100}; }
-EvalResult loss(double l) { return {l, 0.0, 100}; }
+EvalResult accuracy(double a, double loss = 1.0) { return {loss, a, 100, {}, {}, {}}; }
+EvalResult loss(double l) { return {l, 0.0, 100, {}, {}, {}}; }
+// A regression evaluation: its loss (huber, say), MSE and MAE; no accuracy.
+EvalResult regression(double l, double mse, double mae) { return {l, 0.0, 100, mse, mae, {}}; }
 
 // Feeds `results` at steps 10, 20, ...; the index of the evaluation that fired (-1: none)
 // and its decision. Observing stops at the first decision.
@@ -42,9 +44,10 @@ Fired run(StopRules& r, const std::vector<EvalResult>& results) {
   return {};
 }
 
-std::string error_of(const TrainConfig::StopRules& config, Task task) {
+std::string error_of(const TrainConfig::StopRules& config, Task task,
+                     LossTask loss = LossTask::classification) {
   try {
-    StopRules r(config, task);
+    StopRules r(config, task, loss);
   } catch (const Error& e) {
     return e.what();
   }
@@ -77,6 +80,34 @@ TEST(StopRules, LanguageModelWatchesTheLossUnderAuto) {
 
 // Patience 3: the best, then two evaluations without it, an improvement that resets the
 // count, and three more without one: the third of those fires.
+// A regression loss: auto watches the loss; mse and mae watch theirs, lower is better; an
+// accuracy is refused, and mse or mae for a classifier.
+TEST(StopRules, RegressionWatchesItsLossMseOrMae) {
+  StopRules a(rules(0.5, "auto", 0, 0), Task::classification, LossTask::regression);
+  EXPECT_EQ(a.metric(), "loss");
+  StopRules m(rules(10, "mse", 2, 0), Task::classification, LossTask::regression);
+  Fired f = run(m, {regression(1, 30, 1), regression(0.1, 10.5, 9), regression(0.2, 9.5, 9)});
+  EXPECT_EQ(f.index, 2);
+  EXPECT_EQ(f.decision.reason, "stop.target: mse 9.5 <= 10 at step 30");
+  StopRules mae(rules(0, "mae", 2, 0), Task::classification, LossTask::regression);
+  f = run(mae, {regression(1, 1, 3), regression(0.5, 1, 2), regression(0.1, 1, 2.5),
+                regression(0.1, 1, 2.1)});
+  EXPECT_EQ(f.index, 3);
+  EXPECT_EQ(f.decision.reason,
+            "stop.patience: 2 evaluations without a mae below 2 (step 20) at step 40");
+  EXPECT_NE(error_of(rules(0, "accuracy", 0, 0), Task::classification, LossTask::regression)
+                .find("a regression loss is evaluated by its loss, mse and mae"),
+            std::string::npos);
+  EXPECT_NE(error_of(rules(0, "mse", 0, 0), Task::classification).find("only a regression loss"),
+            std::string::npos);
+  // Multi-label: auto is the per-label accuracy.
+  StopRules b(rules(0.9, "auto", 0, 0), Task::classification, LossTask::multi_label);
+  EXPECT_EQ(b.metric(), "accuracy");
+  EvalResult labels = accuracy(0.0);
+  labels.label_accuracy = 0.95;
+  EXPECT_EQ(run(b, {labels}).index, 0);
+}
+
 TEST(StopRules, PatienceCountsEvaluationsWithoutImprovementAndResetsOnOne) {
   StopRules r(rules(0, "accuracy", 3, 0), Task::classification);
   const Fired f =

@@ -1,5 +1,5 @@
 // `braid train`: a training run from a JSON config and/or flags (flags win), and
-// `braid eval`: test loss and accuracy of a checkpoint.
+// `braid eval`: test loss and accuracy (a regression loss: MSE and MAE) of a checkpoint.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -526,6 +526,12 @@ void run_eval(const EvalFlags& f) {
   if (trainer.model().task == train::Task::language_model)
     std::printf("validation loss %.4f (%.4f bits/byte) over %lld predicted bytes\n", r.loss,
                 r.loss / std::log(2.0), static_cast<long long>(r.samples));
+  else if (r.mse)  // a regression loss: no accuracy to speak of
+    std::printf("test loss %.4f mse %.6g mae %.6g over %lld samples\n", r.loss, *r.mse,
+                r.mae.value_or(0), static_cast<long long>(r.samples));
+  else if (r.label_accuracy)
+    std::printf("test loss %.4f label accuracy %.4f over %lld samples\n", r.loss, *r.label_accuracy,
+                static_cast<long long>(r.samples));
   else
     std::printf("test loss %.4f accuracy %.4f over %lld samples\n", r.loss, r.accuracy,
                 static_cast<long long>(r.samples));

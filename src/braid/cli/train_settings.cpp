@@ -86,6 +86,8 @@ std::string type_name(SettingKind kind) {
       return "NUMBER";
     case SettingKind::text_list:
       return "PATH ...";
+    case SettingKind::number_list:
+      return "NUMBER ...";
     case SettingKind::model:
       return "NAME|FILE";
     default:
@@ -118,6 +120,16 @@ json value_of(const Setting& s, const std::string& text) {
     }
   }
   return text;
+}
+
+// A number list's flag values (--loss-class-weights 1 2.5): each that parses as a number
+// becomes one, the rest stay strings for the key's check to name.
+json number_list_of(const Setting& s, const std::vector<std::string>& texts) {
+  Setting each = s;
+  each.kind = SettingKind::number;
+  json out = json::array();
+  for (const std::string& t : texts) out.push_back(value_of(each, t));
+  return out;
 }
 
 // j["optimizer"]["lr"] = v for the key "optimizer.lr", refusing a section that is not an
@@ -170,7 +182,7 @@ std::function<void(json& j)> add_setting_flags(CLI::App* cmd) {
     CLI::Option* o = nullptr;
     if (s.kind == SettingKind::boolean)
       o = cmd->add_flag(names + ",!" + train::negated_flag(s), values->boolean[i], help);
-    else if (s.kind == SettingKind::text_list)
+    else if (s.kind == SettingKind::text_list || s.kind == SettingKind::number_list)
       o = cmd->add_option(names, values->list[i], help);
     else
       o = cmd->add_option(names, values->text[i], help);
@@ -195,6 +207,8 @@ std::function<void(json& j)> add_setting_flags(CLI::App* cmd) {
         v = values->boolean[i];
       else if (s.kind == SettingKind::text_list)
         v = values->list[i];
+      else if (s.kind == SettingKind::number_list)
+        v = number_list_of(s, values->list[i]);
       else
         v = value_of(s, values->text[i]);
       set_path(j, s.key, std::move(v));

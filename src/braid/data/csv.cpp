@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <utility>
@@ -242,6 +243,59 @@ size_t label_column(const std::string& path, const std::vector<std::string>& nam
       header ? list : std::string("so name the label column by index, e.g. -1 for the last"));
 }
 
+// load_csv with numeric targets: every column is a number, the target columns' in
+// data.targets [n, K] and the rest in data.features. `fields` holds the first row when
+// `have_row`.
+CsvTable load_targets(const std::string& path, const CsvOptions& options, RecordReader& reader,
+                      std::vector<std::string>& fields, const std::vector<std::string>& names,
+                      bool have_row) {
+  const size_t m = names.size();
+  std::vector<size_t> target_of(m, SIZE_MAX);  // column -> its place among the targets
+  CsvTable table;
+  for (size_t k = 0; k < options.targets.size(); ++k) {
+    const size_t j = label_column(path, names, options.targets[k], options.header);
+    BRAID_CHECK(target_of[j] == SIZE_MAX, path, ": target column ", quoted(names[j]),
+                " is named twice in csv_targets");
+    target_of[j] = k;
+    table.target_names.push_back(names[j]);
+  }
+  const size_t k_targets = options.targets.size();
+  BRAID_CHECK(k_targets < m, path, ": every one of its ", m,
+              " columns is a target; a table needs at least one feature");
+  for (size_t j = 0; j < m; ++j)
+    if (target_of[j] == SIZE_MAX) table.feature_names.push_back(names[j]);
+  table.label_name = table.target_names.front();
+  std::vector<float> features, targets, row(k_targets);
+  int64_t n = 0;
+  while (have_row || reader.next(fields)) {
+    have_row = false;
+    const int64_t line = reader.line();
+    BRAID_CHECK(fields.size() == m, path, ":", line, ": the row has ", fields.size(),
+                " fields where the ", options.header ? "header" : "first row", " has ", m);
+    for (size_t j = 0; j < m; ++j) {
+      float v = 0;
+      BRAID_CHECK(parse_float(fields[j], v), path, ":", line, ": column ", j, " ", quoted(names[j]),
+                  ": ", quoted(fields[j]), " is not a ",
+                  trim(fields[j]).empty() ? "value (the field is empty)" : "finite number",
+                  target_of[j] != SIZE_MAX ? " (a numeric target)" : "");
+      if (target_of[j] != SIZE_MAX)
+        row[target_of[j]] = v;
+      else
+        features.push_back(v);
+    }
+    targets.insert(targets.end(), row.begin(), row.end());
+    ++n;
+  }
+  BRAID_CHECK(n > 0, path, ": empty file: a header but no rows after line ", reader.lines_read());
+  const auto f = static_cast<int64_t>(m - k_targets), k = static_cast<int64_t>(k_targets);
+  table.data.features = Tensor::empty({n, f}, DType::f32, MemCategory::data);
+  std::copy(features.begin(), features.end(), table.data.features.data<float>());
+  table.data.targets = Tensor::empty({n, k}, DType::f32, MemCategory::data);
+  std::copy(targets.begin(), targets.end(), table.data.targets.data<float>());
+  table.data.num_classes = static_cast<int32_t>(k);
+  return table;
+}
+
 }  // namespace
 
 char csv_delimiter(const std::string& path, char delimiter) {
@@ -272,6 +326,7 @@ CsvTable load_csv(const std::string& path, const CsvOptions& options) {
   BRAID_CHECK(m >= 2, path, ":", reader.line(), ": ", options.header ? "the header" : "the row",
               " has ", m, " column; a table needs a label and at least one feature (is the ",
               "delimiter ", quoted(std::string(1, delim)), " right? set csv_delimiter)");
+  if (!options.targets.empty()) return load_targets(path, options, reader, fields, names, have_row);
   const size_t label_col = label_column(path, names, options.label, options.header);
 
   CsvTable table;

@@ -38,13 +38,17 @@ struct CsvOptions {
   // Where set, labels are these class names (a training file's), and a label outside them
   // is an error naming its line; integer labels are then taken as names too.
   const std::vector<std::string>* classes = nullptr;
+  // Non-empty: no class label; these columns (names or indices, as `label`) are numeric
+  // targets, parsed as finite numbers into CsvTable::data.targets, f32 [n, K] in this order.
+  std::vector<std::string> targets;
 };
 
 struct CsvTable {
-  ArrayDataset data;                       // features f32 [n, features], labels i32 [n]
+  ArrayDataset data;  // features f32 [n, features], labels i32 [n] (or targets f32 [n, K])
   std::vector<std::string> feature_names;  // in column order, the label column left out
   std::string label_name;
-  std::vector<std::string> classes;  // class id -> name; empty when the labels are integers
+  std::vector<std::string> target_names;  // with CsvOptions::targets, their columns' names
+  std::vector<std::string> classes;       // class id -> name; empty when the labels are integers
 };
 
 // The delimiter `options` implies for `path`.

@@ -42,12 +42,15 @@ struct ImageDataset {
   const int32_t* label_data() const { return labels.data<int32_t>(); }
 };
 
-// f32 features [N, ...] with i32 labels [N], e.g. a user's own .npy arrays.
+// f32 features [N, ...] with i32 labels [N], e.g. a user's own .npy arrays; or, for
+// regression and multi-label losses, f32 targets [N] or [N, K] in place of the labels.
 struct ArrayDataset {
-  Tensor features;  // f32 [N, ...], MemCategory::data
-  Tensor labels;    // i32 [N]
-  int32_t num_classes = 0;
+  Tensor features;          // f32 [N, ...], MemCategory::data
+  Tensor labels;            // i32 [N]; undefined when targets are set
+  Tensor targets;           // f32 [N] or [N, K]; undefined for class labels
+  int32_t num_classes = 0;  // labels: max + 1; targets: K (1 for [N])
   int64_t size() const { return features.dim(0); }
+  bool numeric_targets() const { return targets.defined(); }
 };
 
 // Loader options that change sample content (augmentation applies to image sources).

@@ -463,15 +463,15 @@ ArrayDataset load_npy_dataset(const std::string& features_path, const std::strin
   if (fs.size() < 2)
     BRAID_THROW(IoError, features_path,
                 ": features must be [N, ...] with at least 2 dimensions, got ", fs.size());
-  if (fy.header.shape.size() != 1)
-    BRAID_THROW(IoError, labels_path, ": labels must be 1-dimensional [N], got ",
-                fy.header.shape.size(), " dimensions");
+  // Float labels are numeric targets (regression, multi-label): [N] or [N, K].
+  const bool numeric = fy.header.type.is_float();
+  const size_t label_dims = fy.header.shape.size();
+  if (!(label_dims == 1 || (numeric && label_dims == 2)))
+    BRAID_THROW(IoError, labels_path, ": labels must be [N] (class indices) or, as floats, [N] or ",
+                "[N, K] numeric targets; got ", label_dims, " dimensions");
   if (fy.header.shape[0] != fs[0])
     BRAID_THROW(IoError, features_path, " holds ", fs[0], " samples but ", labels_path, " holds ",
                 fy.header.shape[0], " labels");
-  if (fy.header.type.is_float())
-    BRAID_THROW(IoError, labels_path, ": labels must be integers (class indices), got ",
-                npy_type_descr(fy.header.type), "; save them with labels.astype('int64')");
 
   ArrayDataset d;
   d.features = Tensor::empty(Shape(fs), DType::f32, MemCategory::data);
@@ -490,6 +490,18 @@ ArrayDataset load_npy_dataset(const std::string& features_path, const std::strin
   if (fs.size() == 4 && layout == ImageLayout::nchw) nchw_to_nhwc(d.features);
 
   const int64_t n = fs[0];
+  if (numeric) {
+    d.targets = Tensor::empty(Shape(fy.header.shape), DType::f32, MemCategory::data);
+    fy.read_converted(d.targets.f32());
+    const float* t = d.targets.f32();
+    const int64_t k = label_dims == 2 ? fy.header.shape[1] : 1;
+    for (int64_t i = 0; i < d.targets.numel(); ++i)
+      if (!std::isfinite(t[i]))
+        BRAID_THROW(IoError, labels_path, ": target ", i % k, " of sample ", i / k, " is ", t[i],
+                    "; numeric targets must be finite");
+    d.num_classes = static_cast<int32_t>(k);
+    return d;
+  }
   std::vector<int64_t> raw(static_cast<size_t>(n));
   fy.read_converted(raw.data());
   d.labels = Tensor::empty({n}, DType::i32, MemCategory::data);

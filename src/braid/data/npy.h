@@ -64,7 +64,9 @@ std::string_view image_layout_name(ImageLayout layout);
 // u1 pixels stay 0..255, bools become 0 and 1). Features of 4 dimensions are images in
 // `layout` and come back as [N, H, W, C] (NCHW is transposed a sample at a time, with no
 // second copy of the data); other ranks come back as stored. labels: [N] of an integer or
-// bool type, each in [0, 2^31 - 1); num_classes = max label + 1.
+// bool type, each in [0, 2^31 - 1); num_classes = max label + 1. Labels of a float type
+// (f2, f4, f8) of shape [N] or [N, K] are numeric targets instead (regression, multi-label):
+// ArrayDataset::targets, f32, every value finite; num_classes = K (1 for [N]).
 ArrayDataset load_npy_dataset(const std::string& features_path, const std::string& labels_path,
                               ImageLayout layout);
 

@@ -1,6 +1,7 @@
 // Batch filling for image and array datasets.
 #include "data/sources.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -51,10 +52,20 @@ void ImageSource::fill(std::span<const SampleRef> samples, const FillContext& ct
 ArraySource::ArraySource(std::shared_ptr<const ArrayDataset> dataset)
     : dataset_(std::move(dataset)) {
   BRAID_CHECK(dataset_ && dataset_->features.rank() >= 2, "ArraySource needs features [N, ...]");
-  BRAID_CHECK(dataset_->features.dtype() == DType::f32 && dataset_->labels.dtype() == DType::i32 &&
-                  dataset_->labels.rank() == 1 && dataset_->labels.dim(0) == dataset_->size(),
-              "ArraySource needs f32 features [N, ...] and i32 labels [N], got ",
-              dataset_->features.shape().str(), " and ", dataset_->labels.shape().str());
+  if (dataset_->numeric_targets()) {
+    const Tensor& t = dataset_->targets;
+    BRAID_CHECK(dataset_->features.dtype() == DType::f32 && t.dtype() == DType::f32 &&
+                    (t.rank() == 1 || t.rank() == 2) && t.dim(0) == dataset_->size(),
+                "ArraySource needs f32 features [N, ...] and f32 targets [N] or [N, K], got ",
+                dataset_->features.shape().str(), " and ", t.shape().str());
+    if (t.rank() == 2) target_shape_ = Shape{t.dim(1)};
+  } else {
+    BRAID_CHECK(dataset_->features.dtype() == DType::f32 &&
+                    dataset_->labels.dtype() == DType::i32 && dataset_->labels.rank() == 1 &&
+                    dataset_->labels.dim(0) == dataset_->size(),
+                "ArraySource needs f32 features [N, ...] and i32 labels [N], got ",
+                dataset_->features.shape().str(), " and ", dataset_->labels.shape().str());
+  }
   std::vector<int64_t> dims = dataset_->features.shape().to_vector();
   dims.erase(dims.begin());
   sample_shape_ = Shape(dims);
@@ -69,9 +80,13 @@ void ArraySource::fill(std::span<const SampleRef> samples, const FillContext& ct
       "crop/flip/erase augmentation needs image features [N, H, W, C], got samples of shape ",
       sample_shape_.str());
   const float* src = dataset_->features.f32();
-  const int32_t* labels = dataset_->labels.data<int32_t>();
+  const bool numeric = dataset_->numeric_targets();
+  const int32_t* labels = numeric ? nullptr : dataset_->labels.data<int32_t>();
+  int32_t* tg = numeric ? nullptr : targets.data<int32_t>();
+  const float* values = numeric ? dataset_->targets.f32() : nullptr;
+  float* tv = numeric ? targets.f32() : nullptr;
+  const int64_t k = target_shape_.numel();  // 1 for a scalar target
   float* in = inputs.f32();
-  int32_t* tg = targets.data<int32_t>();
   for (size_t r = 0; r < samples.size(); ++r) {
     const int64_t i = samples[r].index;
     float* dst = in + static_cast<int64_t>(r) * sample_numel_;
@@ -84,7 +99,10 @@ void ArraySource::fill(std::span<const SampleRef> samples, const FillContext& ct
     } else {
       std::memcpy(dst, src + i * sample_numel_, static_cast<size_t>(sample_numel_) * sizeof(float));
     }
-    tg[r] = labels[i];
+    if (numeric)
+      std::copy_n(values + i * k, k, tv + static_cast<int64_t>(r) * k);
+    else
+      tg[r] = labels[i];
   }
 }
 

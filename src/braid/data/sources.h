@@ -36,12 +36,17 @@ class ArraySource : public Source {
   int64_t size() const override { return dataset_->size(); }
   Shape input_shape() const override { return sample_shape_; }
   DType input_dtype() const override { return DType::f32; }
-  Shape target_shape() const override { return Shape{}; }
+  // A class label, or the dataset's numeric targets per sample ([] for [N], [K] for [N, K]).
+  Shape target_shape() const override { return target_shape_; }
+  DType target_dtype() const override {
+    return dataset_->numeric_targets() ? DType::f32 : DType::i32;
+  }
   void fill(std::span<const SampleRef> samples, const FillContext& ctx, Tensor& inputs,
             Tensor& targets) const override;
 
  private:
   std::shared_ptr<const ArrayDataset> dataset_;
+  Shape target_shape_;
   Shape sample_shape_;
   int64_t sample_numel_ = 0;
 };

@@ -127,6 +127,24 @@ void validate(const TrainConfig& c) {
                 "config: 'csv_delimiter' is '", c.csv_delimiter,
                 "'; give one character (',', ';', '|') or 'tab'");
   }
+  const bool ce = c.loss == "cross_entropy";
+  BRAID_CHECK(ce || c.label_smoothing == 0, "config: label_smoothing ", c.label_smoothing,
+              " smooths cross-entropy's class targets, but loss is ", c.loss,
+              "; drop label_smoothing");
+  BRAID_CHECK(ce || c.loss_class_weights.empty(),
+              "config: loss_class_weights weigh "
+              "cross-entropy's classes, but loss is ",
+              c.loss, "; drop loss_class_weights");
+  BRAID_CHECK(c.loss_class_weights.empty() || c.label_smoothing == 0,
+              "config: loss_class_weights with label_smoothing is not built (PyTorch's weighted "
+              "smoothing); drop one");
+  BRAID_CHECK(ce || c.dataset == "npy" || c.dataset == "csv", "config: loss ", c.loss,
+              " takes numeric targets, which datasets npy (float labels) and csv give, not '",
+              c.dataset, "'; use loss cross_entropy");
+  BRAID_CHECK(!ce || c.csv_targets.empty(),
+              "config: csv_targets are numeric targets for a "
+              "regression or bce_with_logits loss, but loss is cross_entropy; set loss (mse, l1, "
+              "huber, bce_with_logits) or use csv_label for class labels");
   check_model_spec(c.model, c.seq_len);
 }
 

@@ -44,6 +44,9 @@ struct TrainConfig {
   bool csv_header = true;
   std::string csv_delimiter;  // empty: '\t' for .tsv, else ','; "tab" is '\t'
   bool csv_standardize = false;
+  // Regression and multi-label losses: these columns (names or indices) are f32 targets
+  // [K] (empty: csv_label's column, read as one number).
+  std::vector<std::string> csv_targets;
   int64_t csv_test_folds = 5;
   int64_t seq_len = 128;
   // dataset image_folder: a folder of class subfolders each (data/image_folder.h)
@@ -79,7 +82,12 @@ struct TrainConfig {
   int64_t augment_crop_pad = 0;
   double augment_erase = 0.0;    // random erasing probability
   double label_smoothing = 0.0;  // cross-entropy target (1 - eps) onehot + eps / C
-  double ema_decay = 0.0;        // > 0: also evaluate an EMA of the weights (weight_average.h)
+  // The training loss (nn/loss_function.h): cross_entropy (class labels), or mse, l1, huber
+  // (regression) and bce_with_logits (multi-label), which take f32 targets.
+  std::string loss = "cross_entropy";
+  std::vector<double> loss_class_weights;  // cross_entropy: one per class (empty: all 1)
+  double huber_delta = 1.0;                // huber: where quadratic turns linear
+  double ema_decay = 0.0;  // > 0: also evaluate an EMA of the weights (weight_average.h)
 
   // Distribution. `batch` is per rank (as PyTorch DDP's DataLoader); the global batch of a
   // step is batch x world size, unless global_batch sets it.

@@ -15,6 +15,7 @@
 #include "data/text.h"
 #include "nn/graph.h"
 #include "nn/sequential.h"
+#include "train/loss_setup.h"
 
 namespace braid::train {
 namespace {
@@ -166,6 +167,10 @@ void load_csv_sources(const TrainConfig& config, const BuiltModel& model,
   opts.header = config.csv_header;
   opts.skip_rows = config.csv_skip_rows;
   opts.label = config.csv_label;
+  // A regression or multi-label loss reads numbers: csv_targets' columns, else the label's.
+  if (loss_task(config) != LossTask::classification)
+    opts.targets = config.csv_targets.empty() ? std::vector<std::string>{config.csv_label}
+                                              : config.csv_targets;
   auto tr = std::make_shared<data::CsvTable>(data::load_csv(config.csv_train, opts));
   std::shared_ptr<data::CsvTable> te;
   if (!config.csv_test.empty()) {
@@ -182,6 +187,7 @@ void load_csv_sources(const TrainConfig& config, const BuiltModel& model,
                           {"features", tr->feature_names},
                           {"label", tr->label_name},
                           {"num_classes", tr->data.num_classes}};
+  if (!tr->target_names.empty()) record["targets"] = tr->target_names;
   if (!tr->classes.empty()) {
     record["classes"] = tr->classes;
     std::string mapping;
@@ -196,8 +202,8 @@ void load_csv_sources(const TrainConfig& config, const BuiltModel& model,
     if (te) data::standardize(te->data.features, scale);
     record["standardize"] = {{"mean", scale.mean}, {"std", scale.std}};
   }
-  check_labels(tr->data.labels, model.num_classes, "training");
-  if (te) check_labels(te->data.labels, model.num_classes, "test");
+  if (!tr->data.numeric_targets()) check_labels(tr->data.labels, model.num_classes, "training");
+  if (te && !te->data.numeric_targets()) check_labels(te->data.labels, model.num_classes, "test");
   train =
       std::make_shared<data::ArraySource>(std::shared_ptr<const data::ArrayDataset>(tr, &tr->data));
   if (te) {
@@ -275,8 +281,9 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
           data::load_npy_dataset(config.npy[0], config.npy[1], layout));
       auto te = std::make_shared<data::ArrayDataset>(
           data::load_npy_dataset(config.npy[2], config.npy[3], layout));
-      check_labels(tr->labels, model.num_classes, "training");
-      check_labels(te->labels, model.num_classes, "test");
+      // Numeric targets' fit to the loss and the model is check_loss_fits' below.
+      if (!tr->numeric_targets()) check_labels(tr->labels, model.num_classes, "training");
+      if (!te->numeric_targets()) check_labels(te->labels, model.num_classes, "test");
       train = std::make_shared<data::ArraySource>(tr);
       eval = std::make_shared<data::ArraySource>(te);
     }
@@ -304,6 +311,8 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
                                : std::string();
   check_fits(*train, model, "training", note);
   check_fits(*eval, model, "evaluation", note);
+  check_loss_fits(config, model, *train, "training");
+  check_loss_fits(config, model, *eval, "evaluation");
 
   data::LoaderOptions train_opts;
   train_opts.batch = config.batch;

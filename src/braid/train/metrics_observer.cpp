@@ -64,6 +64,9 @@ void MetricsObserver::on_evaluated(const Evaluated& e) {
     }
   }
   if (e.accuracy) rec["accuracy"] = *e.accuracy;
+  if (e.mse) rec["mse"] = *e.mse;
+  if (e.mae) rec["mae"] = *e.mae;
+  if (e.label_accuracy) rec["label_accuracy"] = *e.label_accuracy;
   if (e.bits_per_byte) rec["bits_per_byte"] = *e.bits_per_byte;
   if (e.ema_loss) rec["ema_loss"] = *e.ema_loss;
   if (e.ema_accuracy) rec["ema_accuracy"] = *e.ema_accuracy;

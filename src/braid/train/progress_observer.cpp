@@ -31,6 +31,9 @@ void ProgressObserver::on_evaluated(const Evaluated& e) {
   std::string line =
       detail::concat("eval  ", unit_ == "round" ? "round " : "step ", e.step, "  loss ", e.loss);
   if (e.accuracy) line += detail::concat("  accuracy ", *e.accuracy);
+  if (e.mse) line += detail::concat("  mse ", *e.mse);
+  if (e.mae) line += detail::concat("  mae ", *e.mae);
+  if (e.label_accuracy) line += detail::concat("  label accuracy ", *e.label_accuracy);
   if (e.ema_loss) line += detail::concat("  ema loss ", *e.ema_loss);
   if (e.ema_accuracy) line += detail::concat("  ema accuracy ", *e.ema_accuracy);
   progress_.print(line);

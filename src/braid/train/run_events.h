@@ -67,6 +67,8 @@ struct Evaluated {
   int64_t epoch = 0;
   double loss = 0;
   std::optional<double> accuracy;                // classification
+  std::optional<double> mse, mae;                // regression (loss mse, l1, huber)
+  std::optional<double> label_accuracy;          // multi-label (loss bce_with_logits)
   std::optional<double> bits_per_byte;           // a language model
   std::optional<double> ema_loss, ema_accuracy;  // the weight average's (ema_decay > 0)
   int64_t samples = 0;

@@ -134,6 +134,11 @@ std::vector<Setting> make_settings() {
       "else a comma)",
       [](auto& c) -> auto& { return c.csv_delimiter; }));
   t.push_back(row(
+      "csv_targets", K::text_list, kData,
+      "dataset csv with a regression or bce_with_logits loss: the target columns (names, or "
+      "indices), read as numbers, one model output each (none: csv_label's column)",
+      [](auto& c) -> auto& { return c.csv_targets; }));
+  t.push_back(row(
       "csv_standardize", K::boolean, kData,
       "dataset csv: scale each feature to mean 0 and standard deviation 1 by the training "
       "table's statistics (recorded in OUT/data.json)",
@@ -585,8 +590,25 @@ std::vector<Setting> make_settings() {
                              {"--erase"}));
   t.push_back(number(
       "label_smoothing", kRegular, kBelowOne,
-      "cross-entropy against (1 - eps) onehot + eps / classes",
+      "cross-entropy against (1 - eps) onehot + eps / classes (loss cross_entropy only)",
       [](auto& c) -> auto& { return c.label_smoothing; }));
+  t.push_back(text(
+      "loss", kRegular, {"cross_entropy", "mse", "l1", "huber", "bce_with_logits"},
+      "the training loss: cross_entropy on class labels; mse, l1 or huber on numeric targets "
+      "(regression, evaluated by MSE and MAE); bce_with_logits on 0/1 targets, one per output "
+      "(multi-label, evaluated by per-label accuracy)",
+      [](auto& c) -> auto& { return c.loss; }));
+  Setting weights = row(
+      "loss_class_weights", K::number_list, kRegular,
+      "cross_entropy: a weight per class, as PyTorch's weight= (the mean weighs each sample by "
+      "its class's; none: all 1)",
+      [](auto& c) -> auto& { return c.loss_class_weights; });
+  weights.range = kNonNegative;
+  t.push_back(weights);
+  t.push_back(number(
+      "huber_delta", kRegular, kPositive,
+      "loss huber: the error size where the loss turns from quadratic to linear",
+      [](auto& c) -> auto& { return c.huber_delta; }));
   t.push_back(number(
       "ema_decay", kRegular, kBelowOne,
       "> 0: also evaluate an exponential moving average of the weights "
@@ -598,9 +620,9 @@ std::vector<Setting> make_settings() {
       "> 0: stop once an evaluation's stop.metric reaches this (accuracy at least, loss at most)",
       [](auto& c) -> auto& { return c.stop.target; }));
   t.push_back(text(
-      "stop.metric", kOutput, {"auto", "accuracy", "loss"},
-      "the evaluation metric stop.target and stop.patience watch (auto: accuracy, or loss for "
-      "a language model)",
+      "stop.metric", kOutput, {"auto", "accuracy", "loss", "mse", "mae"},
+      "the evaluation metric stop.target and stop.patience watch (auto: accuracy for "
+      "classification, else loss; mse and mae for a regression loss)",
       [](auto& c) -> auto& { return c.stop.metric; }));
   t.push_back(integer(
       "stop.patience", kOutput, 0, kMaxSteps,

@@ -22,7 +22,7 @@
 
 namespace braid::train {
 
-enum class SettingKind { boolean, integer, number, text, text_list, model };
+enum class SettingKind { boolean, integer, number, text, text_list, number_list, model };
 
 // Bounds of a number; an open end excludes its value.
 struct Range {
@@ -36,7 +36,7 @@ struct Setting {
   std::string group;  // the help section: "Model and data", "Optimizer", ...
   std::string help;
   int64_t int_lo = 0, int_hi = 0;    // integer: inclusive bounds
-  Range range{0, 0};                 // number
+  Range range{0, 0};                 // number, and each of a number_list
   std::vector<std::string> choices;  // text: the accepted values (empty: any)
   std::vector<std::string> old_flags;
   // May differ between the ranks of one job (paths, thread counts, a benchmark's per-rank

@@ -100,6 +100,11 @@ std::string describe_accepted(const Setting& s, bool with_type) {
     }
     case SettingKind::text_list:
       return "a list of strings";
+    case SettingKind::number_list: {
+      Setting each = s;
+      each.kind = SettingKind::number;
+      return "a list of numbers, each " + describe_accepted(each, false);
+    }
     case SettingKind::model:
       return "a built-in model name (mlp, cnn, cnn-bn, gpt-tiny, gpt-small) or a model spec object";
   }
@@ -159,6 +164,22 @@ json check_value(const Setting& s, const json& v) {
       for (const json& e : v)
         if (!e.is_string()) refuse();
       return v;
+    case SettingKind::number_list: {
+      if (!v.is_array()) refuse();
+      Setting each = s;
+      each.kind = SettingKind::number;
+      json out = json::array();
+      for (const json& e : v) {
+        if (!e.is_number()) refuse();
+        const double d = e.get<double>();
+        const Range& r = s.range;
+        if (!(std::isfinite(d) && (r.lo_open ? d > r.lo : d >= r.lo) &&
+              (r.hi_open ? d < r.hi : d <= r.hi)))
+          refuse();
+        out.push_back(d);
+      }
+      return out;
+    }
     case SettingKind::model:
       if (!v.is_string() && !v.is_object()) refuse();
       return v;

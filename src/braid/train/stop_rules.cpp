@@ -41,15 +41,25 @@ int64_t read_count(const json& state, const char* key, const std::string& file) 
 
 }  // namespace
 
-StopRules::StopRules(const TrainConfig::StopRules& config, Task task) : config_(config) {
+StopRules::StopRules(const TrainConfig::StopRules& config, Task task, LossTask loss)
+    : config_(config) {
   const bool lm = task == Task::language_model;
+  const bool regression = loss == LossTask::regression;
   const std::string& m = config.metric;
-  BRAID_CHECK(m == "auto" || m == "accuracy" || m == "loss", "config: stop.metric is '", m,
-              "'; accepted: auto, accuracy, loss");
-  metric_ = m != "auto" ? m : lm ? "loss" : "accuracy";
+  BRAID_CHECK(m == "auto" || m == "accuracy" || m == "loss" || m == "mse" || m == "mae",
+              "config: stop.metric is '", m, "'; accepted: auto, accuracy, loss, mse, mae");
+  // auto: accuracy where the evaluation has one (classes, or labels of a multi-label loss).
+  metric_ = m != "auto" ? m : lm || regression ? "loss" : "accuracy";
   BRAID_CHECK(!(lm && metric_ == "accuracy"),
               "config: stop.metric is accuracy, but a language model's evaluation measures only "
               "the loss; set stop.metric to loss (or auto)");
+  BRAID_CHECK(!(regression && metric_ == "accuracy"),
+              "config: stop.metric is accuracy, but a regression loss is evaluated by its loss, "
+              "mse and mae; set stop.metric to one of those (or auto: the loss)");
+  BRAID_CHECK(regression || (metric_ != "mse" && metric_ != "mae"), "config: stop.metric is ",
+              metric_,
+              ", which only a regression loss (mse, l1, huber) is evaluated by; set it "
+              "to loss or accuracy (or auto)");
   BRAID_CHECK(std::isfinite(config.target) && config.target >= 0, "config: stop.target is ",
               config.target, "; it must be >= 0 (0: off)");
   BRAID_CHECK(!(metric_ == "accuracy" && config.target > 1), "config: stop.target is ",
@@ -74,7 +84,10 @@ bool StopRules::improves(double value) const {
 }
 
 std::optional<StopDecision> StopRules::observe(const EvalResult& r, int64_t step) {
-  const double value = metric_ == "accuracy" ? r.accuracy : r.loss;
+  const double value = metric_ == "accuracy" ? r.label_accuracy.value_or(r.accuracy)
+                       : metric_ == "mse"    ? r.mse.value_or(NAN)
+                       : metric_ == "mae"    ? r.mae.value_or(NAN)
+                                             : r.loss;
   const bool higher_is_better = metric_ == "accuracy";
   // Tracked whether or not a rule is set, so a resume that turns one on has the history.
   if (improves(value)) {
@@ -97,8 +110,8 @@ std::optional<StopDecision> StopRules::observe(const EvalResult& r, int64_t step
     return StopDecision{
         "stop.patience",
         detail::concat("stop.patience: ", evals_without_improvement_, " evaluations without ",
-                       higher_is_better ? "an accuracy above " : "a loss below ", num(*best_),
-                       " (step ", best_step_, ")", at)};
+                       higher_is_better ? "an accuracy above " : "a " + metric_ + " below ",
+                       num(*best_), " (step ", best_step_, ")", at)};
   if (config_.min_rel_change > 0 && previous) {
     // A previous loss of 0 leaves only 0 -> 0 as no change.
     const double change = std::abs(r.loss - *previous);
@@ -132,7 +145,7 @@ void StopRules::load(const json& state, const std::string& file) {
               "; it must be an object (the file was edited or is corrupt)");
   const json& metric = state.value("metric", json());
   BRAID_CHECK(metric.is_string(), "checkpoint '", file, "': train_state.stop_rules.metric is ",
-              metric.dump(), "; it must be \"accuracy\" or \"loss\"");
+              metric.dump(), "; it must be \"accuracy\", \"loss\", \"mse\" or \"mae\"");
   // Everything is read before anything changes: a malformed state leaves this as it was.
   const std::optional<double> previous_loss = read_optional(state, "previous_loss", file);
   const std::optional<double> best = read_optional(state, "best", file);

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "train/config.h"
+#include "train/loss_setup.h"
 #include "train/model_spec.h"
 
 namespace braid::train {
@@ -39,10 +40,13 @@ class StopRules {
  public:
   // Throws braid::Error naming the key when the rules do not fit the task: an accuracy
   // for a language model, an accuracy target above 1, an unknown metric, a negative value.
-  StopRules(const TrainConfig::StopRules& config, Task task);
+  // `loss`: what the training loss makes of the model (loss_setup.h); a regression loss is
+  // watched by its loss (auto), mse or mae, never an accuracy.
+  StopRules(const TrainConfig::StopRules& config, Task task,
+            LossTask loss = LossTask::classification);
 
   bool enabled() const;                                  // any rule set
-  const std::string& metric() const { return metric_; }  // "accuracy" or "loss"
+  const std::string& metric() const { return metric_; }  // "accuracy", "loss", "mse", "mae"
 
   // Records the evaluation made after `step`; returns the rule it fires, if any. When
   // several fire at once, the first of target, patience, min_rel_change.

@@ -13,6 +13,7 @@
 #include "parallel/single_process.h"
 #include "parallel/zero.h"
 #include "train/data_setup.h"
+#include "train/loss_setup.h"
 
 namespace braid::train {
 
@@ -23,6 +24,7 @@ parallel::StepOptions step_options(const TrainConfig& config) {
   o.optimizer.freeze_step = config.compression.freeze_step;
   o.clip_grad_norm = static_cast<float>(config.clip_grad_norm);
   o.label_smoothing = static_cast<float>(config.label_smoothing);
+  o.loss = make_train_loss(config);
   o.seed = config.seed;
   o.accumulate_steps = static_cast<int>(config.accumulate_steps);
   o.deterministic = config.deterministic;
@@ -121,6 +123,12 @@ std::string check_strategy(const TrainConfig& config, int world,
               ps ? ps->workers : 0, " workers, ", ps ? ps->servers : 0,
               " servers); use strategy ps, or launch with -n N instead of --servers/--workers");
   const bool model_parallel = name == "pipeline" || name == "tensor" || name == "mesh";
+  // Their last stage ends in the built-in (vocabulary-parallel) cross-entropy, and fedavg
+  // splits its clients by class label: neither takes another loss.
+  BRAID_CHECK(!make_train_loss(config) || !(model_parallel || name == "fedavg"), "strategy '", name,
+              "' trains with the built-in cross-entropy only, not loss ", config.loss,
+              config.loss_class_weights.empty() ? "" : " with loss_class_weights",
+              "; use strategy single, ddp (and its zero_stage), local_sgd or ps");
   const std::string codec = codec_config(config).name;
   const bool data_axis =
       name == "ddp" || name == "local_sgd" || name == "ps" || name == "fedavg" ||

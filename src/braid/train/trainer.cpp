@@ -22,6 +22,7 @@
 #include "train/job_kernels.h"
 #include "train/kernel_cache.h"
 #include "train/kernel_record.h"
+#include "train/loss_setup.h"
 #include "train/stop_signal.h"
 #include "train/strategy_setup.h"
 
@@ -224,6 +225,14 @@ void Trainer::fill_random_batch(data::Batch& batch, uint64_t seed) const {
   const Shape target_shape = model_.task == Task::language_model
                                  ? Shape{config_.batch, model_.sample_shape[0]}
                                  : Shape{config_.batch};
+  if (loss_task(config_) != LossTask::classification) {
+    // Numeric targets, one per output: 0 or 1, which suits every such loss.
+    batch.targets =
+        Tensor::empty({config_.batch, model_.num_classes}, DType::f32, MemCategory::data);
+    float* v = batch.targets.f32();
+    for (int64_t i = 0; i < batch.targets.numel(); ++i) v[i] = rng.below(2) ? 1.0f : 0.0f;
+    return;
+  }
   batch.targets = Tensor::empty(target_shape, DType::i32, MemCategory::data);
   int32_t* t = batch.targets.data<int32_t>();
   for (int64_t i = 0; i < batch.targets.numel(); ++i)
@@ -237,6 +246,7 @@ EvalResult Trainer::evaluate(int64_t max_batches) {
   const nn::ForwardContext ctx{nn::Mode::eval, Rng(config_.seed, kForwardStream),
                                step_options(config_).precision};
   data::EvalTally tally;
+  const LossTask task = loss_task(config_);
   int64_t batches = 0;
   eval_loader_->start_epoch(0);
   while (const data::Batch* b = eval_loader_->next()) {
@@ -245,11 +255,13 @@ EvalResult Trainer::evaluate(int64_t max_batches) {
     const nn::LossResult r = loss ? loss->compute(logits, b->targets, nullptr, 1.0f)
                                   : nn::softmax_cross_entropy(logits, b->targets, nullptr);
     tally.add_batch(r.loss, r.correct, r.count);
+    if (task != LossTask::classification)
+      tally.add_errors(logits.f32(), b->targets.f32(), logits.numel());
     if (max_batches > 0 && ++batches >= max_batches) break;
   }
   // Each rank evaluated its own shard: the sum counts every sample once, on every rank.
   if (world_ > 1 && !ps_) {
-    std::array<double, 3> packed = tally.pack();
+    std::array<double, data::EvalTally::kPacked> packed = tally.pack();
     strategy_->sum_over_ranks(packed.data(), packed.size(), "evaluation tally");
     tally = data::EvalTally::unpack(packed);
   }
@@ -258,6 +270,12 @@ EvalResult Trainer::evaluate(int64_t max_batches) {
   out.samples = tally.count;
   out.loss = tally.loss();
   out.accuracy = tally.accuracy();
+  if (task == LossTask::regression) {
+    out.mse = tally.mse();
+    out.mae = tally.mae();
+  } else if (task == LossTask::multi_label) {
+    out.label_accuracy = tally.label_accuracy();
+  }
   return out;
 }
 

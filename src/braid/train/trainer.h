@@ -56,6 +56,10 @@ struct EvalResult {
   double loss = 0;
   double accuracy = 0;  // classification only
   int64_t samples = 0;
+  // Regression losses (mse, l1, huber): over every predicted element.
+  std::optional<double> mse, mae;
+  // bce_with_logits: the fraction of elements on the right side of 0.
+  std::optional<double> label_accuracy;
 };
 
 // How Trainer::run ended.
@@ -266,7 +270,7 @@ class Trainer {
   Timeline timeline_;
   RunEvents observers_;  // add_observer's
   // After model_: its task decides the watched metric. Checkpointed with the train state.
-  StopRules stop_rules_{config_.stop, model_.task};
+  StopRules stop_rules_{config_.stop, model_.task, loss_task(config_)};
 };
 
 }  // namespace braid::train

@@ -56,14 +56,19 @@ Evaluated Trainer::evaluated(const char* when, int64_t step, const Stopwatch& ru
   e.epoch = epoch_;
   e.loss = r.loss;
   e.samples = r.samples;
+  // Accuracy only where the loss classifies: a regression run has none to report.
+  const bool classifies = !lm && !r.mse && !r.label_accuracy;
   if (lm)
     e.bits_per_byte = r.loss / std::log(2.0);
-  else
+  else if (classifies)
     e.accuracy = r.accuracy;
+  e.mse = r.mse;
+  e.mae = r.mae;
+  e.label_accuracy = r.label_accuracy;
   if (average_) {
     const EvalResult a = evaluate_average(config_.eval_batches);
     e.ema_loss = a.loss;
-    if (!lm) e.ema_accuracy = a.accuracy;
+    if (classifies) e.ema_accuracy = a.accuracy;
   }
   e.seconds = w.elapsed();
   // Since the run started, this evaluation included: the clock of time-to-accuracy.
@@ -95,7 +100,12 @@ RunOutcome Trainer::run_units(ProgressUnit& unit, const RunEvents& events, bool 
     if (!e) return false;
     events.publish(*e);
     if (!stop_rule.empty() || !unit.may_decide()) return false;
-    const EvalResult r{.loss = e->loss, .accuracy = e->accuracy.value_or(0), .samples = e->samples};
+    const EvalResult r{.loss = e->loss,
+                       .accuracy = e->accuracy.value_or(0),
+                       .samples = e->samples,
+                       .mse = e->mse,
+                       .mae = e->mae,
+                       .label_accuracy = e->label_accuracy};
     const std::optional<StopDecision> d = stop_rules_.observe(r, e->step);
     if (!d) return false;
     stop_rule = d->rule;
