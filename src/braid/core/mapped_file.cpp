@@ -1,18 +1,20 @@
-#include "train/mapped_file.h"
+// Read-only mappings (see mapped_file.h).
+#include "core/mapped_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "core/error.h"
 
-namespace braid::train {
+namespace braid {
 
-MappedFile::MappedFile(std::string path) : path_(std::move(path)) {
+MappedFile::MappedFile(std::string path, Access access) : path_(std::move(path)) {
   const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) BRAID_THROW(IoError, "cannot open '", path_, "': ", std::strerror(errno));
   struct stat st {};
@@ -33,7 +35,7 @@ MappedFile::MappedFile(std::string path) : path_(std::move(path)) {
       ::close(fd);
       BRAID_THROW(IoError, "cannot map '", path_, "' (", size_, " bytes): ", std::strerror(err));
     }
-    ::madvise(p, size_, MADV_SEQUENTIAL);
+    ::madvise(p, size_, access == Access::random ? MADV_RANDOM : MADV_SEQUENTIAL);
     data_ = static_cast<const unsigned char*>(p);
   }
   ::close(fd);  // the mapping keeps the file's pages reachable
@@ -43,10 +45,19 @@ MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
 }
 
+void MappedFile::will_need(size_t offset, size_t length) const {
+  if (!data_ || offset >= size_) return;
+  // madvise takes a page-aligned start: round down, and clip the end to the mapping.
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t begin = offset / page * page;
+  const size_t end = offset + std::min(length, size_ - offset);
+  ::madvise(const_cast<unsigned char*>(data_) + begin, end - begin, MADV_WILLNEED);
+}
+
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)), data_(other.data_), size_(other.size_) {
   other.data_ = nullptr;
   other.size_ = 0;
 }
 
-}  // namespace braid::train
+}  // namespace braid
