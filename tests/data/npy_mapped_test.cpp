@@ -197,7 +197,9 @@ void expect_io_error(Fn fn, const std::string& fragment, const std::string& also
     ADD_FAILURE() << "expected an IoError containing '" << fragment << "'";
   } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-    if (!also.empty()) EXPECT_NE(std::string(e.what()).find(also), std::string::npos) << e.what();
+    if (!also.empty()) {
+      EXPECT_NE(std::string(e.what()).find(also), std::string::npos) << e.what();
+    }
   }
 }
 
