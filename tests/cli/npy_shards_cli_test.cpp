@@ -38,10 +38,13 @@ void write_pair(const braid::data::ImageDataset& d, int64_t first, int64_t n, co
   std::vector<float> pixels(d.image(first), d.image(first) + n * d.image_bytes());
   for (float& p : pixels) p /= 255.0f;
   std::vector<int64_t> labels(d.label_data() + first, d.label_data() + first + n);
+  // Appended, not "(" + std::string: GCC 12's -Wrestrict misfires on that.
+  std::string count = "(";
+  count += std::to_string(n);
   std::ofstream(x, std::ios::binary)
-      << tu::npy_file_bytes("<f4", "(" + std::to_string(n) + ", 1, 28, 28)", tu::raw_bytes(pixels));
+      << tu::npy_file_bytes("<f4", count + ", 1, 28, 28)", tu::raw_bytes(pixels));
   std::ofstream(y, std::ios::binary)
-      << tu::npy_file_bytes("<i8", "(" + std::to_string(n) + ",)", tu::raw_bytes(labels));
+      << tu::npy_file_bytes("<i8", count + ",)", tu::raw_bytes(labels));
 }
 
 TEST(NpyShardsCli, TwoRanksTrainOnFourShardsToASensibleAccuracy) {

@@ -54,6 +54,15 @@ void MappedFile::will_need(size_t offset, size_t length) const {
   ::madvise(const_cast<unsigned char*>(data_) + begin, end - begin, MADV_WILLNEED);
 }
 
+void MappedFile::release(size_t offset, size_t length) const {
+  if (!data_ || offset >= size_) return;
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t begin = offset / page * page;
+  const size_t end =
+      std::min(size_, (offset + std::min(length, size_ - offset) + page - 1) / page * page);
+  ::madvise(const_cast<unsigned char*>(data_) + begin, end - begin, MADV_DONTNEED);
+}
+
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)), data_(other.data_), size_(other.size_) {
   other.data_ = nullptr;

@@ -37,6 +37,11 @@ class MappedFile {
   // Asks the kernel to start reading [offset, offset + length) now (MADV_WILLNEED), so the
   // page faults of a batch about to be copied overlap instead of queueing one by one.
   void will_need(size_t offset, size_t length) const;
+  // Unmaps the pages of [offset, offset + length) from this process (MADV_DONTNEED), the
+  // whole pages it touches: they stay in the page cache, and a later read faults them in
+  // again with the same bytes (the mapping is read-only, so nothing of it is lost). Keeps
+  // RSS at what is being read instead of all that was ever read.
+  void release(size_t offset, size_t length) const;
 
  private:
   std::string path_;

@@ -147,6 +147,15 @@ void MappedNpySource::fill(std::span<const SampleRef> samples, const FillContext
     }
     tg[r] = labels_[static_cast<size_t>(i)];
   }
+  // The rows are copied: unmap their pages, so RSS stays at a batch's rows, not at all the
+  // rows the run ever read (the page cache keeps them while memory allows).
+  if (options_.map)
+    for (const SampleRef& s : samples) {
+      const int64_t i = s.index % total;
+      const File& f = file_of(i);
+      f.mapping->release(f.rows_offset + static_cast<uint64_t>(i - f.first) * row_bytes_,
+                         row_bytes_);
+    }
 }
 
 }  // namespace braid::data

@@ -19,8 +19,9 @@
 //
 // Pages: the mappings are MADV_RANDOM (a shuffled epoch gains nothing from read-ahead),
 // and fill() first asks for all of a batch's rows (MADV_WILLNEED) so their page faults are
-// served together, then converts them. Immutable after construction; fill() is const and
-// allocates only one sample of scratch per thread, once.
+// served together, then converts them, then unmaps them (MADV_DONTNEED: they stay in the
+// page cache), so RSS stays near one batch's rows whatever was read before. Immutable after
+// construction; fill() is const and allocates only one sample of scratch per thread, once.
 #pragma once
 
 #include <memory>
