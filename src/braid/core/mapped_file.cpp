@@ -56,10 +56,13 @@ void MappedFile::will_need(size_t offset, size_t length) const {
 
 void MappedFile::release(size_t offset, size_t length) const {
   if (!data_ || offset >= size_) return;
-  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const size_t begin = offset / page * page;
-  const size_t end =
-      std::min(size_, (offset + std::min(length, size_ - offset) + page - 1) / page * page);
+  // A read fault also maps the cached pages around it (the kernel's fault-around: an
+  // aligned 64 KiB window by default), so release the whole windows the range touches, or
+  // RSS grows with every cached neighbour ever mapped.
+  constexpr size_t kWindow = 64 * 1024;
+  const size_t begin = offset / kWindow * kWindow;
+  const size_t end = std::min(
+      size_, (offset + std::min(length, size_ - offset) + kWindow - 1) / kWindow * kWindow);
   ::madvise(const_cast<unsigned char*>(data_) + begin, end - begin, MADV_DONTNEED);
 }
 

@@ -38,9 +38,9 @@ class MappedFile {
   // page faults of a batch about to be copied overlap instead of queueing one by one.
   void will_need(size_t offset, size_t length) const;
   // Unmaps the pages of [offset, offset + length) from this process (MADV_DONTNEED), the
-  // whole pages it touches: they stay in the page cache, and a later read faults them in
-  // again with the same bytes (the mapping is read-only, so nothing of it is lost). Keeps
-  // RSS at what is being read instead of all that was ever read.
+  // whole 64 KiB windows it touches (what a fault maps around itself): they stay in the page cache,
+  // and a later read faults them in again with the same bytes (the mapping is read-only, so nothing
+  // of it is lost). Keeps RSS at what is being read instead of all that was ever read.
   void release(size_t offset, size_t length) const;
 
  private:
