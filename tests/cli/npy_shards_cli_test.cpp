@@ -3,6 +3,7 @@
 // accuracy on the test pair, mapped and sharded by sample.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -74,7 +75,10 @@ TEST(NpyShardsCli, TwoRanksTrainOnFourShardsToASensibleAccuracy) {
   EXPECT_NE(r.output.find("npy shards: 4 files over 2 ranks; each rank takes 10000 samples"),
             std::string::npos)
       << r.output;
-  EXPECT_GE(last_accuracy(tmp.file("out")), 0.75) << r.output;
+  // One epoch of the default mlp recipe on a third of Fashion-MNIST.
+  const double accuracy = last_accuracy(tmp.file("out"));
+  std::printf("test accuracy after one epoch on 4 shards: %.4f\n", accuracy);
+  EXPECT_GE(accuracy, 0.75) << r.output;
 }
 
 // Fewer files than ranks: refused before training, saying what to do.
