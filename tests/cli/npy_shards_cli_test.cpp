@@ -65,19 +65,19 @@ TEST(NpyShardsCli, TwoRanksTrainOnFourShardsToASensibleAccuracy) {
                                                  {"npy_shards", {"part-*.x.npy"}},
                                                  {"npy_shard_labels", {"part-*.y.npy"}},
                                                  {"batch", 50},
-                                                 {"epochs", 1},
+                                                 {"epochs", 2},
                                                  {"threads", 1},
                                                  {"out", tmp.file("out")}};
   const auto r = run_braid("launch -n 2 -- " + std::string(BRAID_BINARY) + " train --config " +
                            tmp.file("config.json"));
   ASSERT_EQ(r.code, 0) << r.output;
-  // 4 files over 2 ranks, 10,000 samples each: 200 steps of 50.
+  // 4 files over 2 ranks, 10,000 samples each: 200 steps of 50 an epoch.
   EXPECT_NE(r.output.find("npy shards: 4 files over 2 ranks; each rank takes 10000 samples"),
             std::string::npos)
       << r.output;
-  // One epoch of the default mlp recipe on a third of Fashion-MNIST.
+  // Two epochs of the default mlp recipe on a third of Fashion-MNIST (0.76 after one).
   const double accuracy = last_accuracy(tmp.file("out"));
-  std::printf("test accuracy after one epoch on 4 shards: %.4f\n", accuracy);
+  std::printf("test accuracy after two epochs on 4 shards: %.4f\n", accuracy);
   EXPECT_GE(accuracy, 0.75) << r.output;
 }
 
