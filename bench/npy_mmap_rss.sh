@@ -2,11 +2,13 @@
 # Peak resident memory of `braid train` on a .npy dataset larger than it should hold:
 #   bench/npy_mmap_rss.sh [SAMPLES] [STEPS]     (default 200000 samples, 300 steps)
 # writes u1 features [SAMPLES, 3, 64, 64] (12,288 bytes a sample: 2.46 GB at the default)
-# and i8 labels into a temporary folder, then trains a linear model on them with
+# and labels into a temporary folder, out of the page cache,, then trains a linear model on them with
 # npy_mmap on (rows mapped, converted as batches are filled) and off (the whole file read
 # and converted to f32, four times its size), and prints each run's peak RSS (VmHWM, from
 # GNU time's "Maximum resident set size") beside the file's size. off is skipped where
-# the f32 copy would not fit in MemAvailable. Needs build/release/braid and python3.
+# the f32 copy would not fit in MemAvailable. The seconds are the whole run: reading the
+# file (off) or mapping it (on, the pages read as the steps touch them), and one test
+# batch. The labels are u1 (the script writes them so). Needs build/release/braid, python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 samples=${1:-200000}
@@ -53,10 +55,10 @@ for mode in on off; do
     echo "npy_mmap off: skipped (its f32 copy, $((bytes * 4)) bytes, exceeds MemAvailable)"
     continue
   fi
-  /usr/bin/time -f "%M" -o "$dir/rss" "$braid" train --model "$dir/model.json" --dataset npy \
+  /usr/bin/time -f "%M %e" -o "$dir/rss" "$braid" train --model "$dir/model.json" --dataset npy \
     --npy "$dir/x.npy" "$dir/y.npy" "$dir/test_x.npy" "$dir/test_y.npy" --npy-layout nchw --npy-mmap "$mode" \
     --max-steps "$steps" --batch 64 --threads 2 --eval-batches 1 --out "$dir/out-$mode" \
     >"$dir/log-$mode" 2>&1 || { cat "$dir/log-$mode"; exit 1; }
-  kib=$(tail -1 "$dir/rss")
-  echo "npy_mmap $mode: peak RSS $((kib / 1024)) MiB over $steps steps of 64 ($((kib * 1024 * 100 / bytes))% of the file)"
+  read -r kib seconds < <(tail -1 "$dir/rss")
+  echo "npy_mmap $mode: peak RSS $((kib / 1024)) MiB over $steps steps of 64 ($((kib * 1024 * 100 / bytes))% of the file), $seconds s"
 done
