@@ -220,14 +220,17 @@ bool load_npy_sources(const TrainConfig& config, const BuiltModel& model,
   const bool sharded = !config.npy_shards.empty();
   const std::string& test_x = config.npy[sharded ? 0 : 2];
   const std::string& test_y = config.npy[sharded ? 1 : 3];
-  // auto: map what would take a large part of memory; smaller data is read whole, as
+  // auto: map what would take half of memory read whole; smaller data is read whole, as
   // before (no page fault per row, every value checked finite at load). Mapping costs
   // nothing up front, so sharded data (made for data larger than memory) is always mapped.
   bool map = config.npy_mmap == "on" || (config.npy_mmap == "auto" && sharded);
   if (config.npy_mmap == "auto" && !sharded) {
-    const uint64_t bytes =
-        data::read_npy_layout(config.npy[0]).data_bytes + data::read_npy_layout(test_x).data_bytes;
-    map = bytes > mem_available_bytes().value_or(UINT64_MAX) / 4;
+    // Read whole, the features become f32: 4 bytes an element whatever the file's dtype.
+    const auto f32_bytes = [](const std::string& path) {
+      return static_cast<uint64_t>(data::read_npy_layout(path).header.numel()) * 4;
+    };
+    const uint64_t bytes = f32_bytes(config.npy[0]) + f32_bytes(test_x);
+    map = bytes > mem_available_bytes().value_or(UINT64_MAX) / 2;
   }
   data::MappedNpyOptions opts;
   opts.layout = layout;

@@ -118,7 +118,7 @@ std::vector<Setting> make_settings() {
       "npy_mmap", kData, {"auto", "on", "off"},
       "dataset npy: memory-map the features files and convert rows as batches are filled, "
       "so data larger than memory trains (on); read them into memory (off); auto maps "
-      "sharded data, and files together larger than a quarter of MemAvailable",
+      "sharded data, and files whose f32 copy would take over half of MemAvailable",
       [](auto& c) -> auto& { return c.npy_mmap; }));
   t.push_back(per_rank(row(
       "text_files", K::text_list, kData,
