@@ -248,6 +248,66 @@ class HeaderParser {
   size_t pos_ = 0;
 };
 
+// The element at `src` as its unsigned bits in this machine's order.
+template <typename Bits>
+Bits load(NpyType type, const unsigned char* src) {
+  Bits b;
+  std::memcpy(&b, src, sizeof b);
+  if (type.big_endian) {
+    if constexpr (sizeof(Bits) == 2) b = __builtin_bswap16(b);
+    if constexpr (sizeof(Bits) == 4) b = __builtin_bswap32(b);
+    if constexpr (sizeof(Bits) == 8) b = __builtin_bswap64(b);
+  }
+  return b;
+}
+
+// `count` elements converted to Out; `first` is the first one's index in the file.
+// `count` elements of type `t` converted to Out; `first` is the first one's index in the
+// file at `path` (for the error of a u8 value beyond int64).
+template <typename Out>
+void convert_elements(NpyType t, const std::string& path, const unsigned char* src, uint64_t count,
+                      uint64_t first, Out* dst) {
+  auto run = [&](auto tag, auto bits_tag) {
+    using In = decltype(tag);
+    using Bits = decltype(bits_tag);
+    for (uint64_t i = 0; i < count; ++i) {
+      const In v = std::bit_cast<In>(load<Bits>(t, src + i * sizeof(In)));
+      if constexpr (std::is_same_v<In, uint64_t> && std::is_same_v<Out, int64_t>)
+        if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+          BRAID_THROW(IoError, path, ": element ", first + i, " is ", v,
+                      ", beyond the int64 range");
+      dst[i] = static_cast<Out>(v);
+    }
+  };
+  switch (t.kind) {
+    case NpyType::Kind::floating:
+      if (t.size == 2) {
+        for (uint64_t i = 0; i < count; ++i)
+          dst[i] = static_cast<Out>(half_to_float(Half{load<uint16_t>(t, src + 2 * i)}));
+      } else if (t.size == 4) {
+        run(float{}, uint32_t{});
+      } else {
+        run(double{}, uint64_t{});
+      }
+      break;
+    case NpyType::Kind::signed_int:
+      if (t.size == 1) run(int8_t{}, uint8_t{});
+      if (t.size == 2) run(int16_t{}, uint16_t{});
+      if (t.size == 4) run(int32_t{}, uint32_t{});
+      if (t.size == 8) run(int64_t{}, uint64_t{});
+      break;
+    case NpyType::Kind::unsigned_int:
+      if (t.size == 1) run(uint8_t{}, uint8_t{});
+      if (t.size == 2) run(uint16_t{}, uint16_t{});
+      if (t.size == 4) run(uint32_t{}, uint32_t{});
+      if (t.size == 8) run(uint64_t{}, uint64_t{});
+      break;
+    case NpyType::Kind::boolean:
+      for (uint64_t i = 0; i < count; ++i) dst[i] = static_cast<Out>(src[i] != 0 ? 1 : 0);
+      break;
+  }
+}
+
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
 };
@@ -257,6 +317,7 @@ struct NpyReader {
   std::string path;
   std::unique_ptr<std::FILE, FileCloser> file;
   NpyHeader header;
+  uint64_t data_offset = 0;  // prefix and header: where the data starts
   uint64_t data_bytes = 0;
 
   explicit NpyReader(const std::string& p) : path(p) {
@@ -313,6 +374,7 @@ struct NpyReader {
     if (__builtin_mul_overflow(n, npy_type_size(header.type), &data_bytes))
       BRAID_THROW(IoError, p, ": .npy shape overflows; the header is corrupt");
     const uint64_t header_bytes = prefix + header_len;
+    data_offset = header_bytes;
     if (data_bytes > file_size || file_size - data_bytes < header_bytes)
       BRAID_THROW(IoError, p, ": truncated: the header declares ", data_bytes,
                   " data bytes after a ", header_bytes, "-byte header, but the file has ",
@@ -354,62 +416,9 @@ struct NpyReader {
   static NpyType f4() { return {NpyType::Kind::floating, 4, false}; }
   static NpyType i8() { return {NpyType::Kind::signed_int, 8, false}; }
 
-  // The element at `src` as its unsigned bits in this machine's order.
-  template <typename Bits>
-  Bits load(const unsigned char* src) const {
-    Bits b;
-    std::memcpy(&b, src, sizeof b);
-    if (header.type.big_endian) {
-      if constexpr (sizeof(Bits) == 2) b = __builtin_bswap16(b);
-      if constexpr (sizeof(Bits) == 4) b = __builtin_bswap32(b);
-      if constexpr (sizeof(Bits) == 8) b = __builtin_bswap64(b);
-    }
-    return b;
-  }
-
-  // `count` elements converted to Out; `first` is the first one's index in the file.
   template <typename Out>
   void convert(const unsigned char* src, uint64_t count, uint64_t first, Out* dst) const {
-    auto run = [&](auto tag, auto bits_tag) {
-      using In = decltype(tag);
-      using Bits = decltype(bits_tag);
-      for (uint64_t i = 0; i < count; ++i) {
-        const In v = std::bit_cast<In>(load<Bits>(src + i * sizeof(In)));
-        if constexpr (std::is_same_v<In, uint64_t> && std::is_same_v<Out, int64_t>)
-          if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-            BRAID_THROW(IoError, path, ": element ", first + i, " is ", v,
-                        ", beyond the int64 range");
-        dst[i] = static_cast<Out>(v);
-      }
-    };
-    const NpyType t = header.type;
-    switch (t.kind) {
-      case NpyType::Kind::floating:
-        if (t.size == 2) {
-          for (uint64_t i = 0; i < count; ++i)
-            dst[i] = static_cast<Out>(half_to_float(Half{load<uint16_t>(src + 2 * i)}));
-        } else if (t.size == 4) {
-          run(float{}, uint32_t{});
-        } else {
-          run(double{}, uint64_t{});
-        }
-        break;
-      case NpyType::Kind::signed_int:
-        if (t.size == 1) run(int8_t{}, uint8_t{});
-        if (t.size == 2) run(int16_t{}, uint16_t{});
-        if (t.size == 4) run(int32_t{}, uint32_t{});
-        if (t.size == 8) run(int64_t{}, uint64_t{});
-        break;
-      case NpyType::Kind::unsigned_int:
-        if (t.size == 1) run(uint8_t{}, uint8_t{});
-        if (t.size == 2) run(uint16_t{}, uint16_t{});
-        if (t.size == 4) run(uint32_t{}, uint32_t{});
-        if (t.size == 8) run(uint64_t{}, uint64_t{});
-        break;
-      case NpyType::Kind::boolean:
-        for (uint64_t i = 0; i < count; ++i) dst[i] = static_cast<Out>(src[i] != 0 ? 1 : 0);
-        break;
-    }
+    convert_elements(header.type, path, src, count, first, dst);
   }
 };
 
@@ -455,23 +464,79 @@ void nchw_to_nhwc(Tensor& x) {
 
 }  // namespace
 
+namespace {
+
+// Labels [n] of an integer or bool type as i32 class indices (the features' file named in
+// a count mismatch).
+NpyLabels read_labels(NpyReader& fy, int64_t n, const std::string& features_path) {
+  const std::string& labels_path = fy.path;
+  if (fy.header.shape.size() != 1)
+    BRAID_THROW(IoError, labels_path, ": labels must be 1-dimensional [N], got ",
+                fy.header.shape.size(), " dimensions");
+  if (fy.header.shape[0] != n)
+    BRAID_THROW(IoError, features_path, " holds ", n, " samples but ", labels_path, " holds ",
+                fy.header.shape[0], " labels");
+  if (fy.header.type.is_float())
+    BRAID_THROW(IoError, labels_path, ": labels must be integers (class indices), got ",
+                npy_type_descr(fy.header.type),
+                "; save them with labels.astype('int64') (numeric targets for a regression or "
+                "multi-label loss are read with npy_mmap off and without npy_shards)");
+  std::vector<int64_t> raw(static_cast<size_t>(n));
+  fy.read_converted(raw.data());
+  NpyLabels out;
+  out.labels = Tensor::empty({n}, DType::i32, MemCategory::data);
+  int32_t* labels = out.labels.data<int32_t>();
+  int64_t max_label = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (raw[i] < 0 || raw[i] >= INT32_MAX)
+      BRAID_THROW(IoError, labels_path, ": label ", raw[i], " at index ", i,
+                  " is not a class index in [0, 2^31 - 1)");
+    labels[i] = static_cast<int32_t>(raw[i]);
+    max_label = std::max(max_label, raw[i]);
+  }
+  out.num_classes = static_cast<int32_t>(max_label + 1);
+  return out;
+}
+
+}  // namespace
+
+NpyFileLayout read_npy_layout(const std::string& path) {
+  const NpyReader in(path);
+  return NpyFileLayout{in.header, in.data_offset, in.data_bytes};
+}
+
+void check_npy_features(const std::string& path, const NpyHeader& header) {
+  if (header.shape.size() < 2)
+    BRAID_THROW(IoError, path, ": features must be [N, ...] with at least 2 dimensions, got ",
+                header.shape.size());
+}
+
+void npy_to_f32(NpyType type, const unsigned char* src, uint64_t count, float* dst) {
+  convert_elements(type, std::string(), src, count, 0, dst);
+}
+
+NpyLabels read_npy_labels(const std::string& labels_path, int64_t n,
+                          const std::string& features_path) {
+  NpyReader fy(labels_path);
+  return read_labels(fy, n, features_path);
+}
+
 ArrayDataset load_npy_dataset(const std::string& features_path, const std::string& labels_path,
                               ImageLayout layout) {
   NpyReader fx(features_path);
   NpyReader fy(labels_path);
   const auto& fs = fx.header.shape;
-  if (fs.size() < 2)
-    BRAID_THROW(IoError, features_path,
-                ": features must be [N, ...] with at least 2 dimensions, got ", fs.size());
-  // Float labels are numeric targets (regression, multi-label): [N] or [N, K].
+  check_npy_features(features_path, fx.header);
+  // Float labels are numeric targets (regression, multi-label): [N] or [N, K]. Checked before
+  // the features are read, so a wrong file fails at once.
   const bool numeric = fy.header.type.is_float();
   const size_t label_dims = fy.header.shape.size();
-  if (!(label_dims == 1 || (numeric && label_dims == 2)))
-    BRAID_THROW(IoError, labels_path, ": labels must be [N] (class indices) or, as floats, [N] or ",
-                "[N, K] numeric targets; got ", label_dims, " dimensions");
-  if (fy.header.shape[0] != fs[0])
+  if (numeric && label_dims != 1 && label_dims != 2)
+    BRAID_THROW(IoError, labels_path, ": numeric targets must be [N] or [N, K]; got ",
+                label_dims, " dimensions");
+  if (numeric && fy.header.shape[0] != fs[0])
     BRAID_THROW(IoError, features_path, " holds ", fs[0], " samples but ", labels_path, " holds ",
-                fy.header.shape[0], " labels");
+                fy.header.shape[0], " targets");
 
   ArrayDataset d;
   d.features = Tensor::empty(Shape(fs), DType::f32, MemCategory::data);
@@ -489,7 +554,6 @@ ArrayDataset load_npy_dataset(const std::string& features_path, const std::strin
 
   if (fs.size() == 4 && layout == ImageLayout::nchw) nchw_to_nhwc(d.features);
 
-  const int64_t n = fs[0];
   if (numeric) {
     d.targets = Tensor::empty(Shape(fy.header.shape), DType::f32, MemCategory::data);
     fy.read_converted(d.targets.f32());
@@ -502,19 +566,9 @@ ArrayDataset load_npy_dataset(const std::string& features_path, const std::strin
     d.num_classes = static_cast<int32_t>(k);
     return d;
   }
-  std::vector<int64_t> raw(static_cast<size_t>(n));
-  fy.read_converted(raw.data());
-  d.labels = Tensor::empty({n}, DType::i32, MemCategory::data);
-  int32_t* labels = d.labels.data<int32_t>();
-  int64_t max_label = -1;
-  for (int64_t i = 0; i < n; ++i) {
-    if (raw[i] < 0 || raw[i] >= INT32_MAX)
-      BRAID_THROW(IoError, labels_path, ": label ", raw[i], " at index ", i,
-                  " is not a class index in [0, 2^31 - 1)");
-    labels[i] = static_cast<int32_t>(raw[i]);
-    max_label = std::max(max_label, raw[i]);
-  }
-  d.num_classes = static_cast<int32_t>(max_label + 1);
+  NpyLabels labels = read_labels(fy, fs[0], features_path);
+  d.labels = std::move(labels.labels);
+  d.num_classes = labels.num_classes;
   return d;
 }
 

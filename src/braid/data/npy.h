@@ -54,6 +54,32 @@ struct NpyArray {
 
 NpyArray read_npy(const std::string& path);
 
+// Where a validated file's data lies. read_npy_layout checks everything read_npy does
+// (the magic, the version, the header, C order, the shape against the file's size) and
+// reads nothing past the header: IoError naming the file otherwise.
+struct NpyFileLayout {
+  NpyHeader header;
+  uint64_t data_offset = 0;  // bytes of prefix and header before the data
+  uint64_t data_bytes = 0;   // numel * npy_type_size
+};
+NpyFileLayout read_npy_layout(const std::string& path);
+
+// `count` elements of `type` as stored at `src` (any alignment, the file's byte order),
+// converted to f32 as load_npy_dataset converts them.
+void npy_to_f32(NpyType type, const unsigned char* src, uint64_t count, float* dst);
+
+// Features must be [N, ...] with at least 2 dimensions: IoError naming `path` otherwise.
+void check_npy_features(const std::string& path, const NpyHeader& header);
+
+// Labels [n] of an integer or bool type, each in [0, 2^31 - 1), as i32; num_classes is
+// the largest + 1. A count other than n is an error naming both files.
+struct NpyLabels {
+  Tensor labels;  // i32 [n], MemCategory::data
+  int32_t num_classes = 0;
+};
+NpyLabels read_npy_labels(const std::string& labels_path, int64_t n,
+                          const std::string& features_path);
+
 // How a file's 4-dimensional features hold images: [N, C, H, W] (PyTorch's order, what
 // `np.save(path, tensor.numpy())` writes) or [N, H, W, C]. braid's layers take NHWC.
 enum class ImageLayout : uint8_t { nchw, nhwc };

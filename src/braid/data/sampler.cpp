@@ -19,6 +19,8 @@ std::string_view shard_mode_name(ShardMode m) {
       return "drop_last";
     case ShardMode::shard:
       return "shard";
+    case ShardMode::local:
+      return "local";
   }
   return "?";
 }
@@ -42,6 +44,8 @@ int64_t shard_size(int64_t size, int rank, int world, ShardMode mode) {
       return size / world;
     case ShardMode::shard:
       return rank < size ? (size - rank + world - 1) / world : 0;
+    case ShardMode::local:
+      return size;
   }
   return 0;
 }
@@ -92,6 +96,8 @@ int64_t Sampler::num_samples_from(int64_t offset) const {
 int64_t Sampler::index(int64_t j) const {
   BRAID_CHECK(epoch_ >= 0, "Sampler: call set_epoch() before drawing indices");
   BRAID_CHECK(j >= 0 && j < per_rank_, "sample ", j, " of ", per_rank_, " per rank");
+  // local: the order is this rank's own, read from its start.
+  if (share_ == 0 && options_.mode == ShardMode::local) return order_[static_cast<size_t>(j)];
   // Invariant: only pad reaches positions >= N (the repeated head); step blocks stop at
   // offset + floor((N - offset) / G) G <= N.
   return order_[static_cast<size_t>(global_position(j) % size_)];

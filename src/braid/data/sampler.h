@@ -16,6 +16,12 @@
 //              UnrepeatedDistributedSampler does this): rank r takes positions r, r + w, ... < N,
 //              i.e. ceil((N - r) / w) samples, 0 where r >= N. Every sample exactly once.
 //
+//   local      the source is already this rank's own (a file-sharded dataset,
+//              data/npy_shards.h): the rank shuffles it by (seed, epoch) and takes every
+//              position of that order, N samples, for positions j w + r (as pad keys
+//              them, so per-sample randomness differs between ranks). The ranks' sources
+//              must be the same size for them to step together (npy_shards pads them).
+//
 // pad and drop_last give every rank the same number of samples, so ranks step in lock
 // step (training); shard counts each sample exactly once (exact evaluation), so ranks may
 // take different numbers of batches, and ranks r >= N take none. With w = 1 every mode is
@@ -55,9 +61,10 @@
 
 namespace braid::data {
 
-enum class ShardMode : uint8_t { pad, drop_last, shard };
+enum class ShardMode : uint8_t { pad, drop_last, shard, local };
 std::string_view shard_mode_name(ShardMode m);
-// "pad", "drop_last" or "shard"; anything else is an error naming `key` and the value.
+// "pad", "drop_last" or "shard" (local is chosen by the dataset, never by name); anything else is
+// an error naming `key` and the value.
 ShardMode parse_shard_mode(std::string_view text, std::string_view key = "shard_mode");
 
 struct SamplerOptions {

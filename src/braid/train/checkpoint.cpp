@@ -8,8 +8,8 @@
 
 #include "core/checksum.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "train/atomic_file.h"
-#include "train/mapped_file.h"
 
 namespace braid::train {
 namespace {

@@ -88,7 +88,7 @@ json read_config_file(const std::string& path) {
         fs::path(v.get<std::string>()).is_relative())
       v = (base / v.get<std::string>()).lexically_normal().string();
   };
-  for (const char* key : {"npy", "text_files"})
+  for (const char* key : {"npy", "npy_shards", "npy_shard_labels", "text_files"})
     if (auto it = j.find(key); it != j.end() && it->is_array())
       for (json& v : *it) resolve_path(v);
   for (const char* key : {"data_dir", "image_train", "image_test", "csv_train", "csv_test"})
@@ -108,11 +108,20 @@ TrainConfig load_config_file(const std::string& path) {
 void validate(const TrainConfig& c) {
   // A struct built in C++ passes the same checks as a config file.
   for (const Setting& s : settings()) check_value(s, s.get(c));
-  if (c.dataset == "npy")
+  if (c.dataset == "npy" && c.npy_shards.empty())
     BRAID_CHECK(c.npy.size() == 4,
                 "config: 'npy' needs 4 paths: train features, train labels, test features, "
                 "test labels; got ",
                 c.npy.size());
+  if (c.dataset == "npy" && !c.npy_shards.empty()) {
+    BRAID_CHECK(c.npy.size() == 2, "config: with 'npy_shards', 'npy' holds the test split only: ",
+                "2 paths, test features and test labels; got ", c.npy.size());
+    BRAID_CHECK(!c.npy_shard_labels.empty(), "config: 'npy_shards' needs 'npy_shard_labels', ",
+                "the labels files paired with them in order");
+    BRAID_CHECK(c.global_batch == 0, "config: 'npy_shards' assigns files to a fixed number of ",
+                "ranks, which 'global_batch' (a step grid for any world size) cannot keep; ",
+                "unset global_batch");
+  }
   if (c.dataset == "image_folder") {
     BRAID_CHECK(!c.image_train.empty() && !c.image_test.empty(),
                 "config: dataset 'image_folder' needs 'image_train' and 'image_test', each a "

@@ -36,6 +36,11 @@ struct TrainConfig {
   std::vector<std::string> npy;         // train features, train labels, test features, test labels
   std::string npy_layout = "nchw";      // 4-D npy features: nchw (PyTorch's) or nhwc
   std::vector<std::string> text_files;  // empty: the fortunes corpus
+  // Sharded training data (data/npy_shards.h): features and labels files (paths or globs),
+  // paired in order, each rank reading its own; `npy` then holds only the test pair.
+  std::vector<std::string> npy_shards, npy_shard_labels;
+  // auto, on, off: map the features files, rows read on demand (data/npy_mapped.h).
+  std::string npy_mmap = "auto";
   // dataset csv (data/csv.h): a table, its test table (empty: one fold of the train file's
   // csv_test_folds, shuffled by seed), and how to read them.
   std::string csv_train, csv_test;

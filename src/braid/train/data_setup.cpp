@@ -10,6 +10,8 @@
 #include "data/image_codec.h"
 #include "data/image_folder.h"
 #include "data/npy.h"
+#include "data/npy_mapped.h"
+#include "data/npy_shards.h"
 #include "data/sources.h"
 #include "data/subset.h"
 #include "data/text.h"
@@ -92,7 +94,7 @@ void check_batch_fits(const TrainConfig& config, const BuiltModel& model, const 
     BRAID_CHECK(train.size() >= config.global_batch, "the training set has ", train.size(),
                 " samples, fewer than one global batch of ", config.global_batch,
                 "; lower 'global_batch' (at most ", train.size(), ")");
-  } else if (place.world == 1) {
+  } else if (place.world == 1 || (config.dataset == "npy" && !config.npy_shards.empty())) {
     BRAID_CHECK(train.size() >= config.batch, "the training set has ", train.size(),
                 " samples, fewer than one batch of ", config.batch, "; lower 'batch' (at most ",
                 train.size(), ")");
@@ -218,6 +220,83 @@ void load_csv_sources(const TrainConfig& config, const BuiltModel& model,
   }
 }
 
+// dataset npy: the training and test sources, mapped (data/npy_mapped.h) or read whole,
+// and with npy_shards only this rank's training files (data/npy_shards.h). Returns
+// whether training is file-sharded (each rank's source its own: ShardMode::local).
+bool load_npy_sources(const TrainConfig& config, const BuiltModel& model,
+                      const DataPlacement& place, std::shared_ptr<const data::Source>& train,
+                      std::shared_ptr<const data::Source>& eval) {
+  const data::ImageLayout layout = data::parse_image_layout(config.npy_layout);
+  const bool sharded = !config.npy_shards.empty();
+  const std::string& test_x = config.npy[sharded ? 0 : 2];
+  const std::string& test_y = config.npy[sharded ? 1 : 3];
+  // auto: map what would take half of memory read whole; smaller data is read whole, as
+  // before (no page fault per row, every value checked finite at load). Mapping costs
+  // nothing up front, so sharded data (made for data larger than memory) is always mapped.
+  bool map = config.npy_mmap == "on" || (config.npy_mmap == "auto" && sharded);
+  if (config.npy_mmap == "auto" && !sharded) {
+    // Read whole, the features become f32: 4 bytes an element whatever the file's dtype.
+    const auto f32_bytes = [](const std::string& path) {
+      return static_cast<uint64_t>(data::read_npy_layout(path).header.numel()) * 4;
+    };
+    const uint64_t bytes = f32_bytes(config.npy[0]) + f32_bytes(test_x);
+    // Mapped sources read class labels only: numeric targets are read whole.
+    map = bytes > mem_available_bytes().value_or(UINT64_MAX) / 2 &&
+          loss_task(config) == LossTask::classification;
+  }
+  data::MappedNpyOptions opts;
+  opts.layout = layout;
+  opts.map = map;
+  auto check = [&](const std::vector<int32_t>& labels, const char* what) {
+    const Tensor t = Tensor::view(const_cast<int32_t*>(labels.data()),
+                                  Shape{static_cast<int64_t>(labels.size())}, DType::i32);
+    check_labels(t, model.num_classes, what);
+  };
+  if (sharded) {
+    data::ShardPlan plan;
+    auto tr = data::open_npy_shards(config.npy_shards, config.npy_shard_labels, place.rank,
+                                    place.world, opts, &plan);
+    check(tr->labels(), "training");
+    if (place.rank == 0) {
+      size_t files = 0;
+      for (const auto& f : plan.files) files += f.size();
+      log_info("npy shards: ", files, " files over ", place.world, " ranks; each rank takes ",
+               plan.epoch_samples, " samples an epoch", map ? " (mapped)" : "");
+      const int64_t total = plan.epoch_samples * place.world;
+      if (plan.repeats() * 10 > total)
+        log_warn("npy shards: the ranks' files hold uneven samples (", plan.samples.front(),
+                 " on rank 0, ", *std::min_element(plan.samples.begin(), plan.samples.end()),
+                 " the fewest), so ", plan.repeats(), " of each epoch's ", total,
+                 " samples are repeats; write a multiple of ", place.world,
+                 " files of equal size to balance them");
+    }
+    train = tr;
+  } else if (map) {
+    auto tr = std::make_shared<const data::MappedNpySource>(
+        std::vector<data::NpyFilePair>{{config.npy[0], config.npy[1]}}, opts);
+    check(tr->labels(), "training");
+    train = tr;
+  }
+  if (map) {
+    auto te = std::make_shared<const data::MappedNpySource>(
+        std::vector<data::NpyFilePair>{{test_x, test_y}}, opts);
+    check(te->labels(), "test");
+    eval = te;
+  } else {
+    auto te = std::make_shared<data::ArrayDataset>(data::load_npy_dataset(test_x, test_y, layout));
+    // Numeric targets' fit to the loss and the model is check_loss_fits'.
+    if (!te->numeric_targets()) check_labels(te->labels, model.num_classes, "test");
+    eval = std::make_shared<data::ArraySource>(te);
+  }
+  if (!train) {
+    auto tr = std::make_shared<data::ArrayDataset>(
+        data::load_npy_dataset(config.npy[0], config.npy[1], layout));
+    if (!tr->numeric_targets()) check_labels(tr->labels, model.num_classes, "training");
+    train = std::make_shared<data::ArraySource>(tr);
+  }
+  return sharded;
+}
+
 }  // namespace
 
 int64_t train_batch(const TrainConfig& config, int rank, int world) {
@@ -237,7 +316,9 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
   const bool split = placement.validation.kind != data::SplitKind::none;
   std::shared_ptr<const data::Source> train, eval;
   nlohmann::json record;
-  if (placement.cache && placement.cache->train) {
+  bool file_sharded = config.dataset == "npy" && !config.npy_shards.empty();
+  // A rank's file shards depend on its rank and world: never reuse another placement's.
+  if (placement.cache && placement.cache->train && !file_sharded) {
     train = placement.cache->train;
     eval = placement.cache->eval;
     record = placement.cache->record;
@@ -276,16 +357,10 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
       train = std::make_shared<data::ImageSource>(tr);
       eval = std::make_shared<data::ImageSource>(te);
     } else {
-      const data::ImageLayout layout = data::parse_image_layout(config.npy_layout);
-      auto tr = std::make_shared<data::ArrayDataset>(
-          data::load_npy_dataset(config.npy[0], config.npy[1], layout));
-      auto te = std::make_shared<data::ArrayDataset>(
-          data::load_npy_dataset(config.npy[2], config.npy[3], layout));
-      // Numeric targets' fit to the loss and the model is check_loss_fits' below.
-      if (!tr->numeric_targets()) check_labels(tr->labels, model.num_classes, "training");
-      if (!te->numeric_targets()) check_labels(te->labels, model.num_classes, "test");
-      train = std::make_shared<data::ArraySource>(tr);
-      eval = std::make_shared<data::ArraySource>(te);
+      file_sharded = load_npy_sources(config, model, placement, train, eval);
+      BRAID_CHECK(!(file_sharded && split), "'npy_shards' gives each rank its own files, so ",
+                  "a validation split of the training data would differ by rank; validate on ",
+                  "the test pair in 'npy' (split.kind 'none')");
     }
     if (split) split_training_data(train, eval, placement.validation);
   } else {
@@ -321,7 +396,8 @@ DataLoaders make_loaders(const TrainConfig& config, const BuiltModel& model,
   train_opts.seed = config.seed;
   train_opts.rank = placement.rank;
   train_opts.world = placement.world;
-  train_opts.sharding = data::ShardMode::pad;
+  // File shards: each rank's source is its own, already as long as every other's.
+  train_opts.sharding = file_sharded ? data::ShardMode::local : data::ShardMode::pad;
   // Step blocks: batch, drop_last and sharding give way to the rank's share of each step.
   train_opts.global_batch = config.global_batch;
   train_opts.augment.flip = config.augment_flip;

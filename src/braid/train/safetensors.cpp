@@ -8,7 +8,7 @@
 
 #include "core/checksum.h"
 #include "core/error.h"
-#include "train/mapped_file.h"
+#include "core/mapped_file.h"
 
 namespace braid::train {
 namespace {

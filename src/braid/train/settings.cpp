@@ -102,6 +102,24 @@ std::vector<Setting> make_settings() {
       "dataset npy: how 4-D features hold images: nchw ([N, C, H, W], PyTorch's order) or nhwc "
       "([N, H, W, C]); either is read into braid's [H, W, C] samples, the model's 'input'",
       [](auto& c) -> auto& { return c.npy_layout; }));
+  // Not per_rank: every rank must list the same files, or they would assign them differently.
+  t.push_back(row(
+      "npy_shards", K::text_list, kData,
+      "dataset npy: the training features as many files (paths or globs such as "
+      "'train-*.x.npy', in name order), each rank reading only its own: file f goes to rank "
+      "f mod world, and every rank's epoch is as long as the largest rank's (the others wrap "
+      "around their files); 'npy' then holds only the test features and labels",
+      [](auto& c) -> auto& { return c.npy_shards; }));
+  t.push_back(row(
+      "npy_shard_labels", K::text_list, kData,
+      "dataset npy: the labels files of npy_shards (paths or globs), paired with them in order",
+      [](auto& c) -> auto& { return c.npy_shard_labels; }));
+  t.push_back(text(
+      "npy_mmap", kData, {"auto", "on", "off"},
+      "dataset npy: memory-map the features files and convert rows as batches are filled, "
+      "so data larger than memory trains (on); read them into memory (off); auto maps "
+      "sharded data, and files whose f32 copy would take over half of MemAvailable",
+      [](auto& c) -> auto& { return c.npy_mmap; }));
   t.push_back(per_rank(row(
       "text_files", K::text_list, kData,
       "dataset text: the files to read (none: the fortunes corpus)",
