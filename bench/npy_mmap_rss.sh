@@ -2,7 +2,7 @@
 # Peak resident memory of `braid train` on a .npy dataset larger than it should hold:
 #   bench/npy_mmap_rss.sh [SAMPLES] [STEPS]     (default 200000 samples, 300 steps)
 # writes u1 features [SAMPLES, 3, 64, 64] (12,288 bytes a sample: 2.46 GB at the default)
-# and labels into a temporary folder, out of the page cache,, then trains a linear model on them with
+# and labels into a temporary folder, out of the page cache, then trains a linear model on them with
 # npy_mmap on (rows mapped, converted as batches are filled) and off (the whole file read
 # and converted to f32, four times its size), and prints each run's peak RSS (VmHWM, from
 # GNU time's "Maximum resident set size") beside the file's size. off is skipped where
