@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Issue 32's data-wait figure: resnet18 trains from a folder of PNG files (Fashion-MNIST
-# written one file per image, a subfolder per class, padded to 32x32 by the model, as the figure asks) and
-# the step's time waiting for the loader is reported as a share of the step. Decoding,
-# resizing and augmentation run on the loader's worker threads (data/loader.h); the
+# written one file per image, a subfolder per class; the model pads them to 32x32, as the
+# figure asks) and the step's time waiting for the loader is reported as a share of the
+# step. Decoding and augmentation run on the loader's worker threads (data/loader.h); the
 # training thread only waits when they fall behind.
 #
 #   bench/image_folder_wait.sh [IMAGES=12800] [STEPS=40] [BATCH=128]
+#   MODEL=FILE.json bench/image_folder_wait.sh ...   another model (a linear one shows the
+#                                                    loader's own limit: its step waits)
 #
 # Prints the steps' median step and data-wait times (the first 5 steps, a warm-up, left
 # out) and the wait's share of the step. Needs build/release/braid and python3 (zlib only).
@@ -15,6 +17,7 @@ images=${1:-12800}
 steps=${2:-40}
 batch=${3:-128}
 braid=build/release/braid
+model=${MODEL:-resnet18}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
@@ -45,12 +48,12 @@ for split, prefix, n in (("train", "train", limit), ("test", "t10k", min(limit, 
 PY
 
 lscpu | sed -n 's/^Model name: *//p'
-"$braid" train --model resnet18 --dataset image_folder --image-train "$dir/train" \
+"$braid" train --model "$model" --dataset image_folder --image-train "$dir/train" \
   --image-test "$dir/test" --image-channels 1 --batch "$batch" --steps "$steps" --threads 1 \
   --log-every 1 --eval-batches 1 --out "$dir/run" > "$dir/train.log" 2>&1 ||
   { cat "$dir/train.log"; exit 1; }
 
-python3 - "$dir/run/metrics.jsonl" <<'PY'
+python3 - "$dir/run/metrics.jsonl" "$model" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 steps = [r for r in rows if r.get("event") == "train" and "step_ms" in r][5:]
@@ -58,7 +61,7 @@ step = statistics.median(r["step_ms"] for r in steps)
 wait = statistics.median(r["data_wait_ms"] for r in steps)
 total_wait = sum(r["data_wait_ms"] for r in steps)
 total_step = sum(r["step_ms"] for r in steps)
-print(f"resnet18 from PNG folders, {len(steps)} steps, "
+print(f"{sys.argv[2]} from PNG folders, {len(steps)} steps, "
       f"median step {step:.1f} ms, median data wait {wait:.3f} ms, "
       f"wait / step {100 * total_wait / total_step:.3f} % (summed over the steps)")
 PY
