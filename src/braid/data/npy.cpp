@@ -532,8 +532,8 @@ ArrayDataset load_npy_dataset(const std::string& features_path, const std::strin
   const bool numeric = fy.header.type.is_float();
   const size_t label_dims = fy.header.shape.size();
   if (numeric && label_dims != 1 && label_dims != 2)
-    BRAID_THROW(IoError, labels_path, ": numeric targets must be [N] or [N, K]; got ",
-                label_dims, " dimensions");
+    BRAID_THROW(IoError, labels_path, ": numeric targets must be [N] or [N, K]; got ", label_dims,
+                " dimensions");
   if (numeric && fy.header.shape[0] != fs[0])
     BRAID_THROW(IoError, features_path, " holds ", fs[0], " samples but ", labels_path, " holds ",
                 fy.header.shape[0], " targets");
