@@ -119,10 +119,8 @@ void MappedNpySource::fill(std::span<const SampleRef> samples, const FillContext
   // Ask for every row of the batch first, so their page faults are served together.
   if (options_.map)
     for (const SampleRef& s : samples) {
-      const int64_t i = s.index % total;
-      const File& f = file_of(i);
-      f.mapping->will_need(f.rows_offset + static_cast<uint64_t>(i - f.first) * row_bytes_,
-                           row_bytes_);
+      const File& f = file_of(s.index % total);
+      f.mapping->will_need(row_offset(f, s.index % total), row_bytes_);
     }
   // Scratch: the stored row (before NCHW's transpose) and the [H, W, C] one (augmenting).
   thread_local std::vector<float> scratch;
@@ -151,10 +149,8 @@ void MappedNpySource::fill(std::span<const SampleRef> samples, const FillContext
   // rows the run ever read (the page cache keeps them while memory allows).
   if (options_.map)
     for (const SampleRef& s : samples) {
-      const int64_t i = s.index % total;
-      const File& f = file_of(i);
-      f.mapping->release(f.rows_offset + static_cast<uint64_t>(i - f.first) * row_bytes_,
-                         row_bytes_);
+      const File& f = file_of(s.index % total);
+      f.mapping->release(row_offset(f, s.index % total), row_bytes_);
     }
 }
 

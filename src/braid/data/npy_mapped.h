@@ -77,6 +77,10 @@ class MappedNpySource : public Source {
   };
   // The file holding global sample i (< samples()).
   const File& file_of(int64_t i) const;
+  // Where sample i's row starts in its file f (f = file_of(i)).
+  uint64_t row_offset(const File& f, int64_t i) const {
+    return f.rows_offset + static_cast<uint64_t>(i - f.first) * row_bytes_;
+  }
   // Row `row` of `file` as f32 in [H, W, C] (4-D) or stored order, checked finite.
   void read_row(const File& file, int64_t row, float* dst, float* scratch) const;
 
