@@ -21,5 +21,6 @@ void add_comm_check_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_worker_command(CLI::App& app);
 void add_job_commands(CLI::App& app);  // submit, status, logs, cancel
+void add_plan_command(CLI::App& app);
 
 }  // namespace braid::cli

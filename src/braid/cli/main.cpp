@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   braid::cli::add_serve_command(app);
   braid::cli::add_worker_command(app);
   braid::cli::add_job_commands(app);
+  braid::cli::add_plan_command(app);
   try {
     apply_kernel_policies();
     app.parse(argc, argv);
