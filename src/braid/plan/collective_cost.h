@@ -17,8 +17,9 @@
 // Across hosts (plan/cluster.h) a group of N ranks with k on each host runs hierarchically
 // when k > 1 and there is more than one host: a reduce-scatter inside each host, the
 // collective over the hosts on 1/k of the bytes (k such rings share a host's link), an
-// allgather inside each host; otherwise flat over the slowest link it crosses. The cost
-// picks the fastest algorithm, as braid's selection table does from measurements.
+// allgather inside each host; otherwise flat over the slowest link it crosses (with k > 1
+// the ring only, the one flat schedule that sends a single flow out of each host). The
+// cost picks the fastest, as braid's selection table does from measurements.
 #pragma once
 
 #include <string_view>
