@@ -192,8 +192,10 @@ double simulate_ring_allreduce(int n, double bytes, const Link& l) {
     return true;
   };
   for (int s = 0; !done(); ++s) {
-    if (s > 4 * n) ADD_FAILURE() << "the ring does not finish";
-    if (s > 4 * n) break;
+    if (s > 4 * n) {
+      ADD_FAILURE() << "the ring does not finish";
+      break;
+    }
     std::vector<unsigned> sent(n);
     std::vector<double> arrival(n);
     for (int i = 0; i < n; ++i) {
