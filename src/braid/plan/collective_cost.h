@@ -17,8 +17,9 @@
 // Across hosts (plan/cluster.h) a group of N ranks with k on each host runs hierarchically
 // when k > 1 and there is more than one host: a reduce-scatter inside each host, the
 // collective over the hosts on 1/k of the bytes (k such rings share a host's link), an
-// allgather inside each host; otherwise flat over the slowest link it crosses. The cost
-// picks the fastest algorithm, as braid's selection table does from measurements.
+// allgather inside each host; otherwise flat over the slowest link it crosses (with k > 1
+// the ring only, the one flat schedule that sends a single flow out of each host). The
+// cost picks the fastest, as braid's selection table does from measurements.
 #pragma once
 
 #include <string_view>
@@ -42,12 +43,24 @@ struct CommStep {
 
 // The steps of `collective` by `algorithm` over `ranks` ranks of `bytes` (the whole
 // buffer, as each rank holds it before an allreduce or after an allgather). Empty for one
-// rank. halving_doubling needs a power of two (an error otherwise).
-std::vector<CommStep> collective_steps(Collective collective, Algorithm algorithm,
-                                       double bytes, int ranks);
+// rank. halving_doubling needs a power of two (an error otherwise). A pipelined schedule
+// (tree; broadcast's ring chain) comes unpipelined, in one chunk: its best chunk count
+// depends on the link, so collective_seconds chooses it (best_chunks) and the steps at
+// that count are collective_steps_in_chunks'. reduce_scatter and allgather are ring-only
+// in braid: halving_doubling there means recursive halving (doubling), the others the ring.
+std::vector<CommStep> collective_steps(Collective collective, Algorithm algorithm, double bytes,
+                                       int ranks);
+std::vector<CommStep> collective_steps_in_chunks(Collective collective, Algorithm algorithm,
+                                                 double bytes, int ranks, int chunks);
 double steps_seconds(const std::vector<CommStep>& steps, const Link& link);
 
-// The time of `collective` by `algorithm` over a flat group on one link.
+// The chunk count in 1..64 that makes the schedule fastest on `link`; 1 when it does not
+// pipeline.
+int best_chunks(Collective collective, Algorithm algorithm, double bytes, int ranks,
+                const Link& link);
+
+// The time of `collective` by `algorithm` over a flat group on one link, pipelined
+// schedules at their best chunk count.
 double collective_seconds(Collective collective, Algorithm algorithm, double bytes, int ranks,
                           const Link& link);
 
@@ -66,7 +79,9 @@ struct CollectiveCost {
   bool hierarchical = false;
 };
 
-// The fastest algorithm for `collective` of `bytes` over a group placed as `place`.
+// The fastest algorithm for `collective` of `bytes` over a group placed as `place`. When
+// hierarchical, `algorithm` is the one across hosts (the stages inside a host take their
+// own fastest). `ranks` must be a multiple of `per_host` when the group spans hosts.
 CollectiveCost best_collective(Collective collective, double bytes, const GroupPlace& place,
                                const Cluster& cluster);
 
