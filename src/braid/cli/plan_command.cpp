@@ -51,6 +51,8 @@ struct PlanFlags {
   int threads = 1;
   int top = 10;
   int ranks = 0;  // 0: the cluster's
+  int hosts = 1;
+  int cores = 0;  // 0: this machine's
   bool json = false;
   bool all = false;
   std::string svg;
@@ -236,11 +238,13 @@ void run_measure_cluster(const PlanFlags& f) {
     BRAID_CHECK(in.good(), "plan measure-cluster: --inter '", f.inter, "' cannot be read");
     c.inter = fit_link(in, "--inter '" + f.inter + "'");
   }
-  c.hosts = 1;
-  c.cores_per_host = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  c.hosts = f.hosts;
+  c.cores_per_host = f.cores > 0 ? f.cores
+                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   c.ranks_per_host = f.ranks > 0 ? f.ranks : c.cores_per_host;
   const std::optional<uint64_t> available = mem_available_bytes();
-  c.memory_per_host = available ? static_cast<double>(*available) : 0;
+  // Hosts simulated on this machine (network namespaces) share its memory.
+  c.memory_per_host = available ? static_cast<double>(*available) / f.hosts : 0;
   BRAID_CHECK(c.memory_per_host > 0, "plan measure-cluster: cannot read MemAvailable");
   std::ofstream out(f.out);
   out << plan::cluster_json(c).dump(1) << "\n";
@@ -292,6 +296,9 @@ void add_plan_command(CLI::App& app) {
                       "`braid bench allreduce -n 2 --algorithm ring --json` lines measured "
                       "between two hosts: the inter-host link");
   measure->add_option("--ranks-per-host", m->ranks, "ranks a host (default: its cores)");
+  measure->add_option("--hosts", m->hosts, "hosts (network namespaces here share this machine)")
+      ->check(CLI::Range(1, 1 << 20));
+  measure->add_option("--cores-per-host", m->cores, "cores a host (default: this machine's)");
   measure->callback([m] { run_measure_cluster(*m); });
 }
 

@@ -62,7 +62,9 @@ json link_json(const Link& l) {
 
 double Cluster::speed(int profile_threads) const {
   if (compute_speed > 0) return compute_speed;
-  const double cores_per_rank = static_cast<double>(cores_per_host) / ranks_per_host;
+  const double cores_per_rank = cores_per_rank_kept > 0
+                                    ? cores_per_rank_kept
+                                    : static_cast<double>(cores_per_host) / ranks_per_host;
   return cores_per_rank / std::max(1, profile_threads);
 }
 
@@ -70,11 +72,9 @@ Cluster Cluster::with_ranks(int ranks) const {
   BRAID_CHECK(ranks >= 1, "cluster: ", ranks, " ranks; at least 1 is needed");
   Cluster c = *this;
   if (ranks <= ranks_per_host) {
-    // One host, fewer ranks on it: each gets more of its cores and memory.
     c.hosts = 1;
-    c.cores_per_host = cores_per_host;
-    c.memory_per_host = memory_per_host;
-    if (compute_speed > 0) c.compute_speed = compute_speed;
+    c.cores_per_rank_kept = static_cast<double>(cores_per_host) / ranks_per_host;
+    c.memory_per_host = memory_per_host / ranks_per_host * ranks;
     c.ranks_per_host = ranks;
     return c;
   }

@@ -31,14 +31,17 @@ struct Cluster {
   double memory_per_host = 0;  // bytes
   double compute_speed = 0;    // 0: from cores per rank (above)
   Link intra, inter;
+  // Set by with_ranks below one host: a rank keeps the cores it had on a full host.
+  double cores_per_rank_kept = 0;
 
   int ranks() const { return hosts * ranks_per_host; }
   // A rank's compute speed against a profile measured with `profile_threads` threads.
   double speed(int profile_threads) const;
   // Memory each rank may use: the host's split evenly.
   double memory_per_rank() const { return memory_per_host / ranks_per_host; }
-  // The same cluster with `ranks` ranks: whole hosts of ranks_per_host, the last host's
-  // count lowered when `ranks` is fewer than one host's.
+  // The same cluster with `ranks` ranks: whole hosts of ranks_per_host, or part of one
+  // host, each rank with the cores and memory it has on a full host (so a scaling curve
+  // compares like ranks).
   Cluster with_ranks(int ranks) const;
 };
 

@@ -439,7 +439,12 @@ std::string describe(const PlanConfig& c) {
     if (c.chunks > 1) add("v=" + std::to_string(c.chunks));
     if (c.recompute) add("recompute");
   }
-  if (c.data > 1 && c.wire_ratio < 1) add("wire x" + std::to_string(c.wire_ratio).substr(0, 4));
+  if (c.data > 1 && c.bucket_bytes != 25.0 * 1024 * 1024)
+    add("bucket " + std::to_string(static_cast<int>(std::lround(c.bucket_bytes / 1048576))) +
+        "MiB");
+  if (c.data > 1 && c.wire_ratio == 0.5) add("bf16 wire");
+  if (c.data > 1 && c.wire_ratio != 0.5 && c.wire_ratio < 1)
+    add("wire x" + std::to_string(c.wire_ratio).substr(0, 4));
   return s;
 }
 
