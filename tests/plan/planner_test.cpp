@@ -67,25 +67,33 @@ TEST(Planner, NeverProposesAConfigurationOverTheMemory) {
   EXPECT_GT(fitting, 0);
   EXPECT_GT(over, 0);
   // DDP holds every parameter, gradient and Adam state: 16 bytes x 200M > 2 GiB.
-  for (const Candidate& k : ranked)
-    if (k.config.method == Method::data_parallel && k.config.data == 8 && k.config.zero_stage == 0)
+  for (const Candidate& k : ranked) {
+    if (k.config.method == Method::data_parallel && k.config.data == 8 && k.config.zero_stage == 0) {
       EXPECT_FALSE(k.prediction.fits);
+    }
+  }
   const Candidate* top = best(ranked);
   ASSERT_NE(top, nullptr);
   EXPECT_LE(top->prediction.memory.total(), c.memory_per_rank());
 }
 
 TEST(Planner, TheBestIsTheFastestThatFitsAndTrainsTheSameModel) {
+  // A slow network (1 Gbit/s between 4 hosts): configurations differ by far more than the
+  // half-percent tie, so the ranking has to be right.
   const ModelProfile p = blocks(4, 1e6);
-  const Cluster c = hosts(1, 4, 64);
+  const Cluster c = hosts(4, 1, 64);
   PlanOptions o;
   o.batch = 64;
   const std::vector<Candidate> ranked = plan_all(p, c, o);
   const Candidate* top = best(ranked);
   ASSERT_NE(top, nullptr);
-  for (const Candidate& k : ranked)
-    if (k.prediction.fits && k.same_training)
-      EXPECT_GE(top->prediction.samples_per_s, k.prediction.samples_per_s) << describe(k.config);
+  for (const Candidate& k : ranked) {
+    if (k.prediction.fits && k.same_training) {
+      // Within half a percent the simpler goes first (planner.h).
+      EXPECT_GE(top->prediction.samples_per_s * 1.005, k.prediction.samples_per_s)
+          << describe(k.config);
+    }
+  }
   EXPECT_TRUE(top->same_training);
   bool local_sgd = false;
   for (const Candidate& k : ranked) local_sgd |= k.config.method == Method::local_sgd;

@@ -181,8 +181,9 @@ TEST(Simulate, OneFOneBHoldsPMicroBatchesGpipeHoldsM) {
   EXPECT_DOUBLE_EQ(f1b1, 2 * 1000);   // stage 0 of 2 keeps 2 in flight
   PlanConfig re = pipeline(2, 8, PipelineSchedule::gpipe);
   re.recompute = true;
-  // Stage 0's part starts at the model's input (nothing kept) plus one micro-batch's whole.
-  EXPECT_DOUBLE_EQ(simulate(p, cl, re, 8).memory.activations, 1000);
+  // The fuller stage is 1: GPipe's 8 micro-batches' inputs (100 bytes each, stage 0's
+  // outputs), plus the one micro-batch whose backward recomputes its 1000 bytes.
+  EXPECT_DOUBLE_EQ(simulate(p, cl, re, 8).memory.activations, 8 * 100 + 1000);
 }
 
 TEST(Simulate, ComputeSlowsWhenRanksShareCores) {

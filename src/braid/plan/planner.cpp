@@ -48,6 +48,18 @@ std::vector<PlanConfig> pipeline_variants(PlanConfig base, int replica_batch, in
   return out;
 }
 
+// How much a configuration asks of its user beyond plain data parallelism.
+int complexity(const PlanConfig& c) {
+  int k = c.zero_stage;
+  if (c.method == Method::parameter_server) k += 4;
+  if (c.method == Method::local_sgd) k += 4;
+  if (c.wire_ratio != 1) k += 1;
+  if (c.bucket_bytes != 25.0 * kMiB) k += 1;
+  if (c.pipeline > 1) k += 2 + (c.chunks > 1) + c.recompute;
+  if (c.tensor > 1) k += 2;
+  return k;
+}
+
 }  // namespace
 
 std::vector<Candidate> plan_all(const ModelProfile& profile, const Cluster& cluster,
@@ -116,6 +128,20 @@ std::vector<Candidate> plan_all(const ModelProfile& profile, const Cluster& clus
     if (!a.prediction.fits) return a.prediction.memory.total() < b.prediction.memory.total();
     return a.prediction.samples_per_s > b.prediction.samples_per_s;
   });
+  // Predictions within half a percent of a group's fastest are a tie the model cannot
+  // break: within it the simpler configuration goes first (fewer knobs to get wrong, exact
+  // fp32 sums).
+  for (size_t first = 0; first < out.size() && out[first].prediction.fits;) {
+    size_t end = first + 1;
+    while (end < out.size() && out[end].prediction.fits &&
+           out[end].prediction.samples_per_s >= out[first].prediction.samples_per_s / 1.005)
+      ++end;
+    std::stable_sort(out.begin() + first, out.begin() + end,
+                     [](const Candidate& a, const Candidate& b) {
+                       return complexity(a.config) < complexity(b.config);
+                     });
+    first = end;
+  }
   return out;
 }
 
@@ -154,7 +180,7 @@ std::string train_command(const PlanConfig& c, const std::string& model, int ran
       if (c.chunks > 1) s << " --pipeline.chunks " << c.chunks;
       if (c.recompute) s << " --pipeline.recompute";
     }
-    if (c.data > 1 && c.method == Method::data_parallel)
+    if (c.data > 1 && c.method == Method::data_parallel && c.bucket_bytes != 25.0 * kMiB)
       s << " --bucket-mb " << c.bucket_bytes / kMiB;
     if (c.data > 1 && c.wire_ratio == 0.5) s << " --comm-dtype bf16";
   }
