@@ -77,6 +77,23 @@ TEST(Profile, GptSmallUnitsSumToTheRealGptSmall) {
   EXPECT_EQ(p.units.back().params, 2 * 512);
 }
 
+// A graph cannot be cut: the whole model is one unit, and the profile says so.
+TEST(Profile, AModelThatCannotBeCutIsOneUnit) {
+  const json graph = {
+      {"input", {8}},
+      {"nodes",
+       {{{"name", "a"}, {"type", "linear"}, {"out_features", 16}},
+        {{"name", "b"}, {"type", "linear"}, {"out_features", 16}, {"inputs", {"a"}}},
+        {{"name", "sum"}, {"type", "add"}, {"inputs", {"a", "b"}}}}}};
+  const ModelProfile p = measure_profile(graph, quick());
+  ASSERT_EQ(p.units.size(), 1u);
+  EXPECT_EQ(p.units[0].name, "model");
+  EXPECT_FALSE(p.cuttable());
+  EXPECT_EQ(p.params(), real_params(graph));
+  EXPECT_EQ(p.params(), 8 * 16 + 16 + 16 * 16 + 16);
+  EXPECT_EQ(p.units[0].output_bytes_per_sample, 16 * 4);
+}
+
 TEST(Profile, OutputBytesAreTheOutputAndActivationsHoldWhatForwardAllocated) {
   const ModelProfile p = measure_profile(kChain, quick());
   ASSERT_EQ(p.units.size(), 3u);

@@ -1,9 +1,9 @@
 #include "plan/profile.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <memory>
-#include <set>
 
 #include "core/cpu.h"
 #include "core/error.h"
@@ -72,43 +72,30 @@ class CountingReducer : public nn::TensorReducer {
   explicit CountingReducer(int size) : size_(size) {}
   int rank() const override { return 0; }
   int size() const override { return size_; }
-  void sum(float* data, size_t count) override { note(data, count); }
-  void max(float* data, size_t count) override { note(data, count); }
+  void sum(float*, size_t count) override { note(count); }
+  void max(float*, size_t count) override { note(count); }
 
-  void start() {
-    counting = true;
-    backward = false;
-    sums[0] = sums[1] = 0;
-    bytes[0] = bytes[1] = 0;
-  }
-
-  bool counting = false, backward = false;
+  int phase = -1;  // what is counted: 0 forward, 1 backward, -1 nothing
   int sums[2] = {0, 0};
   double bytes[2] = {0, 0};
 
  private:
-  void note(float* data, size_t count) {
-    (void)data;
-    if (!counting) return;
-    sums[backward ? 1 : 0] += 1;
-    bytes[backward ? 1 : 0] += static_cast<double>(count) * sizeof(float);
+  void note(size_t count) {
+    if (phase < 0) return;
+    sums[phase] += 1;
+    bytes[phase] += static_cast<double>(count) * sizeof(float);
   }
   int size_;
 };
 
-struct UnitRun {
-  LinearTime forward, backward;
-  double activation_bytes_per_sample = 0, output_bytes_per_sample = 0;
-  std::vector<Tensor> outputs;  // one per micro-batch size, for the next unit
-};
-
 // Runs one unit as a pipeline stage would: its own cache, its input kept alive until its
 // backward, gradients zeroed before each backward so the first write overwrites as in a
-// real step. inputs[i] has sizes[i] samples (sizes ascending).
-UnitRun run_unit(nn::Module& module, nn::ParamSet& params, const std::vector<Tensor>& inputs,
-                 const std::vector<int64_t>& sizes, bool need_dx, int repeats, Rng& rng,
-                 CountingReducer* reducer) {
-  UnitRun run;
+// real step. inputs[i] has sizes[i] samples (sizes ascending); `outputs` gets the outputs,
+// the next unit's inputs. Fills the times and the bytes.
+UnitProfile run_unit(nn::Module& module, nn::ParamSet& params, const std::vector<Tensor>& inputs,
+                     const std::vector<int64_t>& sizes, bool need_dx, int repeats, Rng& rng,
+                     CountingReducer* reducer, std::vector<Tensor>* outputs = nullptr) {
+  UnitProfile run;
   nn::ForwardContext ctx;
   std::vector<double> fwd_s(sizes.size()), bwd_s(sizes.size());
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -125,20 +112,17 @@ UnitRun run_unit(nn::Module& module, nn::ParamSet& params, const std::vector<Ten
     }
     auto cache = module.make_cache();
     // The sums of one forward and one backward at the largest size, what a step moves.
-    if (largest && reducer) reducer->start();
+    if (largest && reducer) reducer->phase = 0;
     const int64_t before = held_bytes();
     const Tensor& y = module.forward(x, *cache, ctx);
     const int64_t kept = held_bytes() - before;
     Tensor out = Tensor::empty(y.shape());
     out.copy_from(y);
     const Tensor dy = random_f32(y.shape(), rng);
-    if (reducer) reducer->backward = true;
+    if (reducer && reducer->phase == 0) reducer->phase = 1;
     params.zero_grads();
     module.backward(dy, *cache, need_dx);
-    if (reducer) {
-      reducer->counting = false;
-      reducer->backward = false;
-    }
+    if (reducer) reducer->phase = -1;
     if (largest) {
       const double m = static_cast<double>(sizes[i]);
       run.activation_bytes_per_sample = static_cast<double>(std::max<int64_t>(kept, 0)) / m;
@@ -156,64 +140,46 @@ UnitRun run_unit(nn::Module& module, nn::ParamSet& params, const std::vector<Ten
     }
     fwd_s[i] = median(f);
     bwd_s[i] = median(b);
-    run.outputs.push_back(std::move(out));
+    if (outputs) outputs->push_back(std::move(out));
   }
   run.forward = fit(sizes[0], fwd_s[0], sizes[1], fwd_s[1]);
   run.backward = fit(sizes[0], bwd_s[0], sizes[1], bwd_s[1]);
   return run;
 }
 
-double own_params(const nn::ParamSet& params, nn::ParamSet::Id first, nn::ParamSet::Id end) {
-  double n = 0;
-  for (auto id = first; id < end; ++id) n += static_cast<double>(params.info(id).numel());
-  return n;
-}
-
-void fill_random(nn::ParamSet& params, Rng& rng) {
-  float* p = params.params();
-  for (int64_t i = 0; i < params.size(); ++i) p[i] = rng.uniform(-0.02f, 0.02f);
-}
-
 // "gpt:d_model=512,layers=8,heads=8": the sizes of a GPT too large to build whole here.
 nn::GptConfig parse_gpt_spec(const std::string& spec) {
-  static const std::vector<std::string> accepted{"d_model", "layers", "heads",
-                                                 "context", "vocab",  "mlp_ratio"};
+  const std::map<std::string, int64_t nn::GptConfig::*> fields{
+      {"d_model", &nn::GptConfig::d_model}, {"layers", &nn::GptConfig::layers},
+      {"heads", &nn::GptConfig::heads},     {"context", &nn::GptConfig::context},
+      {"vocab", &nn::GptConfig::vocab},     {"mlp_ratio", &nn::GptConfig::mlp_ratio}};
   const std::string names = "d_model, layers, heads (required); context, vocab, mlp_ratio";
-  std::map<std::string, int64_t> v;
+  nn::GptConfig c;
+  std::vector<std::string> seen;
   const std::string body = spec.substr(4);
-  size_t at = 0;
-  while (at <= body.size()) {
+  for (size_t at = 0; at <= body.size();) {
     const size_t comma = std::min(body.find(',', at), body.size());
     const std::string item = body.substr(at, comma - at);
+    at = comma + 1;
     const size_t eq = item.find('=');
     BRAID_CHECK(eq != std::string::npos, "model '", spec, "': '", item,
                 "' is not key=value; accepted keys: ", names);
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    BRAID_CHECK(std::find(accepted.begin(), accepted.end(), key) != accepted.end(), "model '", spec,
-                "': unknown key '", key, "'; accepted keys: ", names);
-    BRAID_CHECK(!v.count(key), "model '", spec, "': key '", key, "' given twice");
-    size_t used = 0;
+    BRAID_CHECK(fields.count(key), "model '", spec, "': unknown key '", key,
+                "'; accepted keys: ", names);
+    BRAID_CHECK(std::find(seen.begin(), seen.end(), key) == seen.end(), "model '", spec, "': key '",
+                key, "' given twice");
     int64_t n = 0;
-    try {
-      n = std::stoll(value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    BRAID_CHECK(used == value.size() && used > 0 && n >= 1 && n <= (int64_t{1} << 31) - 1,
+    const char* end = value.data() + value.size();
+    const auto [stop, ec] = std::from_chars(value.data(), end, n);
+    BRAID_CHECK(ec == std::errc() && stop == end && n >= 1 && n <= (int64_t{1} << 31) - 1,
                 "model '", spec, "': ", key, " must be a positive integer, got '", value, "'");
-    v[key] = n;
-    at = comma + 1;
+    c.*fields.at(key) = n;
+    seen.push_back(key);
   }
   for (const char* required : {"d_model", "layers", "heads"})
-    BRAID_CHECK(v.count(required), "model '", spec, "': missing ", required,
-                "; accepted keys: ", names);
-  nn::GptConfig c;
-  c.d_model = v["d_model"];
-  c.layers = v["layers"];
-  c.heads = v["heads"];
-  if (v.count("context")) c.context = v["context"];
-  if (v.count("vocab")) c.vocab = v["vocab"];
-  if (v.count("mlp_ratio")) c.mlp_ratio = v["mlp_ratio"];
+    BRAID_CHECK(std::find(seen.begin(), seen.end(), required) != seen.end(), "model '", spec,
+                "': missing ", required, "; accepted keys: ", names);
   BRAID_CHECK(c.d_model % c.heads == 0, "model '", spec, "': d_model ", c.d_model,
               " must be a multiple of heads ", c.heads);
   return c;
@@ -223,19 +189,16 @@ nn::GptConfig parse_gpt_spec(const std::string& spec) {
 bool gpt_config(const json& spec, nn::GptConfig& c) {
   if (!spec.is_string()) return false;
   const std::string s = spec.get<std::string>();
-  if (s == "gpt-tiny") {
-    c = nn::GptConfig{};
-    return true;
-  }
+  c = nn::GptConfig{};
   if (s == "gpt-small") {
-    c = nn::GptConfig{};
     c.d_model = 512;
     c.heads = 8;
     c.layers = 8;
-    return true;
+  } else if (s.rfind("gpt:", 0) == 0) {
+    c = parse_gpt_spec(s);
+  } else {
+    return s == "gpt-tiny";
   }
-  if (s.rfind("gpt:", 0) != 0) return false;
-  c = parse_gpt_spec(s);
   return true;
 }
 
@@ -248,8 +211,8 @@ TensorSlice measure_slice(const nn::GptConfig& c, int width, const std::vector<T
   params.allocate();
   // TpGptBlock has no init(): its parameters come cut from a full model's. Any values time
   // alike; small ones keep the activations finite.
-  fill_random(params, rng);
-  const UnitRun run = run_unit(block, params, inputs, sizes, true, repeats, rng, &reducer);
+  for (int64_t i = 0; i < params.size(); ++i) params.params()[i] = rng.uniform(-0.02f, 0.02f);
+  const UnitProfile run = run_unit(block, params, inputs, sizes, true, repeats, rng, &reducer);
   TensorSlice s;
   s.width = width;
   s.forward = run.forward;
@@ -282,45 +245,47 @@ double measure_optimizer(int repeats) {
 
 json time_json(const LinearTime& t) { return {{"fixed", t.fixed}, {"per_sample", t.per_sample}}; }
 
-// An object with exactly `keys`; what is missing or extra is an error naming `where`.
-void check_keys(const json& j, const std::string& where, const std::vector<std::string>& keys) {
-  BRAID_CHECK(j.is_object(), where, ": expected an object, got ", j.type_name());
-  std::string list;
-  for (const auto& k : keys) list += (list.empty() ? "" : ", ") + k;
-  for (auto it = j.begin(); it != j.end(); ++it)
-    BRAID_CHECK(std::find(keys.begin(), keys.end(), it.key()) != keys.end(), where,
-                ": unknown key '", it.key(), "' (accepted: ", list, ")");
-  for (const auto& k : keys) BRAID_CHECK(j.contains(k), where, ": missing '", k, "'");
-}
+// Reads an object's keys, each checked for its type; done() then rejects the keys nobody
+// read, so a misspelt key is an error rather than a silently default value.
+class Reader {
+ public:
+  Reader(const json& j, std::string where) : j_(j), where_(std::move(where)) {
+    BRAID_CHECK(j.is_object(), where_, ": expected an object, got ", j.type_name());
+  }
+  // The value of `key`, which `is` (when given) must accept.
+  const json& get(const std::string& key, bool (json::*is)() const noexcept = nullptr,
+                  const char* what = "") {
+    BRAID_CHECK(j_.contains(key), where_, ": missing '", key, "'");
+    read_.push_back(key);
+    const json& v = j_.at(key);
+    BRAID_CHECK(!is || (v.*is)(), where_, ".", key, ": expected ", what, ", got ", v.dump());
+    return v;
+  }
+  double number(const std::string& k) { return get(k, &json::is_number, "a number"); }
+  int64_t integer(const std::string& k) {
+    return get(k, &json::is_number_integer, "an integer").get<int64_t>();
+  }
+  std::string text(const std::string& k) { return get(k, &json::is_string, "a string"); }
+  const json& array(const std::string& k) { return get(k, &json::is_array, "an array"); }
+  LinearTime time(const std::string& key) {
+    Reader r(get(key), where_ + "." + key);
+    const LinearTime t{r.number("fixed"), r.number("per_sample")};
+    r.done();
+    return t;
+  }
+  void done() const {
+    std::string list;
+    for (const auto& k : read_) list += (list.empty() ? "" : ", ") + k;
+    for (auto it = j_.begin(); it != j_.end(); ++it)
+      BRAID_CHECK(std::find(read_.begin(), read_.end(), it.key()) != read_.end(), where_,
+                  ": unknown key '", it.key(), "' (accepted: ", list, ")");
+  }
 
-double number(const json& j, const std::string& key, const std::string& where) {
-  BRAID_CHECK(j.at(key).is_number(), where, ".", key, ": expected a number, got ",
-              j.at(key).type_name());
-  return j.at(key).get<double>();
-}
-
-int64_t integer(const json& j, const std::string& key, const std::string& where) {
-  BRAID_CHECK(j.at(key).is_number_integer(), where, ".", key, ": expected an integer, got ",
-              j.at(key).dump());
-  return j.at(key).get<int64_t>();
-}
-
-std::string text(const json& j, const std::string& key, const std::string& where) {
-  BRAID_CHECK(j.at(key).is_string(), where, ".", key, ": expected a string, got ",
-              j.at(key).type_name());
-  return j.at(key).get<std::string>();
-}
-
-const json& array(const json& j, const std::string& key, const std::string& where) {
-  BRAID_CHECK(j.at(key).is_array(), where, ".", key, ": expected an array, got ",
-              j.at(key).type_name());
-  return j.at(key);
-}
-
-LinearTime parse_time(const json& j, const std::string& where) {
-  check_keys(j, where, {"fixed", "per_sample"});
-  return {number(j, "fixed", where), number(j, "per_sample", where)};
-}
+ private:
+  const json& j_;
+  std::string where_;
+  std::vector<std::string> read_;
+};
 
 }  // namespace
 
@@ -331,36 +296,31 @@ double ModelProfile::params() const {
 }
 
 std::vector<int> ModelProfile::tensor_widths() const {
-  std::set<int> common;
-  bool first = true;
-  for (const auto& u : units) {
-    if (u.kind != "GptBlock") continue;
-    std::set<int> mine;
-    for (const auto& s : u.slices) mine.insert(s.width);
-    if (first) {
-      common = mine;
-      first = false;
-    } else {
-      std::set<int> both;
-      for (const int w : common)
-        if (mine.count(w)) both.insert(w);
-      common = both;
-    }
+  std::vector<int> widths{1};
+  std::vector<const UnitProfile*> blocks;
+  for (const auto& u : units)
+    if (u.kind == "GptBlock") blocks.push_back(&u);
+  if (blocks.empty()) return widths;
+  for (const auto& s : blocks[0]->slices) {
+    const auto has = [&](const UnitProfile* b) {
+      return std::any_of(b->slices.begin(), b->slices.end(),
+                         [&](const TensorSlice& t) { return t.width == s.width; });
+    };
+    if (s.width > 1 && std::all_of(blocks.begin(), blocks.end(), has)) widths.push_back(s.width);
   }
-  common.insert(1);
-  return {common.begin(), common.end()};
+  std::sort(widths.begin(), widths.end());
+  widths.erase(std::unique(widths.begin(), widths.end()), widths.end());
+  return widths;
 }
 
 ModelProfile measure_profile(const json& spec, const ProfileOptions& options) {
-  BRAID_CHECK(options.micro_batches.size() == 2,
-              "profile: exactly two micro-batch sizes are "
-              "fitted, got ",
+  BRAID_CHECK(options.micro_batches.size() == 2, "profile: two micro-batch sizes are fitted, got ",
               options.micro_batches.size());
   std::vector<int64_t> sizes = options.micro_batches;
   std::sort(sizes.begin(), sizes.end());
   BRAID_CHECK(sizes[0] >= 1 && sizes[0] < sizes[1],
-              "profile: the micro-batch sizes must be "
-              "distinct and positive, got ",
+              "profile: the micro-batch sizes must be distinct "
+              "and positive, got ",
               sizes[0], " and ", sizes[1]);
   BRAID_CHECK(options.repeats >= 1, "profile: repeats must be >= 1, got ", options.repeats);
 
@@ -399,13 +359,8 @@ ModelProfile measure_profile(const json& spec, const ProfileOptions& options) {
   module->init(rng);
   std::vector<nn::PipelineUnit> units = module->pipeline_units();
   if (units.empty())
-    units.push_back({.module = module.get(),
-                     .name = "model",
-                     .first = 0,
-                     .end = params.layout().size(),
-                     .buffers_first = 0,
-                     .buffers_end = params.buffers().size(),
-                     .tied = {}});
+    units.push_back(nn::PipelineUnit{
+        module.get(), "model", 0, params.layout().size(), 0, params.buffers().size(), {}});
 
   std::vector<Tensor> inputs;
   for (const int64_t m : sizes) {
@@ -426,41 +381,25 @@ ModelProfile measure_profile(const json& spec, const ProfileOptions& options) {
     inputs.push_back(std::move(x));
   }
 
-  std::vector<UnitProfile> measured;
   for (size_t u = 0; u < units.size(); ++u) {
-    UnitRun run = run_unit(*units[u].module, params, inputs, sizes, /*need_dx=*/u > 0,
-                           options.repeats, rng, nullptr);
-    UnitProfile up;
+    std::vector<Tensor> outputs;
+    UnitProfile up = run_unit(*units[u].module, params, inputs, sizes, /*need_dx=*/u > 0,
+                              options.repeats, rng, nullptr, &outputs);
     up.name = units[u].name;
     up.kind = std::string(units[u].module->kind());
-    up.forward = run.forward;
-    up.backward = run.backward;
-    up.params = own_params(params, units[u].first, units[u].end);
-    up.activation_bytes_per_sample = run.activation_bytes_per_sample;
-    up.output_bytes_per_sample = run.output_bytes_per_sample;
-    if (is_gpt && up.kind == "GptBlock") {
-      for (const int t : options.tensor_widths)
-        if (t > 1 && gpt.heads % t == 0 && (gpt.mlp_ratio * gpt.d_model) % t == 0 &&
-            gpt.vocab % t == 0)
-          up.slices.push_back(measure_slice(gpt, t, inputs, sizes, options.repeats, rng));
+    for (auto id = units[u].first; id < units[u].end; ++id)
+      up.params += static_cast<double>(params.info(id).numel());
+    const bool block = is_gpt && up.kind == "GptBlock";
+    for (const int t : block ? options.tensor_widths : std::vector<int>{})
+      if (t > 1 && gpt.heads % t == 0 && (gpt.mlp_ratio * gpt.d_model) % t == 0 &&
+          gpt.vocab % t == 0)
+        up.slices.push_back(measure_slice(gpt, t, inputs, sizes, options.repeats, rng));
+    // The one block measured stands for h.0 .. h.(L-1).
+    for (int64_t i = 0; i < (block ? gpt.layers : 1); ++i) {
+      p.units.push_back(up);
+      if (block) p.units.back().name = "h." + std::to_string(i);
     }
-    measured.push_back(std::move(up));
-    inputs = std::move(run.outputs);
-  }
-
-  if (is_gpt) {
-    // [embedding, h.0, head] -> embedding, h.0 .. h.(L-1), head.
-    BRAID_CHECK(measured.size() == 3, "profile: a one-block GPT gave ", measured.size(),
-                " units, expected 3");
-    p.units.push_back(measured[0]);
-    for (int64_t i = 0; i < gpt.layers; ++i) {
-      UnitProfile b = measured[1];
-      b.name = "h." + std::to_string(i);
-      p.units.push_back(std::move(b));
-    }
-    p.units.push_back(measured[2]);
-  } else {
-    p.units = std::move(measured);
+    inputs = std::move(outputs);
   }
   p.optimizer_s_per_param = measure_optimizer(options.repeats);
   return p;
@@ -498,47 +437,41 @@ json profile_json(const ModelProfile& p) {
 }
 
 ModelProfile parse_profile(const json& j, const std::string& where) {
-  check_keys(
-      j, where,
-      {"model", "cpu", "threads", "seq_len", "units", "optimizer_s_per_param", "sample_bytes"});
+  Reader r(j, where);
   ModelProfile p;
-  p.model = j.at("model");
-  p.cpu = text(j, "cpu", where);
-  p.threads = static_cast<int>(integer(j, "threads", where));
-  p.seq_len = integer(j, "seq_len", where);
-  p.optimizer_s_per_param = number(j, "optimizer_s_per_param", where);
-  p.sample_bytes = number(j, "sample_bytes", where);
-  const json& units = array(j, "units", where);
+  p.model = r.get("model");
+  p.cpu = r.text("cpu");
+  p.threads = static_cast<int>(r.integer("threads"));
+  p.seq_len = r.integer("seq_len");
+  p.optimizer_s_per_param = r.number("optimizer_s_per_param");
+  p.sample_bytes = r.number("sample_bytes");
+  const json& units = r.array("units");
+  r.done();
   for (size_t i = 0; i < units.size(); ++i) {
     const std::string uw = where + ".units[" + std::to_string(i) + "]";
-    const json& ju = units[i];
-    check_keys(ju, uw,
-               {"name", "kind", "forward", "backward", "params", "activation_bytes_per_sample",
-                "output_bytes_per_sample", "slices"});
+    Reader ru(units[i], uw);
     UnitProfile u;
-    u.name = text(ju, "name", uw);
-    u.kind = text(ju, "kind", uw);
-    u.forward = parse_time(ju.at("forward"), uw + ".forward");
-    u.backward = parse_time(ju.at("backward"), uw + ".backward");
-    u.params = number(ju, "params", uw);
-    u.activation_bytes_per_sample = number(ju, "activation_bytes_per_sample", uw);
-    u.output_bytes_per_sample = number(ju, "output_bytes_per_sample", uw);
-    const json& slices = array(ju, "slices", uw);
+    u.name = ru.text("name");
+    u.kind = ru.text("kind");
+    u.forward = ru.time("forward");
+    u.backward = ru.time("backward");
+    u.params = ru.number("params");
+    u.activation_bytes_per_sample = ru.number("activation_bytes_per_sample");
+    u.output_bytes_per_sample = ru.number("output_bytes_per_sample");
+    const json& slices = ru.array("slices");
+    ru.done();
     for (size_t k = 0; k < slices.size(); ++k) {
-      const std::string sw = uw + ".slices[" + std::to_string(k) + "]";
-      const json& js = slices[k];
-      check_keys(js, sw,
-                 {"width", "forward", "backward", "params", "forward_sum_bytes_per_sample",
-                  "backward_sum_bytes_per_sample", "forward_sums", "backward_sums"});
+      Reader rs(slices[k], uw + ".slices[" + std::to_string(k) + "]");
       TensorSlice s;
-      s.width = static_cast<int>(integer(js, "width", sw));
-      s.forward = parse_time(js.at("forward"), sw + ".forward");
-      s.backward = parse_time(js.at("backward"), sw + ".backward");
-      s.params = number(js, "params", sw);
-      s.forward_sum_bytes_per_sample = number(js, "forward_sum_bytes_per_sample", sw);
-      s.backward_sum_bytes_per_sample = number(js, "backward_sum_bytes_per_sample", sw);
-      s.forward_sums = static_cast<int>(integer(js, "forward_sums", sw));
-      s.backward_sums = static_cast<int>(integer(js, "backward_sums", sw));
+      s.width = static_cast<int>(rs.integer("width"));
+      s.forward = rs.time("forward");
+      s.backward = rs.time("backward");
+      s.params = rs.number("params");
+      s.forward_sum_bytes_per_sample = rs.number("forward_sum_bytes_per_sample");
+      s.backward_sum_bytes_per_sample = rs.number("backward_sum_bytes_per_sample");
+      s.forward_sums = static_cast<int>(rs.integer("forward_sums"));
+      s.backward_sums = static_cast<int>(rs.integer("backward_sums"));
+      rs.done();
       u.slices.push_back(s);
     }
     p.units.push_back(std::move(u));
