@@ -177,8 +177,10 @@ TEST(Simulate, OneFOneBHoldsPMicroBatchesGpipeHoldsM) {
       simulate(p, cl, pipeline(2, 8, PipelineSchedule::gpipe), 8).memory.activations;
   const double f1b1 =
       simulate(p, cl, pipeline(2, 8, PipelineSchedule::one_f_one_b), 8).memory.activations;
-  EXPECT_DOUBLE_EQ(gpipe, 8 * 1000);  // stage 0: one unit, 8 micro-batches of one sample
-  EXPECT_DOUBLE_EQ(f1b1, 2 * 1000);   // stage 0 of 2 keeps 2 in flight
+  // Stage 1 under GPipe: 8 micro-batches of one sample, each its unit's 1000 bytes and the
+  // 100-byte input it received.
+  EXPECT_DOUBLE_EQ(gpipe, 8 * (1000 + 100));
+  EXPECT_DOUBLE_EQ(f1b1, 2 * 1000);  // stage 0 of 2 keeps 2 in flight, stage 1 one of 1100
   PlanConfig re = pipeline(2, 8, PipelineSchedule::gpipe);
   re.recompute = true;
   // The fuller stage is 1: GPipe's 8 micro-batches' inputs (100 bytes each, stage 0's

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/error_report.h"
+#include "cli/plan_auto.h"
 #include "cli/train_settings.h"
 #include "core/gemm.h"
 #include "core/log.h"
@@ -371,7 +372,9 @@ void run_train(const TrainFlags& f) {
                resume_dir);
     }
   }
-  const train::TrainConfig config = resolve(f, resume_dir, place);
+  // strategy auto with plan.cluster: the planner's choice, the same on every rank.
+  const train::TrainConfig config = cluster ? resolve(f, resume_dir, place)
+                                            : apply_plan(resolve(f, resume_dir, place), place.world);
   // A resume continues the run it was given; into another --out it is a new run there, and
   // must not replace or append to what that directory holds.
   const bool continues = !resume_dir.empty() && fs::exists(config.out) &&

@@ -99,7 +99,7 @@ std::vector<Candidate> plan_all(const ModelProfile& profile, const Cluster& clus
     }
   }
   if (N >= 2) {
-    for (int S : {1, 2, N / 4}) {
+    for (int S : {1, 2, N / 8, N / 4, N / 2}) {
       const int W = N - S;
       if (S < 1 || W < 1 || options.batch % W != 0) continue;
       PlanConfig c;

@@ -27,7 +27,6 @@ ScalingReport scaling_report(const ModelProfile& profile, const Cluster& cluster
   const double speed = cluster.speed(profile.threads);
   for (const UnitProfile& u : profile.units)
     r.ideal_step_s += (u.forward.at(batch_per_rank) + u.backward.at(batch_per_rank)) / speed;
-  r.ideal_step_s += profile.params() * profile.optimizer_s_per_param / speed;
   for (int n = 1; n <= max_ranks; n *= 2)
     if (n <= cluster.ranks_per_host || n % cluster.ranks_per_host == 0) r.ranks.push_back(n);
   std::map<std::string, size_t> index;
@@ -66,7 +65,7 @@ std::string scaling_table(const ScalingReport& r) {
   std::string out;
   char line[512];
   std::snprintf(line, sizeof line,
-                "model %s, %d samples a rank a step; one rank's compute alone: %.4g s a step\n",
+                "model %s, %d samples a rank a step; one rank's forward and backward: %.4g s a step\n",
                 r.model.c_str(), r.batch_per_rank, r.ideal_step_s);
   out += line;
   std::snprintf(line, sizeof line, "%-16s %6s %12s %14s %10s  %s\n", "family", "ranks", "step s",

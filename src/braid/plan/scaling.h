@@ -1,9 +1,10 @@
 // How the predicted cost grows with the ranks: for each strategy family, its best fitting
 // configuration (plan/planner.h's ranking) at 1, 2, 4, ... ranks, each rank bringing
 // `batch_per_rank` samples a step (weak scaling, as the papers measure it). Efficiency is
-// the step one rank would take over those samples with unlimited memory (the profile's
-// compute alone) divided by the predicted step: 1 is perfect scaling; a family that cannot
-// fit at a rank count shows no point there.
+// the forward and backward compute one rank would spend on those samples with unlimited
+// memory (the profile's, at full width) over the predicted step: the share of the step
+// that is the model's own arithmetic, lost to communication, bubbles, the optimizer and
+// narrower kernels. A family that cannot fit at a rank count shows no point there.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -31,7 +32,7 @@ struct ScalingFamily {
 struct ScalingReport {
   std::string model;
   int batch_per_rank = 0;
-  double ideal_step_s = 0;  // one rank's compute over batch_per_rank samples
+  double ideal_step_s = 0;  // one rank's forward and backward over batch_per_rank samples
   std::vector<int> ranks;
   std::vector<ScalingFamily> families;
 };

@@ -194,13 +194,15 @@ RankMemory StepBuilder::memory(int s, const std::vector<PipelineAction>& actions
     const int held = std::max(1, parallel::in_flight(actions, part.chunk));
     double full = 0;
     for (size_t u = part.first; u < part.end; ++u) full += costs_[u].activations;
+    // The input a part received from the stage before it is held too (the unit that made
+    // it counts it on that stage, not here).
+    const double input = part.first == 0 ? 0 : costs_[part.first - 1].output;
     if (cfg_.recompute) {
       // Only each micro-batch's input is kept; one micro-batch's whole activations exist
       // while its backward recomputes them.
-      const double input = part.first == 0 ? 0 : costs_[part.first - 1].output;
       mem.activations += input * held + full;
     } else {
-      mem.activations += full * held;
+      mem.activations += (full + input) * held;
     }
   }
   return mem;

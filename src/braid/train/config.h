@@ -139,6 +139,11 @@ struct TrainConfig {
     int64_t period = 8;      // local steps between parameter averages (H)
     int64_t start_step = 0;  // steps before it are synchronous DDP steps (post-local SGD)
   } local_sgd;
+  // strategy auto with a cluster file: `braid plan`'s choice for this job (cli/plan_auto.h).
+  struct Plan {
+    std::string cluster;  // the cluster file (plan/cluster.h)
+    std::string profile;  // the model's profile, written by `braid plan --profile FILE`
+  } plan;
   struct ParameterServer {
     std::string mode = "sync";    // sync, async, ssp (parallel/ps_shard.h)
     int64_t backup_workers = 0;   // sync: a step applies after workers - backup_workers gradients

@@ -291,6 +291,16 @@ std::vector<Setting> make_settings() {
       "pipeline: keep only each stage's inputs and run its forward again before backward "
       "(activation checkpointing)",
       [](auto& c) -> auto& { return c.pipeline.recompute; }));
+  t.push_back(text(
+      "plan.cluster", kParallel, {},
+      "strategy auto: a cluster file; the job runs braid plan's fastest configuration that "
+      "fits (needs plan.profile)",
+      [](auto& c) -> auto& { return c.plan.cluster; }));
+  t.push_back(text(
+      "plan.profile", kParallel, {},
+      "strategy auto with plan.cluster: the model's profile, measured once by braid plan "
+      "--profile FILE (every rank reads the same file, so every rank makes the same choice)",
+      [](auto& c) -> auto& { return c.plan.profile; }));
   t.push_back(integer(
       "local_sgd.period", kParallel, 1, 1 << 20,
       "local_sgd: steps each rank takes alone between two averages of the parameters (H)",
