@@ -57,7 +57,7 @@ want=sys.argv[1]
 for l in sys.stdin:
     j=json.loads(l)
     if j["config"]==want: print(j["step_s"]*1e3); break
-else: sys.exit("plan has no configuration " + want)' "$4"
+else: sys.exit("plan: no configuration " + want + " for this model; skipped")' "$4"
 }
 
 # emit LINK NAME RANKS MEASURED_JSON PREDICTED_MS DESCRIPTION
@@ -81,6 +81,7 @@ run_shm() {
   IFS='|' read -r name ranks flags desc global <<<"$spec"
   cluster=$work/shm.json
   [ "$ranks" = 4 ] && cluster=$work/shm4.json
+  predict "$cluster" "$ranks" "$global" "$desc" >/dev/null || return 0  # not this model's
   # shellcheck disable=SC2086
   if [ "$ranks" = 1 ]; then
     out=$("$braid" bench train "${bench_flags[@]}" $flags 2>/dev/null | grep '^{')
@@ -88,12 +89,15 @@ run_shm() {
     out=$("$braid" bench train "${bench_flags[@]}" -n "$ranks" --transport shm $flags 2>&1 |
       sed -n 's/^\[rank 0\] {/{/p')
   fi
-  emit shm "$name" "$ranks" "$out" "$(predict "$cluster" "$ranks" "$global" "$desc")" "$desc"
+  local predicted
+  predicted=$(predict "$cluster" "$ranks" "$global" "$desc") || return 0  # not this model's
+  emit shm "$name" "$ranks" "$out" "$predicted" "$desc"
 }
 
 run_net() {
-  local rate=$1 spec=$2 name ranks flags desc global secret logs
+  local rate=$1 spec=$2 name ranks flags desc global secret logs predicted
   IFS='|' read -r name ranks flags desc global <<<"$spec"
+  predicted=$(predict "$work/net_$rate.json" 2 "$global" "$desc") || return 0
   secret=$(openssl rand -hex 32)
   logs=$(mktemp -d -p "$work")
   for r in 0 1; do
@@ -104,8 +108,7 @@ run_net() {
       >"$logs/rank$r.log" 2>&1 &
   done
   wait
-  emit "$rate" "$name" 2 "$(grep '^{' "$logs/rank0.log" | head -1)" \
-    "$(predict "$work/net_$rate.json" 2 "$global" "$desc")" "$desc"
+  emit "$rate" "$name" 2 "$(grep '^{' "$logs/rank0.log" | head -1)" "$predicted" "$desc"
 }
 
 measure_net() {

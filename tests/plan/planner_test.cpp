@@ -1,12 +1,13 @@
 // The planner: never proposes what does not fit the stated memory, ranks by predicted
 // samples/s, writes a command braid accepts; the cluster file's rules.
+#include "plan/planner.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "core/error.h"
 #include "plan/cluster.h"
-#include "plan/planner.h"
 #include "plan/scaling.h"
 
 namespace braid::plan {
@@ -68,7 +69,8 @@ TEST(Planner, NeverProposesAConfigurationOverTheMemory) {
   EXPECT_GT(over, 0);
   // DDP holds every parameter, gradient and Adam state: 16 bytes x 200M > 2 GiB.
   for (const Candidate& k : ranked) {
-    if (k.config.method == Method::data_parallel && k.config.data == 8 && k.config.zero_stage == 0) {
+    if (k.config.method == Method::data_parallel && k.config.data == 8 &&
+        k.config.zero_stage == 0) {
       EXPECT_FALSE(k.prediction.fits);
     }
   }

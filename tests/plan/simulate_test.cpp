@@ -1,6 +1,8 @@
 // The step simulator against closed forms: the pipeline bubble (P-1)/(M+P-1), DDP's
 // allreduce after backward and its overlap worked out by hand, ZeRO's bytes 1x/1x/1.5x of
 // DDP's, memory by category; and the task graph's own rules.
+#include "plan/simulate.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include "core/error.h"
 #include "plan/collective_cost.h"
 #include "plan/event_sim.h"
-#include "plan/simulate.h"
 
 namespace braid::plan {
 namespace {
@@ -102,9 +103,11 @@ TEST(Simulate, DdpReducesAfterTheLastBackwardOfOneUnit) {
   PlanConfig c;
   c.data = 4;
   const Prediction r = simulate(p, one_host(4, link), c, 4 * 8);
-  const double bytes = 4 * params;
-  const double allreduce = best_collective(Collective::allreduce, bytes, {4, 4, 1}, one_host(4, link))
-                               .seconds;
+  // Buckets as DDP cuts them: the first 1 MiB, then the other 3 MiB.
+  auto cost = [&](double bytes) {
+    return best_collective(Collective::allreduce, bytes, {4, 4, 1}, one_host(4, link)).seconds;
+  };
+  const double allreduce = cost(1 << 20) + cost(4 * params - (1 << 20));
   EXPECT_NEAR(r.step_s, 8 * 3e-3 + allreduce + params * 1e-9, 1e-12);
   EXPECT_NEAR(r.exposed_comm_s, allreduce, 1e-12);
   EXPECT_NEAR(r.samples_per_s, 32 / r.step_s, 1e-9);
@@ -145,6 +148,23 @@ TEST(Simulate, ZeroMovesDdpBytesThenHalfAgainAtStageThree) {
   EXPECT_DOUBLE_EQ(bytes[1], bytes[0]);
   EXPECT_DOUBLE_EQ(bytes[2], bytes[0]);
   EXPECT_DOUBLE_EQ(bytes[3], 1.5 * bytes[0]);
+}
+
+TEST(Simulate, ZeroThreeKeepsItsLastBucketsGatheredForBackward) {
+  // A small head (0.4 MB) after six 12 MB blocks: it fits the 4 buckets zero.cpp keeps
+  // gathered after forward, so backward does not gather it again.
+  ModelProfile p = even_model(6, 1e-3, 2e-3, 3e6);
+  UnitProfile head = p.units.back();
+  head.name = "head";
+  head.params = 1e5;
+  p.units.push_back(head);
+  const Cluster cl = one_host(4, {1e-5, 1e9});
+  PlanConfig c;
+  c.data = 4;
+  const double ddp = simulate(p, cl, c, 16).comm_bytes;
+  c.zero_stage = 3;
+  const double zero3 = simulate(p, cl, c, 16).comm_bytes;
+  EXPECT_DOUBLE_EQ(zero3, 1.5 * ddp - 0.75 * 4e5);  // a 4-rank ring allgather sends 3/4
 }
 
 TEST(Simulate, MemoryByCategoryFollowsTheZeroStage) {

@@ -12,29 +12,31 @@
 namespace braid::cli {
 
 train::TrainConfig apply_plan(train::TrainConfig config, int world) {
-  if (config.strategy != "auto" || config.plan.cluster.empty()) return config;
-  BRAID_CHECK(!config.plan.profile.empty(),
-              "plan.cluster needs plan.profile, the model's measured profile: run `braid plan "
-              "--model ... --cluster ", config.plan.cluster,
-              " --profile FILE` once, then pass --plan.profile FILE");
-  const plan::Cluster cluster = plan::load_cluster(config.plan.cluster).with_ranks(world);
-  std::ifstream in(config.plan.profile);
-  BRAID_CHECK(in.good(), "plan.profile '", config.plan.profile,
+  if (config.strategy != "auto" || config.plan.cluster_file.empty()) return config;
+  BRAID_CHECK(
+      !config.plan.profile_file.empty(),
+      "plan.cluster_file needs plan.profile_file, the model's measured profile: run `braid plan "
+      "--model ... --cluster ",
+      config.plan.cluster_file, " --profile FILE` once, then pass --plan.profile-file FILE");
+  const plan::Cluster cluster = plan::load_cluster(config.plan.cluster_file).with_ranks(world);
+  std::ifstream in(config.plan.profile_file);
+  BRAID_CHECK(in.good(), "plan.profile_file '", config.plan.profile_file,
               "' cannot be read; write it with `braid plan --model ... --profile ",
-              config.plan.profile, "`");
+              config.plan.profile_file, "`");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
-    BRAID_THROW(Error, "plan.profile '", config.plan.profile, "' is not JSON: ", e.what());
+    BRAID_THROW(Error, "plan.profile_file '", config.plan.profile_file,
+                "' is not JSON: ", e.what());
   }
   const plan::ModelProfile profile =
-      plan::parse_profile(j, "plan.profile '" + config.plan.profile + "'");
-  BRAID_CHECK(profile.model == config.model, "plan.profile '", config.plan.profile,
-              "' is of model ", profile.model.dump(), ", but this run trains ",
-              config.model.dump(), "; measure this model's profile");
-  BRAID_CHECK(profile.seq_len == 0 || profile.seq_len == config.seq_len, "plan.profile '",
-              config.plan.profile, "' was measured at seq_len ", profile.seq_len,
+      plan::parse_profile(j, "plan.profile_file '" + config.plan.profile_file + "'");
+  BRAID_CHECK(profile.model == config.model, "plan.profile_file '", config.plan.profile_file,
+              "' is of model ", profile.model.dump(), ", but this run trains ", config.model.dump(),
+              "; measure this model's profile");
+  BRAID_CHECK(profile.seq_len == 0 || profile.seq_len == config.seq_len, "plan.profile_file '",
+              config.plan.profile_file, "' was measured at seq_len ", profile.seq_len,
               ", this run has ", config.seq_len);
   const int64_t global = config.global_batch > 0 ? config.global_batch : config.batch * world;
   plan::PlanOptions options;
@@ -49,13 +51,11 @@ train::TrainConfig apply_plan(train::TrainConfig config, int world) {
     }
   }
   BRAID_CHECK(chosen != nullptr, "strategy auto: no configuration of this model fits the ",
-              "memory of cluster '", config.plan.cluster, "' on ", world,
+              "memory of cluster '", config.plan.cluster_file, "' on ", world,
               " ranks (braid plan lists what each needs); add ranks or memory");
   const plan::PlanConfig& c = chosen->config;
   const int axes = (c.data > 1) + (c.tensor > 1) + (c.pipeline > 1);
-  config.strategy = axes == 0              ? "single"
-                    : c.tensor == 1 && c.pipeline == 1 ? "ddp"
-                                                       : "mesh";
+  config.strategy = axes == 0 ? "single" : c.tensor == 1 && c.pipeline == 1 ? "ddp" : "mesh";
   config.mesh.data = c.data;
   config.mesh.tensor = c.tensor;
   config.mesh.pipeline = c.pipeline;

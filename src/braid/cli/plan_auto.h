@@ -1,4 +1,4 @@
-// `strategy: auto` with `plan.cluster` and `plan.profile`: the job runs the planner's
+// `strategy: auto` with `plan.cluster_file` and `plan.profile_file`: the job runs the planner's
 // fastest configuration that fits (plan/planner.h) among those a job of equal ranks runs
 // (data, tensor and pipeline axes, ZeRO; not parameter servers, whose roles the launcher
 // assigns, nor local SGD, which changes the optimisation). The choice is a pure function of
@@ -13,7 +13,7 @@
 namespace braid::cli {
 
 // The config with the chosen strategy's keys set, or unchanged when strategy is not auto or
-// plan.cluster is empty. Errors: plan.cluster without plan.profile, a profile of another
+// plan.cluster_file is empty. Errors: plan.cluster_file without plan.profile_file, a profile of another
 // model or sequence length, no configuration that fits.
 train::TrainConfig apply_plan(train::TrainConfig config, int world);
 

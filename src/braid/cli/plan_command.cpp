@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/plan_plot.h"
 #include "core/error.h"
 #include "core/gemm.h"
 #include "core/host_memory.h"
@@ -33,7 +34,6 @@
 #include "plan/planner.h"
 #include "plan/profile.h"
 #include "plan/scaling.h"
-#include "cli/plan_plot.h"
 
 namespace braid::cli {
 namespace {
@@ -112,14 +112,10 @@ std::string gib(double bytes) {
 
 json candidate_json(const plan::Candidate& c) {
   const plan::Prediction& p = c.prediction;
-  return {{"config", plan::describe(c.config)},
-          {"step_s", p.step_s},
-          {"samples_per_s", p.samples_per_s},
-          {"compute_s", p.compute_s},
-          {"exposed_comm_s", p.exposed_comm_s},
-          {"bubble_s", p.bubble_s},
-          {"memory_bytes", p.memory.total()},
-          {"fits", p.fits},
+  return {{"config", plan::describe(c.config)}, {"step_s", p.step_s},
+          {"samples_per_s", p.samples_per_s},   {"compute_s", p.compute_s},
+          {"exposed_comm_s", p.exposed_comm_s}, {"bubble_s", p.bubble_s},
+          {"memory_bytes", p.memory.total()},   {"fits", p.fits},
           {"same_training", c.same_training}};
 }
 
@@ -138,11 +134,11 @@ void run_plan(const PlanFlags& f) {
       if (f.all || c.prediction.fits) std::printf("%s\n", candidate_json(c).dump().c_str());
     return;
   }
-  std::printf("model %s, %.1fM parameters; cluster %d host%s x %d ranks (%d ranks), %s a rank; "
-              "global batch %d\n",
-              f.model.c_str(), profile.params() / 1e6, cluster.hosts, cluster.hosts == 1 ? "" : "s",
-              cluster.ranks_per_host, cluster.ranks(), gib(cluster.memory_per_rank()).c_str(),
-              batch);
+  std::printf(
+      "model %s, %.1fM parameters; cluster %d host%s x %d ranks (%d ranks), %s a rank; "
+      "global batch %d\n",
+      f.model.c_str(), profile.params() / 1e6, cluster.hosts, cluster.hosts == 1 ? "" : "s",
+      cluster.ranks_per_host, cluster.ranks(), gib(cluster.memory_per_rank()).c_str(), batch);
   std::printf("%-4s %-40s %12s %10s %10s %10s %10s %10s\n", "rank", "configuration", "samples/s",
               "step", "compute", "exposed", "bubble", "memory");
   int shown = 0, over = 0;
@@ -159,8 +155,8 @@ void run_plan(const PlanFlags& f) {
                 seconds(p.bubble_s).c_str(), gib(p.memory.total()).c_str(),
                 c.same_training ? "" : "  (changes the optimisation)");
   }
-  std::printf("%d configurations; %d do not fit %s a rank\n", static_cast<int>(ranked.size()),
-              over, gib(cluster.memory_per_rank()).c_str());
+  std::printf("%d configurations; %d do not fit %s a rank\n", static_cast<int>(ranked.size()), over,
+              gib(cluster.memory_per_rank()).c_str());
   const plan::Candidate* top = plan::best(ranked);
   BRAID_CHECK(top != nullptr, "plan: no configuration of ", f.model, " fits ",
               gib(cluster.memory_per_rank()), " a rank on ", cluster.ranks(),
@@ -239,8 +235,8 @@ void run_measure_cluster(const PlanFlags& f) {
     c.inter = fit_link(in, "--inter '" + f.inter + "'");
   }
   c.hosts = f.hosts;
-  c.cores_per_host = f.cores > 0 ? f.cores
-                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  c.cores_per_host =
+      f.cores > 0 ? f.cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   c.ranks_per_host = f.ranks > 0 ? f.ranks : c.cores_per_host;
   const std::optional<uint64_t> available = mem_available_bytes();
   // Hosts simulated on this machine (network namespaces) share its memory.

@@ -28,8 +28,7 @@ void check_keys(const json& j, const std::vector<std::string>& accepted, const s
 
 double positive(const json& j, const char* key, const std::string& where) {
   BRAID_CHECK(j.contains(key), where, ": '", key, "' is missing");
-  BRAID_CHECK(j[key].is_number(), where, ".", key, ": expected a number, got ",
-              j[key].type_name());
+  BRAID_CHECK(j[key].is_number(), where, ".", key, ": expected a number, got ", j[key].type_name());
   const double v = j[key].get<double>();
   BRAID_CHECK(v > 0, where, ".", key, " is ", v, "; it must be above 0");
   return v;
@@ -45,9 +44,9 @@ int count(const json& j, const char* key, const std::string& where) {
 
 Link parse_link(const json& j, const std::string& where) {
   check_keys(j, {"latency_us", "gbit_s"}, where);
-  BRAID_CHECK(j.contains("latency_us") && j["latency_us"].is_number() &&
-                  j["latency_us"].get<double>() >= 0,
-              where, ".latency_us: a number of microseconds >= 0 is needed");
+  BRAID_CHECK(
+      j.contains("latency_us") && j["latency_us"].is_number() && j["latency_us"].get<double>() >= 0,
+      where, ".latency_us: a number of microseconds >= 0 is needed");
   Link l;
   l.latency_s = j["latency_us"].get<double>() * 1e-6;
   l.bytes_per_s = positive(j, "gbit_s", where) * 1e9 / 8;

@@ -20,7 +20,7 @@ std::vector<int> divisors(int n) {
 // Pipeline settings for P stages of a replica's batch: micro-batch counts, schedules,
 // recomputation.
 std::vector<PlanConfig> pipeline_variants(PlanConfig base, int replica_batch, int units,
-                                         bool quick) {
+                                          bool quick) {
   std::vector<PlanConfig> out;
   if (base.pipeline == 1) {
     out.push_back(base);
@@ -31,8 +31,9 @@ std::vector<PlanConfig> pipeline_variants(PlanConfig base, int replica_batch, in
     if (quick && (mult == 2 || mult == 8)) continue;
     const int M = P * mult;
     if (replica_batch % M != 0) continue;
-    for (auto schedule : {parallel::PipelineSchedule::gpipe, parallel::PipelineSchedule::one_f_one_b,
-                          parallel::PipelineSchedule::interleaved}) {
+    for (auto schedule :
+         {parallel::PipelineSchedule::gpipe, parallel::PipelineSchedule::one_f_one_b,
+          parallel::PipelineSchedule::interleaved}) {
       if (quick && schedule == parallel::PipelineSchedule::gpipe) continue;
       PlanConfig c = base;
       c.micro_batches = M;
@@ -80,7 +81,8 @@ std::vector<Candidate> plan_all(const ModelProfile& profile, const Cluster& clus
       base.data = D;
       base.tensor = T;
       base.pipeline = P;
-      for (const PlanConfig& piped : pipeline_variants(base, options.batch / D, units, options.quick)) {
+      for (const PlanConfig& piped :
+           pipeline_variants(base, options.batch / D, units, options.quick)) {
         for (int zero = 0; zero <= (D > 1 ? 3 : 0); ++zero) {
           if (zero == 3 && P > 1) continue;
           for (double bucket_mb : {25.0, 4.0}) {
@@ -106,14 +108,14 @@ std::vector<Candidate> plan_all(const ModelProfile& profile, const Cluster& clus
       c.method = Method::parameter_server;
       c.servers = S;
       c.data = W;
-      if (std::none_of(configs.begin(), configs.end(), [&](const PlanConfig& o) {
-            return o.method == c.method && o.servers == S;
-          }))
+      if (std::none_of(configs.begin(), configs.end(),
+                       [&](const PlanConfig& o) { return o.method == c.method && o.servers == S; }))
         configs.push_back(c);
     }
   }
   std::vector<Candidate> out;
-  for (const PlanConfig& c : configs) out.push_back({c, simulate(profile, cluster, c, options.batch)});
+  for (const PlanConfig& c : configs)
+    out.push_back({c, simulate(profile, cluster, c, options.batch)});
   if (options.include_local_sgd && N >= 2 && options.batch % N == 0) {
     for (int H : {4, 16}) {
       PlanConfig c;

@@ -32,9 +32,9 @@ struct LinearTime {
 };
 
 struct TensorSlice {
-  int width = 1;             // T
+  int width = 1;  // T
   LinearTime forward, backward;
-  double params = 0;         // this slice's parameters on one rank
+  double params = 0;  // this slice's parameters on one rank
   // Bytes of the sums a rank joins per sample in forward and in backward (each sum is an
   // allreduce over the T ranks), and how many sums per micro-batch.
   double forward_sum_bytes_per_sample = 0, backward_sum_bytes_per_sample = 0;
@@ -69,7 +69,7 @@ struct ModelProfile {
 };
 
 struct ProfileOptions {
-  int64_t seq_len = 128;               // language models: tokens a sample
+  int64_t seq_len = 128;                        // language models: tokens a sample
   std::vector<int64_t> micro_batches = {1, 4};  // the two sizes fitted
   int repeats = 3;
   std::vector<int> tensor_widths = {2, 4, 8};  // measured where the model allows

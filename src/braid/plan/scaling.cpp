@@ -30,8 +30,8 @@ ScalingReport scaling_report(const ModelProfile& profile, const Cluster& cluster
   for (int n = 1; n <= max_ranks; n *= 2)
     if (n <= cluster.ranks_per_host || n % cluster.ranks_per_host == 0) r.ranks.push_back(n);
   std::map<std::string, size_t> index;
-  const std::vector<std::string> order = {"single", "ddp", "zero1", "zero2", "zero3",
-                                          "pipeline x data", "tensor x data", "mesh", "ps"};
+  const std::vector<std::string> order = {
+      "single", "ddp", "zero1", "zero2", "zero3", "pipeline x data", "tensor x data", "mesh", "ps"};
   for (const std::string& name : order) {
     index[name] = r.families.size();
     r.families.push_back({name, {}});
@@ -64,9 +64,10 @@ ScalingReport scaling_report(const ModelProfile& profile, const Cluster& cluster
 std::string scaling_table(const ScalingReport& r) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line,
-                "model %s, %d samples a rank a step; one rank's forward and backward: %.4g s a step\n",
-                r.model.c_str(), r.batch_per_rank, r.ideal_step_s);
+  std::snprintf(
+      line, sizeof line,
+      "model %s, %d samples a rank a step; one rank's forward and backward: %.4g s a step\n",
+      r.model.c_str(), r.batch_per_rank, r.ideal_step_s);
   out += line;
   std::snprintf(line, sizeof line, "%-16s %6s %12s %14s %10s  %s\n", "family", "ranks", "step s",
                 "samples/s", "efficiency", "best configuration");

@@ -16,14 +16,16 @@ using parallel::PipelineAction;
 using parallel::PipelineSchedule;
 
 constexpr double kFloat = 4;
+constexpr double kFirstBucket = 1024.0 * 1024.0;  // DataParallelOptions::first_bucket_bytes
+constexpr int kZeroSlots = 4;                      // Zero::kParamSlots: buckets kept gathered
 
 // A unit's costs on one rank at one micro-batch size.
 struct UnitCost {
-  double forward = 0, backward = 0;        // compute seconds
+  double forward = 0, backward = 0;            // compute seconds
   double forward_sums = 0, backward_sums = 0;  // tensor-parallel sums' seconds (blocking)
-  double params = 0;                       // parameters this rank holds of it
-  double activations = 0;                  // bytes kept for backward
-  double output = 0;                       // bytes of its output
+  double params = 0;                           // parameters this rank holds of it
+  double activations = 0;                      // bytes kept for backward
+  double output = 0;                           // bytes of its output
 };
 
 // Where a group of `size` ranks, `stride` apart, sits on hosts of `per_host` ranks, and how
@@ -80,15 +82,13 @@ UnitCost unit_cost(const UnitProfile& u, int width, double m, double speed, cons
     k.backward = s->backward.at(m) / speed;
     k.params = s->params;
     if (s->forward_sums > 0)
-      k.forward_sums = s->forward_sums * collective(Collective::allreduce,
-                                                    s->forward_sum_bytes_per_sample * m /
-                                                        s->forward_sums,
-                                                    tp, c);
+      k.forward_sums = s->forward_sums *
+                       collective(Collective::allreduce,
+                                  s->forward_sum_bytes_per_sample * m / s->forward_sums, tp, c);
     if (s->backward_sums > 0)
-      k.backward_sums = s->backward_sums * collective(Collective::allreduce,
-                                                      s->backward_sum_bytes_per_sample * m /
-                                                          s->backward_sums,
-                                                      tp, c);
+      k.backward_sums = s->backward_sums *
+                        collective(Collective::allreduce,
+                                   s->backward_sum_bytes_per_sample * m / s->backward_sums, tp, c);
   } else {
     // The embedding and the head are cut by vocabulary: a T-th of the work, and one sum of
     // the unit's output (embedding) or of its input gradient (head) each way.
@@ -151,8 +151,7 @@ class StepBuilder {
     std::vector<double> w;
     for (const UnitCost& k : costs_) w.push_back(k.forward + k.backward);
     const std::vector<size_t> b = parallel::balance_stages(w, parts);
-    for (int k = 0; k < parts; ++k)
-      parts_.push_back({b[k], b[k + 1], k % P_, k / P_});
+    for (int k = 0; k < parts; ++k) parts_.push_back({b[k], b[k + 1], k % P_, k / P_});
   }
   double comm(double seconds) const { return seconds * comm_scale_; }
   double send_seconds(double bytes) const {
@@ -234,9 +233,8 @@ Prediction StepBuilder::run() {
       const Part& part = parts_[k];
       if (a.kind == PipelineAction::forward) {
         for (size_t u = part.first; u < part.end; ++u)
-          fwd[u][a.position] =
-              g.add(compute[s], costs_[u].forward + comm(costs_[u].forward_sums), {},
-                    "forward " + p_.units[u].name);
+          fwd[u][a.position] = g.add(compute[s], costs_[u].forward + comm(costs_[u].forward_sums),
+                                     {}, "forward " + p_.units[u].name);
         if (k + 1 < parts)
           sent_fwd[k][a.position] = g.add(send_fwd[s], send_seconds(costs_[part.end - 1].output),
                                           {fwd[part.end - 1][a.position]}, "send activations");
@@ -244,13 +242,12 @@ Prediction StepBuilder::run() {
         for (size_t u = part.end; u-- > part.first;) {
           double t = costs_[u].backward + comm(costs_[u].backward_sums);
           if (cfg_.recompute) t += costs_[u].forward + comm(costs_[u].forward_sums);
-          bwd[u][a.position] = g.add(compute[s], t, {fwd[u][a.position]},
-                                     "backward " + p_.units[u].name);
+          bwd[u][a.position] =
+              g.add(compute[s], t, {fwd[u][a.position]}, "backward " + p_.units[u].name);
         }
         if (k > 0)
-          sent_bwd[k][a.position] =
-              g.add(send_bwd[s], send_seconds(costs_[part.first - 1].output),
-                    {bwd[part.first][a.position]}, "send gradients");
+          sent_bwd[k][a.position] = g.add(send_bwd[s], send_seconds(costs_[part.first - 1].output),
+                                          {bwd[part.first][a.position]}, "send gradients");
       }
     }
   }
@@ -272,19 +269,31 @@ Prediction StepBuilder::run() {
         for (size_t u = parts_[k].end; u-- > parts_[k].first;) order.push_back(u);
     struct Bucket {
       double bytes = 0;
-      size_t highest = 0;  // its unit whose backward runs first
-      size_t lowest = 0;   // and last
+      size_t lowest = 0;  // its unit whose backward ends last
     };
+    // As parallel/buckets.h and zero.cpp cut them: whole parameters in backward order, the
+    // first bucket 1 MiB at most; ZeRO 2-3 cap buckets at 1/32 of the model (its window of
+    // gradients stays small). A unit larger than a bucket is several.
+    double stage_bytes = 0;
+    for (size_t u : order) stage_bytes += kFloat * costs_[u].params;
+    double full = cfg_.bucket_bytes;
+    if (cfg_.zero_stage >= 2) full = std::min(full, std::max(kFirstBucket, stage_bytes / 32));
     std::vector<Bucket> buckets;
-    double cap = std::min(1.0 * (1 << 20), cfg_.bucket_bytes);
+    double cap = std::min(kFirstBucket, full);
     for (size_t u : order) {
-      if (costs_[u].params == 0) continue;
-      if (buckets.empty() || buckets.back().bytes >= cap) {
-        if (!buckets.empty()) cap = cfg_.bucket_bytes;
-        buckets.push_back({0, u, u});
+      double bytes = kFloat * costs_[u].params;
+      if (bytes == 0) continue;
+      if (!buckets.empty() && buckets.back().bytes < cap) {
+        buckets.back().bytes += bytes;
+        buckets.back().lowest = u;
+        continue;
       }
-      buckets.back().bytes += kFloat * costs_[u].params;
-      buckets.back().lowest = u;
+      while (bytes > 0) {
+        if (!buckets.empty()) cap = full;
+        const double piece = bytes > 2 * cap ? cap : bytes;
+        buckets.push_back({piece, u});
+        bytes -= piece;
+      }
     }
     // The last micro-batch position whose backward finishes a unit's gradients.
     auto final_backward = [&](size_t u) {
@@ -297,24 +306,52 @@ Prediction StepBuilder::run() {
     const double wire = cfg_.wire_ratio;
     const Collective reduce =
         cfg_.zero_stage >= 1 ? Collective::reduce_scatter : Collective::allreduce;
+    // ZeRO 3 gathers as zero.cpp does: a unit's parameters when its forward announces them
+    // (a unit of several buckets waits for all but the first); in backward, when the unit
+    // above it is done (on_ready). The last buckets of forward stay in the window of
+    // kZeroSlots and are not gathered again.
+    std::vector<size_t> forward_order(order.rbegin(), order.rend());
+    std::vector<bool> kept(units, false);
     if (zero3) {
-      // Forward gathers each bucket before its first unit, in forward order.
-      for (size_t b = buckets.size(); b-- > 0;)
-        g.wait(fwd[buckets[b].lowest][0], gather(s, buckets[b].bytes, "gather for forward"));
+      double window = kZeroSlots * std::min(full, stage_bytes);
+      for (size_t u : order) {
+        if (kFloat * costs_[u].params > window) break;
+        window -= kFloat * costs_[u].params;
+        kept[u] = true;
+      }
+      TaskGraph::Id before = -1;
+      for (size_t u : forward_order) {
+        if (costs_[u].params > 0) {
+          const auto ag = gather(s, kFloat * costs_[u].params, "gather for forward");
+          if (before >= 0) g.wait(ag, before);
+          g.wait(fwd[u][0], ag);
+        }
+        before = fwd[u][0];
+      }
     }
-    // Backward: ZeRO 3 gathers a bucket again before its first backward, one bucket ahead
-    // of the reductions on the stream (prefetch); then each bucket is reduced when final.
-    auto gather_for_backward = [&](size_t b) {
-      g.wait(bwd[buckets[b].highest][0], gather(s, buckets[b].bytes, "gather for backward"));
-    };
-    if (zero3 && !buckets.empty()) gather_for_backward(0);
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      if (zero3 && b + 1 < buckets.size()) gather_for_backward(b + 1);
+    for (size_t i = 0; i < order.size(); ++i) {
+      const size_t u = order[i];
+      if (zero3 && i == 0 && !kept[u] && costs_[u].params > 0) {
+        const auto ag = gather(s, kFloat * costs_[u].params, "gather for backward");
+        g.wait(ag, fwd[forward_order.back()][0]);
+        g.wait(bwd[u][0], ag);
+      }
+      if (zero3 && i + 1 < order.size()) {
+        const size_t next = order[i + 1];
+        if (!kept[next] && costs_[next].params > 0) {
+          const auto ag = gather(s, kFloat * costs_[next].params, "gather for backward");
+          g.wait(ag, bwd[u][0]);
+          g.wait(bwd[next][0], ag);
+        }
+      }
       if (!data_comm_) continue;
-      const double bytes = buckets[b].bytes * wire;
-      reductions.push_back(g.add(stream[s], comm(collective(reduce, bytes, dp_, c_)),
-                                 {final_backward(buckets[b].lowest)}, "reduce bucket"));
-      out.comm_bytes += ring_bytes(reduce, bytes, D_);
+      for (const Bucket& bucket : buckets) {
+        if (bucket.lowest != u) continue;
+        const double bytes = bucket.bytes * wire;
+        reductions.push_back(g.add(stream[s], comm(collective(reduce, bytes, dp_, c_)),
+                                   {final_backward(u)}, "reduce bucket"));
+        out.comm_bytes += ring_bytes(reduce, bytes, D_);
+      }
     }
     double params = stage_params(s);
     double opt = optimizer_ ? params * p_.optimizer_s_per_param / speed_ : 0;
@@ -392,9 +429,12 @@ Prediction simulate_other(const ModelProfile& p, const Cluster& c, const PlanCon
 
 int PlanConfig::ranks() const {
   switch (method) {
-    case Method::data_parallel: return data * tensor * pipeline;
-    case Method::parameter_server: return data + servers;
-    case Method::local_sgd: return data;
+    case Method::data_parallel:
+      return data * tensor * pipeline;
+    case Method::parameter_server:
+      return data + servers;
+    case Method::local_sgd:
+      return data;
   }
   return data;
 }
@@ -404,7 +444,8 @@ Prediction simulate(const ModelProfile& profile, const Cluster& cluster, const P
   BRAID_CHECK(config.ranks() == cluster.ranks(), "plan: ", describe(config), " needs ",
               config.ranks(), " ranks; the cluster has ", cluster.ranks());
   BRAID_CHECK(!profile.units.empty(), "plan: the profile has no units");
-  if (config.method != Method::data_parallel) return simulate_other(profile, cluster, config, batch);
+  if (config.method != Method::data_parallel)
+    return simulate_other(profile, cluster, config, batch);
   Prediction out = StepBuilder(profile, cluster, config, batch, 1, true, true).run();
   const Prediction free = StepBuilder(profile, cluster, config, batch, 0, true, true).run();
   out.bubble_s = std::max(0.0, free.step_s - out.compute_s);
@@ -427,7 +468,8 @@ std::string describe(const PlanConfig& c) {
   }
   const int axes = (c.data > 1) + (c.tensor > 1) + (c.pipeline > 1);
   if (axes == 0) add("single");
-  if (axes == 1 && c.data > 1) add(c.zero_stage > 0 ? "zero" + std::to_string(c.zero_stage) : "ddp");
+  if (axes == 1 && c.data > 1)
+    add(c.zero_stage > 0 ? "zero" + std::to_string(c.zero_stage) : "ddp");
   if (axes == 1 && c.tensor > 1) add("tensor T=" + std::to_string(c.tensor));
   if (axes == 1 && c.pipeline > 1) add("pipeline P=" + std::to_string(c.pipeline));
   if (axes > 1) {

@@ -141,8 +141,8 @@ struct TrainConfig {
   } local_sgd;
   // strategy auto with a cluster file: `braid plan`'s choice for this job (cli/plan_auto.h).
   struct Plan {
-    std::string cluster;  // the cluster file (plan/cluster.h)
-    std::string profile;  // the model's profile, written by `braid plan --profile FILE`
+    std::string cluster_file;  // plan/cluster.h
+    std::string profile_file;  // the model's profile, written by `braid plan --profile FILE`
   } plan;
   struct ParameterServer {
     std::string mode = "sync";    // sync, async, ssp (parallel/ps_shard.h)

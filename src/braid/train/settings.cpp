@@ -292,15 +292,15 @@ std::vector<Setting> make_settings() {
       "(activation checkpointing)",
       [](auto& c) -> auto& { return c.pipeline.recompute; }));
   t.push_back(text(
-      "plan.cluster", kParallel, {},
+      "plan.cluster_file", kParallel, {},
       "strategy auto: a cluster file; the job runs braid plan's fastest configuration that "
-      "fits (needs plan.profile)",
-      [](auto& c) -> auto& { return c.plan.cluster; }));
+      "fits (needs plan.profile_file)",
+      [](auto& c) -> auto& { return c.plan.cluster_file; }));
   t.push_back(text(
-      "plan.profile", kParallel, {},
-      "strategy auto with plan.cluster: the model's profile, measured once by braid plan "
+      "plan.profile_file", kParallel, {},
+      "strategy auto with plan.cluster_file: the model's profile, measured once by braid plan "
       "--profile FILE (every rank reads the same file, so every rank makes the same choice)",
-      [](auto& c) -> auto& { return c.plan.profile; }));
+      [](auto& c) -> auto& { return c.plan.profile_file; }));
   t.push_back(integer(
       "local_sgd.period", kParallel, 1, 1 << 20,
       "local_sgd: steps each rank takes alone between two averages of the parameters (H)",
