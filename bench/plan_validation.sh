@@ -8,13 +8,15 @@
 # summarise with bench/plan_validation_summary.py. Needs root for the namespaces.
 #   bench/plan_validation.sh [ROUNDS] > plan_validation.jsonl
 # MODEL (default gpt-small) and BATCH (samples a rank under DDP, a pipeline's or tensor
-# group's batch; default 8) choose the workload; RATES the capped links.
+# group's batch; default 8) choose the workload; RATES the capped links ("" for shared
+# memory only); ONLY, an extended regex, keeps the configurations whose line matches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-1}
 model=${MODEL:-gpt-small}
 batch=${BATCH:-8}
-rates=${RATES:-"100mbit 1gbit 10gbit"}
+rates=${RATES-"100mbit 1gbit 10gbit"}
+only=${ONLY:-.}
 braid=$PWD/build/release/braid
 net=scripts/netns-cluster.sh
 export BRAID_NETNS_PREFIX=${BRAID_NETNS_PREFIX:-bpv}
@@ -48,16 +50,16 @@ configs_net=(
   "tensor|2|--strategy tensor --batch $batch --steps 1 --warmup 1 --repeats 3|tensor T=2|$batch"
 )
 
-# predict CLUSTER RANKS GLOBAL_BATCH DESCRIPTION: the predicted step in ms.
+# predict CLUSTER RANKS GLOBAL_BATCH DESCRIPTION: the predicted step in ms. (The reader
+# takes every line: a reader that stopped early would stop plan with SIGPIPE.)
 predict() {
   "$braid" plan --model "$model" --cluster "$1" --ranks "$2" --global-batch "$3" \
     --profile "$profile" --json --all 2>/dev/null |
     /usr/bin/python3 -c 'import json,sys
 want=sys.argv[1]
-for l in sys.stdin:
-    j=json.loads(l)
-    if j["config"]==want: print(j["step_s"]*1e3); break
-else: sys.exit("plan: no configuration " + want + " for this model; skipped")' "$4"
+found=[json.loads(l)["step_s"] for l in sys.stdin if json.loads(l)["config"]==want]
+if not found: sys.exit("plan: no configuration " + want + " for this model; skipped")
+print(found[0]*1e3)' "$4"
 }
 
 # emit LINK NAME RANKS MEASURED_JSON PREDICTED_MS DESCRIPTION
@@ -127,11 +129,15 @@ measure_net() {
 }
 
 for round in $(seq "$rounds"); do
-  for spec in "${configs_shm[@]}"; do run_shm "$spec"; done
+  for spec in "${configs_shm[@]}"; do
+    if grep -qE "$only" <<<"$spec"; then run_shm "$spec"; fi
+  done
   for rate in $rates; do
     $net up 2 --rate "$rate" >/dev/null
     [ "$round" = 1 ] && measure_net "$rate"
-    for spec in "${configs_net[@]}"; do run_net "$rate" "$spec"; done
+    for spec in "${configs_net[@]}"; do
+      if grep -qE "$only" <<<"$spec"; then run_net "$rate" "$spec"; fi
+    done
     $net down >/dev/null
   done
 done

@@ -218,6 +218,20 @@ TEST(Simulate, ComputeSlowsWhenRanksShareCores) {
   EXPECT_NEAR(simulate(p, one_host(4), c, 4).step_s, 2e-3, 1e-12);
 }
 
+TEST(Simulate, RanksThatIdleLeaveTheirCoresToTheOthers) {
+  // Two stages on one core, one micro-batch: the stages never compute at once, so each
+  // runs at full speed; with 8 micro-batches they overlap and share the core.
+  const ModelProfile p = even_model(2, 1e-3, 1e-3, 0);
+  Cluster one_core = one_host(2);
+  one_core.cores_per_host = 1;
+  EXPECT_NEAR(simulate(p, one_core, pipeline(2, 1, PipelineSchedule::gpipe), 1).step_s,
+              simulate(p, one_host(2), pipeline(2, 1, PipelineSchedule::gpipe), 1).step_s, 1e-9);
+  const double alone = simulate(p, one_host(2), pipeline(2, 8, PipelineSchedule::gpipe), 8).step_s;
+  const double shared = simulate(p, one_core, pipeline(2, 8, PipelineSchedule::gpipe), 8).step_s;
+  EXPECT_GT(shared, 1.5 * alone);
+  EXPECT_LT(shared, 2.0 * alone);
+}
+
 TEST(Simulate, RefusesWhatCannotRun) {
   const ModelProfile p = even_model(2, 1e-3, 1e-3, 0);
   EXPECT_THROW(simulate(p, one_host(4), pipeline(3, 3, PipelineSchedule::gpipe), 3), Error);

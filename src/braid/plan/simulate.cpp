@@ -372,6 +372,7 @@ Prediction StepBuilder::run() {
   }
   g.run();
   out.step_s = g.makespan();
+  double busy = 0;  // a rank's compute, the mean over stages
   for (int s = 0; s < P_; ++s) {
     double own = 0;
     for (const Part& part : parts_)
@@ -383,9 +384,11 @@ Prediction StepBuilder::run() {
       own += stage_params(s) * p_.optimizer_s_per_param / speed_ /
              (cfg_.zero_stage >= 1 && D_ > 1 ? D_ : 1);
     out.compute_s = std::max(out.compute_s, own);
+    busy += own / P_;
     const RankMemory mem = memory(s, actions[s]);
     if (mem.total() > out.memory.total()) out.memory = mem;
   }
+  out.busy_share = busy / out.step_s;
   return out;
 }
 
@@ -446,8 +449,20 @@ Prediction simulate(const ModelProfile& profile, const Cluster& cluster, const P
   BRAID_CHECK(!profile.units.empty(), "plan: the profile has no units");
   if (config.method != Method::data_parallel)
     return simulate_other(profile, cluster, config, batch);
-  Prediction out = StepBuilder(profile, cluster, config, batch, 1, true, true).run();
-  const Prediction free = StepBuilder(profile, cluster, config, batch, 0, true, true).run();
+  // More ranks than cores on a host: they share the cores only while they compute, so a
+  // rank that idles part of its step (a pipeline's bubble, an exposed exchange) leaves
+  // them to the others. The speed is solved for: the cores over the ranks busy at once
+  // (each busy for its share of the step), a few rounds from the evenly shared start.
+  Cluster c = cluster;
+  Prediction out = StepBuilder(profile, c, config, batch, 1, true, true).run();
+  const double shared = cluster.speed(profile.threads);
+  if (cluster.compute_speed == 0 && shared < 1) {
+    for (int round = 0; round < 4; ++round) {
+      c.compute_speed = std::min(1.0, shared / std::max(out.busy_share, shared));
+      out = StepBuilder(profile, c, config, batch, 1, true, true).run();
+    }
+  }
+  const Prediction free = StepBuilder(profile, c, config, batch, 0, true, true).run();
   out.bubble_s = std::max(0.0, free.step_s - out.compute_s);
   out.exposed_comm_s = std::max(0.0, out.step_s - free.step_s);
   out.samples_per_s = batch / out.step_s;

@@ -67,6 +67,7 @@ struct Prediction {
   double compute_s = 0, exposed_comm_s = 0, bubble_s = 0;
   double samples_per_s = 0;
   double comm_bytes = 0;  // bytes a data-parallel rank sends a step (the ZeRO ratio test)
+  double busy_share = 1;  // a rank's compute over the step (mean over stages)
   RankMemory memory;      // the fullest rank's
   bool fits = true;       // memory.total() within the cluster's memory a rank
 };
