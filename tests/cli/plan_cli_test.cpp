@@ -9,6 +9,7 @@
 
 #include "fashion_mnist_data.h"
 #include "run_braid.h"
+#include "same_checkpoint.h"
 #include "temp_dir.h"
 
 namespace {
