@@ -28,9 +28,8 @@ std::string write_cluster(const TempDir& tmp, int hosts, int ranks, double gib,
                           const std::string& extra = "") {
   const std::string path = tmp.file("cluster.json");
   std::ofstream(path) << R"({"hosts": )" << hosts << R"(, "ranks_per_host": )" << ranks
-                      << R"(, "cores_per_host": )" << ranks << R"(, "memory_per_host_gib": )"
-                      << gib << extra
-                      << R"(, "links": {"intra": {"latency_us": 1, "gbit_s": 40},
+                      << R"(, "cores_per_host": )" << ranks << R"(, "memory_per_host_gib": )" << gib
+                      << extra << R"(, "links": {"intra": {"latency_us": 1, "gbit_s": 40},
                                         "inter": {"latency_us": 20, "gbit_s": 10}}})";
   return path;
 }
@@ -65,14 +64,14 @@ TEST(PlanCli, StrategyAutoTrainsWhatThePlanChose) {
   const TempDir tmp;
   const std::string cluster = write_cluster(tmp, 1, 2, 8);
   const std::string profile = tmp.file("mlp.profile.json");
-  const braid::testing::BraidResult plan =
-      run_braid("plan --model mlp --cluster " + cluster + " --global-batch 64 --profile " + profile);
+  const braid::testing::BraidResult plan = run_braid("plan --model mlp --cluster " + cluster +
+                                                     " --global-batch 64 --profile " + profile);
   ASSERT_EQ(plan.code, 0) << plan.output;
   const braid::testing::BraidResult r = run_braid(
       "launch -n 2 -- " + std::string(BRAID_BINARY) +
       " train --model mlp --batch 32 --steps 3 --threads 1 --eval-batches 1 --log-every 100 "
-      "--plan.cluster-file " + cluster + " --plan.profile-file " + profile + " --out " +
-      tmp.file("run"));
+      "--plan.cluster-file " +
+      cluster + " --plan.profile-file " + profile + " --out " + tmp.file("run"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "strategy auto: braid plan chose"));
   EXPECT_TRUE(contains(r.output, "[rank 0] done: 3 steps"));

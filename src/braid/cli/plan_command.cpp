@@ -49,6 +49,8 @@ struct PlanFlags {
   int max_ranks = 4096;
   int64_t seq_len = 128;
   int threads = 1;
+  std::vector<int64_t> profile_micro_batches = {1, 4};
+  int profile_repeats = 3;
   int top = 10;
   int ranks = 0;  // 0: the cluster's
   int hosts = 1;
@@ -84,6 +86,12 @@ plan::ModelProfile load_or_measure(const PlanFlags& f) {
   set_blas_threads(f.threads);
   plan::ProfileOptions options;
   options.seq_len = f.seq_len;
+  BRAID_CHECK(f.profile_micro_batches.size() == 2 &&
+                  f.profile_micro_batches[0] < f.profile_micro_batches[1] &&
+                  f.profile_micro_batches[0] >= 1,
+              "plan: --profile-micro-batches takes two sizes, the smaller first (1,4)");
+  options.micro_batches = f.profile_micro_batches;
+  options.repeats = f.profile_repeats;
   log_info("plan: measuring ", f.model, " on this machine (", f.threads, " thread",
            f.threads == 1 ? "" : "s", ")");
   const plan::ModelProfile p = plan::measure_profile(model_spec(f.model), options);
@@ -257,6 +265,11 @@ void add_model_flags(CLI::App* c, PlanFlags& f) {
                 "the model's profile: read if the file exists, else measured and written");
   c->add_option("--seq-len", f.seq_len, "language models: tokens a sample");
   c->add_option("--threads", f.threads, "BLAS threads the profile is measured with");
+  c->add_option("--profile-micro-batches", f.profile_micro_batches,
+                "the two micro-batch sizes each unit is timed at (a line through them)")
+      ->delimiter(',');
+  c->add_option("--profile-repeats", f.profile_repeats, "timed passes a size (the median)")
+      ->check(CLI::Range(1, 100));
   c->add_flag("--json", f.json, "one JSON object a line");
 }
 

@@ -17,7 +17,7 @@ using parallel::PipelineSchedule;
 
 constexpr double kFloat = 4;
 constexpr double kFirstBucket = 1024.0 * 1024.0;  // DataParallelOptions::first_bucket_bytes
-constexpr int kZeroSlots = 4;                      // Zero::kParamSlots: buckets kept gathered
+constexpr int kZeroSlots = 4;                     // Zero::kParamSlots: buckets kept gathered
 
 // A unit's costs on one rank at one micro-batch size.
 struct UnitCost {
@@ -66,8 +66,9 @@ const TensorSlice* slice_of(const UnitProfile& u, int width) {
   return nullptr;
 }
 
-UnitCost unit_cost(const UnitProfile& u, int width, double m, double speed, const GroupPlace& tp,
-                   const Cluster& c) {
+// `input` is the bytes of the unit's input (the previous unit's output; 0 for the first).
+UnitCost unit_cost(const UnitProfile& u, double input, int width, double m, double speed,
+                   const GroupPlace& tp, const Cluster& c) {
   UnitCost k;
   k.output = u.output_bytes_per_sample * m;
   if (width == 1) {
@@ -90,12 +91,16 @@ UnitCost unit_cost(const UnitProfile& u, int width, double m, double speed, cons
                         collective(Collective::allreduce,
                                    s->backward_sum_bytes_per_sample * m / s->backward_sums, tp, c);
   } else {
-    // The embedding and the head are cut by vocabulary: a T-th of the work, and one sum of
-    // the unit's output (embedding) or of its input gradient (head) each way.
+    // The embedding and the head are cut by vocabulary (nn/gpt_tensor_parallel.h): a T-th
+    // of the work; the embedding sums its output, the head the gradient of its input (its
+    // loss's sums of one float a token are small beside it).
     k.forward = u.forward.at(m) / speed / width;
     k.backward = u.backward.at(m) / speed / width;
     k.params = u.params / width;
-    k.forward_sums = collective(Collective::allreduce, k.output, tp, c);
+    if (input == 0)
+      k.forward_sums = collective(Collective::allreduce, k.output, tp, c);
+    else
+      k.backward_sums = collective(Collective::allreduce, input, tp, c);
   }
   // Each slice keeps its part of the wide activations (the MLP's, the heads'); the
   // replicated LayerNorm inputs are small beside them.
@@ -137,7 +142,10 @@ class StepBuilder {
     const GroupPlace pp = place(P_, D_ * T_, c);
     p2p_ = pp.per_host >= 2 || P_ == 1 ? c.intra : c.inter;
     if (pp.per_host < 2 && P_ > 1) p2p_.bytes_per_s /= pp.sharing;
-    for (const UnitProfile& u : p.units) costs_.push_back(unit_cost(u, T_, m_, speed_, tp_, c));
+    for (size_t i = 0; i < p.units.size(); ++i) {
+      const double input = i == 0 ? 0 : p.units[i - 1].output_bytes_per_sample * m_;
+      costs_.push_back(unit_cost(p.units[i], input, T_, m_, speed_, tp_, c));
+    }
     cut();
   }
 
@@ -165,6 +173,12 @@ class StepBuilder {
     return sum;
   }
   RankMemory memory(int s, const std::vector<PipelineAction>& actions) const;
+  // A full bucket's bytes on stage s: ZeRO 2-3 cap buckets at 1/32 of the model (zero.cpp
+  // keeps its window of gradients small), at least the first bucket's size.
+  double bucket_cap(int s) const {
+    if (cfg_.zero_stage < 2) return cfg_.bucket_bytes;
+    return std::min(cfg_.bucket_bytes, std::max(kFirstBucket, kFloat * stage_params(s) / 32));
+  }
 
   const ModelProfile& p_;
   const Cluster& c_;
@@ -186,8 +200,11 @@ RankMemory StepBuilder::memory(int s, const std::vector<PipelineAction>& actions
   mem.params = kFloat * params / (zero == 3 ? D_ : 1);
   mem.grads = kFloat * params / (zero >= 2 ? D_ : 1);
   mem.optimizer = 2 * kFloat * params / (zero >= 1 ? D_ : 1);
-  if (zero >= 2) mem.grads += std::min(cfg_.bucket_bytes, kFloat * params);  // a bucket's window
-  if (zero == 3) mem.params += 2 * std::min(cfg_.bucket_bytes, kFloat * params);  // gathered
+  // zero.cpp's windows: 2 buckets of gradients being written or reduced (stage 2-3), and
+  // kZeroSlots buckets of gathered parameters (stage 3).
+  const double bucket = std::min(bucket_cap(s), kFloat * params);
+  if (zero >= 2) mem.grads += 2 * bucket;
+  if (zero == 3) mem.params += kZeroSlots * bucket;
   for (const Part& part : parts_) {
     if (part.stage != s) continue;
     const int held = std::max(1, parallel::in_flight(actions, part.chunk));
@@ -271,13 +288,10 @@ Prediction StepBuilder::run() {
       double bytes = 0;
       size_t lowest = 0;  // its unit whose backward ends last
     };
-    // As parallel/buckets.h and zero.cpp cut them: whole parameters in backward order, the
-    // first bucket 1 MiB at most; ZeRO 2-3 cap buckets at 1/32 of the model (its window of
-    // gradients stays small). A unit larger than a bucket is several.
-    double stage_bytes = 0;
-    for (size_t u : order) stage_bytes += kFloat * costs_[u].params;
-    double full = cfg_.bucket_bytes;
-    if (cfg_.zero_stage >= 2) full = std::min(full, std::max(kFirstBucket, stage_bytes / 32));
+    // As parallel/buckets.h cuts them: whole parameters in backward order, the first
+    // bucket 1 MiB at most, then bucket_cap(). A unit larger than a bucket is several.
+    const double stage_bytes = kFloat * stage_params(s);
+    const double full = bucket_cap(s);
     std::vector<Bucket> buckets;
     double cap = std::min(kFirstBucket, full);
     for (size_t u : order) {
@@ -360,7 +374,7 @@ Prediction StepBuilder::run() {
     for (const Part& part : parts_)
       if (part.stage == s)
         for (int pos = 0; pos < M_; ++pos) before_opt.push_back(bwd[part.first][pos]);
-    TaskGraph::Id end = g.add(compute[s], opt, before_opt, "optimizer");
+    TaskGraph::Id end = g.add(compute[s], opt, before_opt, "optimizer");  // then ZeRO's gathers
     if (data_comm_ && cfg_.zero_stage >= 1 && cfg_.zero_stage <= 2 && D_ > 1) {
       for (const Bucket& b : buckets) {
         const auto ag = gather(s, b.bytes, "gather updated parameters");
@@ -368,7 +382,6 @@ Prediction StepBuilder::run() {
         end = ag;
       }
     }
-    (void)end;
   }
   g.run();
   out.step_s = g.makespan();
