@@ -99,7 +99,7 @@ MUTATIONS=(
   # Issue 33, braid plan: the simulator, the planner and strategy auto.
   "plan-pipeline-ignores-sends|src/braid/plan/simulate.cpp|s/      if (k > 0) g.wait(fwd\[parts_\[k\].first\]\[pos\], sent_fwd\[k - 1\]\[pos\]);//|test_plan|Simulate.PipelineBubbleIsTheClosedFormForEqualStages"
   "plan-zero3-no-backward-gather|src/braid/plan/simulate.cpp|s/      if (zero3 \&\& i + 1 < order.size()) {/      if (false) {/|test_plan|Simulate.ZeroMovesDdpBytesThenHalfAgainAtStageThree"
-  "plan-activations-of-one-micro-batch|src/braid/plan/simulate.cpp|s/const int held = std::max(1, parallel::in_flight(actions, part.chunk));/const int held = 1;/|test_plan|Simulate.OneFOneBHoldsPMicroBatchesGpipeHoldsM"
+  "plan-activations-of-one-micro-batch|src/braid/plan/simulate.cpp|s/const int held = std::max(1, parallel::in_flight(actions, part.chunk));/const int held = std::min(1, parallel::in_flight(actions, part.chunk));/|test_plan|Simulate.OneFOneBHoldsPMicroBatchesGpipeHoldsM"
   "plan-ddp-reduces-after-backward|src/braid/plan/simulate.cpp|s/{final_backward(u)}, \"reduce bucket\"/{final_backward(order.back())}, \"reduce bucket\"/|test_plan|Simulate.DdpOverlapsALaterBucketWithEarlierBackwards"
   "plan-cores-shared-while-idle|src/braid/plan/simulate.cpp|s/  if (cluster.compute_speed == 0 \&\& shared < 1) {/  if (false) {/|test_plan|Simulate.RanksThatIdleLeaveTheirCoresToTheOthers"
   "plan-ranks-what-does-not-fit|src/braid/plan/planner.cpp|s/    if (a.prediction.fits != b.prediction.fits) return a.prediction.fits;//|test_plan|Planner.NeverProposesAConfigurationOverTheMemory"
