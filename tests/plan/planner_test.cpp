@@ -102,6 +102,31 @@ TEST(Planner, TheBestIsTheFastestThatFitsAndTrainsTheSameModel) {
   EXPECT_TRUE(local_sgd);
 }
 
+TEST(Planner, LossyCodecsAreListedButNeverTheFirstChoice) {
+  // A slow network where int8 on the wire would be fastest by far (one unit: no pipeline
+  // to send activations instead of gradients).
+  ModelProfile p = blocks(1, 2e7);
+  p.codecs = {{"int8", 0.25, 1e-10}};
+  Cluster c = hosts(4, 1, 64);
+  c.inter = {2e-5, 0.0125e9};  // 100 Mbit/s
+  PlanOptions o;
+  o.batch = 16;
+  const std::vector<Candidate> ranked = plan_all(p, c, o);
+  const Candidate* fastest_codec = nullptr;
+  for (const Candidate& k : ranked) {
+    if (k.config.codec != "int8") continue;
+    EXPECT_FALSE(k.same_training);
+    if (!fastest_codec) fastest_codec = &k;
+  }
+  ASSERT_NE(fastest_codec, nullptr);
+  const Candidate* top = best(ranked);
+  ASSERT_NE(top, nullptr);
+  EXPECT_TRUE(top->config.codec.empty());
+  EXPECT_GT(fastest_codec->prediction.samples_per_s, top->prediction.samples_per_s);
+  EXPECT_NE(train_command(fastest_codec->config, "m", 4, 16).find("--compression.codec int8"),
+            std::string::npos);
+}
+
 TEST(Planner, RefusesAnEmptyBatch) {
   EXPECT_THROW(plan_all(blocks(2, 1e6), hosts(1, 2, 8), PlanOptions{}), Error);
 }

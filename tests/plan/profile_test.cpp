@@ -251,5 +251,18 @@ TEST(Profile, GptSpecNamesABadKey) {
   EXPECT_NE(e4.find("seq_len 16"), std::string::npos) << e4;
 }
 
+TEST(Profile, CodecsAreMeasuredWithTheirOwnWireBytes) {
+  const std::vector<CodecProfile> codecs = measure_codecs(int64_t{1} << 16, 1);
+  ASSERT_EQ(codecs.size(), 2u);
+  EXPECT_EQ(codecs[0].name, "int8");
+  // int8: a byte a float and a scale per chunk, in place of 4 bytes.
+  EXPECT_GT(codecs[0].wire_ratio, 0.2);
+  EXPECT_LT(codecs[0].wire_ratio, 0.4);
+  EXPECT_EQ(codecs[1].name, "powersgd");
+  // PowerSGD rank 4 on a 256 x 256 matrix: (256 + 256) x 4 floats for 65536.
+  EXPECT_LT(codecs[1].wire_ratio, 0.1);
+  for (const CodecProfile& c : codecs) EXPECT_GE(c.seconds_per_float, 0);
+}
+
 }  // namespace
 }  // namespace braid::plan

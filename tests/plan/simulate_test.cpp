@@ -134,6 +134,28 @@ TEST(Simulate, DdpOverlapsALaterBucketWithEarlierBackwards) {
   }
 }
 
+TEST(Simulate, ACodecSendsItsRatioAndAddsItsComputeToTheReduction) {
+  // One unit: its buckets reduce after backward, exposed. A codec sending a quarter of the
+  // bytes and costing 1 ns a float adds exactly that to each bucket's reduction.
+  const Link link{5e-6, 1e9};
+  const double params = 1 << 20;
+  const ModelProfile p = even_model(1, 1e-3, 2e-3, params);
+  PlanConfig c;
+  c.data = 4;
+  const Prediction plain = simulate(p, one_host(4, link), c, 32);
+  c.codec = "int8";
+  c.wire_ratio = 0.25;
+  c.codec_s_per_float = 1e-9;
+  const Prediction coded = simulate(p, one_host(4, link), c, 32);
+  EXPECT_DOUBLE_EQ(coded.comm_bytes, 0.25 * plain.comm_bytes);
+  auto cost = [&](double bytes) {
+    return best_collective(Collective::allreduce, bytes, {4, 4, 1}, one_host(4, link)).seconds;
+  };
+  const double first = 1 << 20, rest = 4 * params - first;  // DDP's two buckets
+  EXPECT_NEAR(coded.step_s, 8 * 3e-3 + cost(0.25 * first) + cost(0.25 * rest) + params * 1e-9,
+              1e-12);
+}
+
 TEST(Simulate, ZeroMovesDdpBytesThenHalfAgainAtStageThree) {
   const ModelProfile p = even_model(6, 1e-3, 2e-3, 3e6);
   const Cluster cl = one_host(4, {1e-5, 1e9});

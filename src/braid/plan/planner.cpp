@@ -55,6 +55,7 @@ int complexity(const PlanConfig& c) {
   if (c.method == Method::parameter_server) k += 4;
   if (c.method == Method::local_sgd) k += 4;
   if (c.wire_ratio != 1) k += 1;
+  if (!c.codec.empty()) k += 2;
   if (c.bucket_bytes != 25.0 * kMiB) k += 1;
   if (c.pipeline > 1) k += 2 + (c.chunks > 1) + c.recompute;
   if (c.tensor > 1) k += 2;
@@ -94,6 +95,14 @@ std::vector<Candidate> plan_all(const ModelProfile& profile, const Cluster& clus
               c.bucket_bytes = bucket_mb * kMiB;
               c.wire_ratio = wire;
               configs.push_back(c);
+              if (wire != 1.0 || D == 1 || options.quick || bucket_mb != 25.0) continue;
+              for (const CodecProfile& codec : profile.codecs) {
+                PlanConfig k = c;
+                k.codec = codec.name;
+                k.wire_ratio = codec.wire_ratio;
+                k.codec_s_per_float = codec.seconds_per_float;
+                configs.push_back(k);
+              }
             }
           }
         }
@@ -114,8 +123,9 @@ std::vector<Candidate> plan_all(const ModelProfile& profile, const Cluster& clus
     }
   }
   std::vector<Candidate> out;
+  // A lossy codec changes what is summed (error feedback makes up for it over steps).
   for (const PlanConfig& c : configs)
-    out.push_back({c, simulate(profile, cluster, c, options.batch)});
+    out.push_back({c, simulate(profile, cluster, c, options.batch), c.codec.empty()});
   if (options.include_local_sgd && N >= 2 && options.batch % N == 0) {
     for (int H : {4, 16}) {
       PlanConfig c;
@@ -184,7 +194,8 @@ std::string train_command(const PlanConfig& c, const std::string& model, int ran
     }
     if (c.data > 1 && c.method == Method::data_parallel && c.bucket_bytes != 25.0 * kMiB)
       s << " --bucket-mb " << c.bucket_bytes / kMiB;
-    if (c.data > 1 && c.wire_ratio == 0.5) s << " --comm-dtype bf16";
+    if (c.data > 1 && c.codec.empty() && c.wire_ratio == 0.5) s << " --comm-dtype bf16";
+    if (!c.codec.empty()) s << " --compression.codec " << c.codec;
   }
   s << " --model " << model << " --global-batch " << batch;
   return s.str();

@@ -261,6 +261,7 @@ class Reader {
     BRAID_CHECK(!is || (v.*is)(), where_, ".", key, ": expected ", what, ", got ", v.dump());
     return v;
   }
+  bool has(const std::string& k) const { return j_.contains(k); }
   double number(const std::string& k) { return get(k, &json::is_number, "a number"); }
   int64_t integer(const std::string& k) {
     return get(k, &json::is_number_integer, "an integer").get<int64_t>();
@@ -402,6 +403,7 @@ ModelProfile measure_profile(const json& spec, const ProfileOptions& options) {
     inputs = std::move(outputs);
   }
   p.optimizer_s_per_param = measure_optimizer(options.repeats);
+  if (options.codecs) p.codecs = measure_codecs();
   return p;
 }
 
@@ -427,13 +429,19 @@ json profile_json(const ModelProfile& p) {
                      {"output_bytes_per_sample", u.output_bytes_per_sample},
                      {"slices", std::move(slices)}});
   }
+  json codecs = json::array();
+  for (const CodecProfile& c : p.codecs)
+    codecs.push_back({{"name", c.name},
+                      {"wire_ratio", c.wire_ratio},
+                      {"seconds_per_float", c.seconds_per_float}});
   return {{"model", p.model},
           {"cpu", p.cpu},
           {"threads", p.threads},
           {"seq_len", p.seq_len},
           {"units", std::move(units)},
           {"optimizer_s_per_param", p.optimizer_s_per_param},
-          {"sample_bytes", p.sample_bytes}};
+          {"sample_bytes", p.sample_bytes},
+          {"codecs", codecs}};
 }
 
 ModelProfile parse_profile(const json& j, const std::string& where) {
@@ -445,6 +453,19 @@ ModelProfile parse_profile(const json& j, const std::string& where) {
   p.seq_len = r.integer("seq_len");
   p.optimizer_s_per_param = r.number("optimizer_s_per_param");
   p.sample_bytes = r.number("sample_bytes");
+  // Optional: profiles written before codecs were measured have none.
+  if (r.has("codecs")) {
+    const json& codecs = r.array("codecs");
+    for (size_t i = 0; i < codecs.size(); ++i) {
+      Reader rc(codecs[i], where + ".codecs[" + std::to_string(i) + "]");
+      CodecProfile c;
+      c.name = rc.text("name");
+      c.wire_ratio = rc.number("wire_ratio");
+      c.seconds_per_float = rc.number("seconds_per_float");
+      rc.done();
+      p.codecs.push_back(c);
+    }
+  }
   const json& units = r.array("units");
   r.done();
   for (size_t i = 0; i < units.size(); ++i) {

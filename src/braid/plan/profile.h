@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "plan/codec_profile.h"
+
 namespace braid::plan {
 
 // seconds = fixed + per_sample x samples
@@ -59,7 +61,8 @@ struct ModelProfile {
   std::vector<UnitProfile> units;
   // Adam's update per parameter (fp32, fused over the flat buffer), measured.
   double optimizer_s_per_param = 0;
-  double sample_bytes = 0;  // one input sample as loaded
+  double sample_bytes = 0;           // one input sample as loaded
+  std::vector<CodecProfile> codecs;  // lossy gradient codecs measured here (int8, powersgd)
 
   double params() const;
   bool cuttable() const { return units.size() > 1; }
@@ -73,6 +76,7 @@ struct ProfileOptions {
   std::vector<int64_t> micro_batches = {1, 4};  // the two sizes fitted
   int repeats = 3;
   std::vector<int> tensor_widths = {2, 4, 8};  // measured where the model allows
+  bool codecs = true;                          // also measure_codecs()
 };
 
 // Builds the model (`spec` as train/model_spec.h takes it, or "gpt:d_model=D,layers=L,

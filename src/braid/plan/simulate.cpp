@@ -362,7 +362,8 @@ Prediction StepBuilder::run() {
       for (const Bucket& bucket : buckets) {
         if (bucket.lowest != u) continue;
         const double bytes = bucket.bytes * wire;
-        reductions.push_back(g.add(stream[s], comm(collective(reduce, bytes, dp_, c_)),
+        const double codec = bucket.bytes / kFloat * cfg_.codec_s_per_float;
+        reductions.push_back(g.add(stream[s], comm(collective(reduce, bytes, dp_, c_) + codec),
                                    {final_backward(u)}, "reduce bucket"));
         out.comm_bytes += ring_bytes(reduce, bytes, D_);
       }
@@ -514,8 +515,9 @@ std::string describe(const PlanConfig& c) {
   if (c.data > 1 && c.bucket_bytes != 25.0 * 1024 * 1024)
     add("bucket " + std::to_string(static_cast<int>(std::lround(c.bucket_bytes / 1048576))) +
         "MiB");
-  if (c.data > 1 && c.wire_ratio == 0.5) add("bf16 wire");
-  if (c.data > 1 && c.wire_ratio != 0.5 && c.wire_ratio < 1)
+  if (!c.codec.empty()) add(c.codec + " codec");
+  if (c.data > 1 && c.codec.empty() && c.wire_ratio == 0.5) add("bf16 wire");
+  if (c.data > 1 && c.codec.empty() && c.wire_ratio != 0.5 && c.wire_ratio < 1)
     add("wire x" + std::to_string(c.wire_ratio).substr(0, 4));
   return s;
 }

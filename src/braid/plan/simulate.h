@@ -51,6 +51,10 @@ struct PlanConfig {
   double bucket_bytes = 25.0 * 1024 * 1024;
   // Bytes on the wire per gradient byte: 1 fp32, 0.5 bf16 (comm_dtype), ~0.25 int8.
   double wire_ratio = 1;
+  // A lossy codec (plan/codec_profile.h): its name, and its encode and decode per float,
+  // added to each bucket's reduction on the stream.
+  std::string codec;
+  double codec_s_per_float = 0;
   int servers = 1;       // parameter_server: S of the ranks serve, the rest work
   int local_period = 1;  // local_sgd: H steps between averages
   int ranks() const;
