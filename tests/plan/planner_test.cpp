@@ -191,6 +191,12 @@ TEST(ClusterFile, ParsesAndNamesBadKeys) {
     EXPECT_NE(std::string(e.what()).find("unknown key 'host'"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("did you mean 'hosts'"), std::string::npos) << e.what();
   }
+  nlohmann::json jittery = j;
+  jittery["jitter"] = 0.1;
+  EXPECT_DOUBLE_EQ(parse_cluster(jittery, "c.json").jitter, 0.1);
+  EXPECT_DOUBLE_EQ(parse_cluster(cluster_json(parse_cluster(jittery, "c")), "c").jitter, 0.1);
+  jittery["jitter"] = 1.5;
+  EXPECT_THROW(parse_cluster(jittery, "c.json"), Error);
   bad = j;
   bad["links"]["inter"]["gbit_s"] = 0;
   EXPECT_THROW(parse_cluster(bad, "c.json"), Error);

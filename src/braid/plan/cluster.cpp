@@ -86,7 +86,7 @@ Cluster Cluster::with_ranks(int ranks) const {
 Cluster parse_cluster(const json& j, const std::string& where) {
   check_keys(j,
              {"hosts", "ranks_per_host", "cores_per_host", "memory_per_host_gib", "compute_speed",
-              "links"},
+              "jitter", "links"},
              where);
   Cluster c;
   c.hosts = count(j, "hosts", where);
@@ -94,6 +94,13 @@ Cluster parse_cluster(const json& j, const std::string& where) {
   c.cores_per_host = count(j, "cores_per_host", where);
   c.memory_per_host = positive(j, "memory_per_host_gib", where) * kGiB;
   if (j.contains("compute_speed")) c.compute_speed = positive(j, "compute_speed", where);
+  if (j.contains("jitter")) {
+    BRAID_CHECK(
+        j["jitter"].is_number() && j["jitter"].get<double>() >= 0 && j["jitter"].get<double>() < 1,
+        where, ".jitter must be a number in [0, 1), the coefficient of variation of a ",
+        "rank's step time");
+    c.jitter = j["jitter"].get<double>();
+  }
   BRAID_CHECK(j.contains("links"), where, ": 'links' is missing (intra and inter)");
   check_keys(j["links"], {"intra", "inter"}, where + ".links");
   BRAID_CHECK(j["links"].contains("intra"), where, ".links: 'intra' is missing");
@@ -128,6 +135,7 @@ json cluster_json(const Cluster& c) {
             {"memory_per_host_gib", c.memory_per_host / kGiB},
             {"links", {{"intra", link_json(c.intra)}, {"inter", link_json(c.inter)}}}};
   if (c.compute_speed > 0) j["compute_speed"] = c.compute_speed;
+  if (c.jitter > 0) j["jitter"] = c.jitter;
   return j;
 }
 

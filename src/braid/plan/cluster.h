@@ -30,6 +30,9 @@ struct Cluster {
   int cores_per_host = 1;
   double memory_per_host = 0;  // bytes
   double compute_speed = 0;    // 0: from cores per rank (above)
+  // How a rank's compute varies from step to step: the coefficient of variation of its
+  // step time ("jitter"; 0: every step alike). Parameter servers' rules depend on it.
+  double jitter = 0;
   Link intra, inter;
   // Set by with_ranks below one host: a rank keeps the cores it had on a full host.
   double cores_per_rank_kept = 0;

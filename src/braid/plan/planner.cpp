@@ -122,10 +122,28 @@ std::vector<Candidate> plan_all(const ModelProfile& profile, const Cluster& clus
         configs.push_back(c);
     }
   }
+  // Parameter servers' other rules, for the configurations above: one backup worker, async
+  // and SSP apply other gradients than a synchronous step would (listed, never first).
+  std::vector<PlanConfig> ps_rules;
+  for (const PlanConfig& c : configs) {
+    if (c.method != Method::parameter_server) continue;
+    PlanConfig k = c;
+    if (c.data > 1) {
+      k.backup_workers = 1;
+      ps_rules.push_back(k);
+    }
+    k.backup_workers = 0;
+    k.ps_mode = PsMode::async;
+    ps_rules.push_back(k);
+    k.ps_mode = PsMode::ssp;
+    ps_rules.push_back(k);
+  }
   std::vector<Candidate> out;
   // A lossy codec changes what is summed (error feedback makes up for it over steps).
   for (const PlanConfig& c : configs)
     out.push_back({c, simulate(profile, cluster, c, options.batch), c.codec.empty()});
+  for (const PlanConfig& c : ps_rules)
+    out.push_back({c, simulate(profile, cluster, c, options.batch), false});
   if (options.include_local_sgd && N >= 2 && options.batch % N == 0) {
     for (int H : {4, 16}) {
       PlanConfig c;
@@ -168,6 +186,9 @@ std::string train_command(const PlanConfig& c, const std::string& model, int ran
   if (c.method == Method::parameter_server) {
     s << "braid launch --servers " << c.servers << " --workers " << c.data
       << " -- braid train --strategy ps";
+    if (c.ps_mode == PsMode::async) s << " --ps.mode async";
+    if (c.ps_mode == PsMode::ssp) s << " --ps.mode ssp --ps.staleness-bound " << c.staleness;
+    if (c.backup_workers > 0) s << " --ps.backup-workers " << c.backup_workers;
   } else {
     s << "braid launch -n " << ranks << " -- braid train";
     const int axes = (c.data > 1) + (c.tensor > 1) + (c.pipeline > 1);

@@ -25,7 +25,9 @@ namespace braid::plan {
 struct Candidate {
   PlanConfig config;
   Prediction prediction;
-  bool same_training = true;  // false: local SGD (another optimisation)
+  // false: local SGD, a lossy codec, parameter servers' async, SSP or backup workers
+  // (another optimisation: listed, never the first choice)
+  bool same_training = true;
 };
 
 struct PlanOptions {

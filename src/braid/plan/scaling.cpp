@@ -44,7 +44,7 @@ ScalingReport scaling_report(const ModelProfile& profile, const Cluster& cluster
     const std::vector<Candidate> ranked = plan_all(profile, cluster.with_ranks(n), options);
     std::map<std::string, bool> seen;
     for (const Candidate& c : ranked) {  // fastest first: each family's first is its best
-      if (!c.prediction.fits) continue;
+      if (!c.prediction.fits || !c.same_training) continue;
       const std::string family = family_of(c.config);
       if (seen[family] || !index.count(family)) continue;
       seen[family] = true;

@@ -425,10 +425,18 @@ Prediction simulate_other(const ModelProfile& p, const Cluster& c, const PlanCon
     // server's link carries W / S workers' share of both, its update runs on the sum.
     const double W = cfg.data, S = cfg.servers;
     const double worker_side = 2 * link.seconds(bytes);
-    const double server_side = 2 * (link.latency_s + W * bytes / S / link.bytes_per_s);
     const double update = p.params() / S * p.optimizer_s_per_param / c.speed(p.threads);
-    exchange = std::max(worker_side, server_side) + update;
-    out.step_s = compute + exchange;
+    // What the servers spend: on a sync step every worker's bytes and one update; under
+    // async and SSP, each gradient is applied as it comes.
+    const double server_side =
+        cfg.ps_mode == PsMode::sync
+            ? 2 * (link.latency_s + W * bytes / S / link.bytes_per_s) + update
+            : 2 * bytes / S / link.bytes_per_s + update;
+    const PsRate rate = ps_rate(cfg.ps_mode, cfg.data, cfg.backup_workers, cfg.staleness, c.jitter,
+                                compute, worker_side, server_side, batch / cfg.data);
+    out.step_s = rate.step_s;
+    out.samples_per_s = rate.samples_per_s;
+    exchange = std::max(0.0, out.step_s - compute);
   } else {
     const GroupPlace dp = place(cfg.data, 1, c);
     exchange = collective(Collective::allreduce, bytes, dp, c) / cfg.local_period;
@@ -437,7 +445,7 @@ Prediction simulate_other(const ModelProfile& p, const Cluster& c, const PlanCon
   }
   out.compute_s = compute;
   out.exposed_comm_s = exchange;
-  out.samples_per_s = batch / out.step_s;
+  if (!ps) out.samples_per_s = batch / out.step_s;
   out.fits = out.memory.total() <= c.memory_per_rank();
   return out;
 }
@@ -489,6 +497,9 @@ std::string describe(const PlanConfig& c) {
   auto add = [&](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
   if (c.method == Method::parameter_server) {
     add("ps W=" + std::to_string(c.data) + " S=" + std::to_string(c.servers));
+    if (c.ps_mode == PsMode::async) add("async");
+    if (c.ps_mode == PsMode::ssp) add("ssp s=" + std::to_string(c.staleness));
+    if (c.backup_workers > 0) add("backup " + std::to_string(c.backup_workers));
     return s;
   }
   if (c.method == Method::local_sgd) {

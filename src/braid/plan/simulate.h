@@ -20,11 +20,12 @@
 //             (ZeRO: reduce-scatter) starts on the stage's stream at once, overlapping
 //             the backwards left. The optimizer runs when the last has ended (ZeRO: on
 //             1/D of the parameters), then ZeRO 1-2 all-gather the updated parameters.
-//             ZeRO 3 all-gathers each bucket before its forward and again before its
-//             backward, prefetching one ahead on the stream.
-//   others    parameter servers (sync: every worker pushes its gradients to S servers and
-//             pulls the parameters back; the servers' links carry W/S of every worker's
-//             bytes), local SGD (an allreduce of the parameters every H steps).
+//             ZeRO 3 gathers a unit's parameters when its forward announces them and
+//             again when the unit above it is done in backward, as zero.cpp does.
+//   others    parameter servers (every worker pushes its gradients to S servers and pulls
+//             the parameters back; the servers' links carry W/S of every worker's bytes;
+//             sync, backup workers, async and SSP as plan/ps_model.h rates them), local
+//             SGD (an allreduce of the parameters every H steps).
 //
 // The split: compute is the busiest stage's own work; bubble is what the same graph with
 // free communication adds to it (pipeline waits); exposed communication is the rest.
@@ -35,6 +36,7 @@
 #include "parallel/pipeline_schedule.h"
 #include "plan/cluster.h"
 #include "plan/profile.h"
+#include "plan/ps_model.h"
 
 namespace braid::plan {
 
@@ -55,7 +57,10 @@ struct PlanConfig {
   // added to each bucket's reduction on the stream.
   std::string codec;
   double codec_s_per_float = 0;
-  int servers = 1;       // parameter_server: S of the ranks serve, the rest work
+  int servers = 1;                // parameter_server: S of the ranks serve, the rest work
+  PsMode ps_mode = PsMode::sync;  // parameter_server's rules (plan/ps_model.h)
+  int backup_workers = 0;
+  int staleness = 2;
   int local_period = 1;  // local_sgd: H steps between averages
   int ranks() const;
 };
