@@ -13,8 +13,8 @@
 namespace braid::cli {
 
 // The config with the chosen strategy's keys set, or unchanged when strategy is not auto or
-// plan.cluster_file is empty. Errors: plan.cluster_file without plan.profile_file, a profile of another
-// model or sequence length, no configuration that fits.
+// plan.cluster_file is empty. Errors: plan.cluster_file without plan.profile_file, a profile of
+// another model or sequence length, no configuration that fits.
 train::TrainConfig apply_plan(train::TrainConfig config, int world);
 
 }  // namespace braid::cli

@@ -373,8 +373,9 @@ void run_train(const TrainFlags& f) {
     }
   }
   // strategy auto with plan.cluster: the planner's choice, the same on every rank.
-  const train::TrainConfig config = cluster ? resolve(f, resume_dir, place)
-                                            : apply_plan(resolve(f, resume_dir, place), place.world);
+  const train::TrainConfig config = cluster
+                                        ? resolve(f, resume_dir, place)
+                                        : apply_plan(resolve(f, resume_dir, place), place.world);
   // A resume continues the run it was given; into another --out it is a new run there, and
   // must not replace or append to what that directory holds.
   const bool continues = !resume_dir.empty() && fs::exists(config.out) &&
