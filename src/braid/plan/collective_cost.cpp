@@ -40,6 +40,11 @@ CommStep pipeline(double bytes, int depth, int chunks) {
   return {bytes / chunks, depth + chunks - 1};
 }
 
+[[noreturn]] void unmodelled(Algorithm a) {
+  BRAID_THROW(Error, "plan: no cost model for algorithm ", algorithm_name(a),
+              "; it models ring, halving_doubling, binary_blocks and tree");
+}
+
 // Algorithms whose time depends on a chunk count (a pipeline); the others have one schedule.
 bool pipelined(Collective collective, Algorithm algorithm) {
   if (collective == Collective::allreduce) return algorithm == Algorithm::tree;
@@ -59,20 +64,6 @@ std::string_view collective_name(Collective c) {
       return "allgather";
     case Collective::broadcast:
       return "broadcast";
-  }
-  return "?";
-}
-
-std::string_view algorithm_name(Algorithm a) {
-  switch (a) {
-    case Algorithm::ring:
-      return "ring";
-    case Algorithm::halving_doubling:
-      return "halving_doubling";
-    case Algorithm::binary_blocks:
-      return "binary_blocks";
-    case Algorithm::tree:
-      return "tree";
   }
   return "?";
 }
@@ -113,6 +104,8 @@ std::vector<CommStep> collective_steps_in_chunks(Collective collective, Algorith
           steps.push_back({way.bytes, 2 * way.repeats});  // reduce up, broadcast down
           break;
         }
+        default:
+          unmodelled(algorithm);
       }
       break;
     case Collective::reduce_scatter:
@@ -144,6 +137,8 @@ std::vector<CommStep> collective_steps_in_chunks(Collective collective, Algorith
         case Algorithm::tree:
           steps.push_back(pipeline(bytes, log2_ceil(ranks), chunks));
           break;
+        default:
+          unmodelled(algorithm);
       }
       break;
   }

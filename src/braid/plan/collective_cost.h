@@ -25,15 +25,18 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/algorithm.h"
 #include "plan/cluster.h"
 
 namespace braid::plan {
 
 enum class Collective { allreduce, reduce_scatter, allgather, broadcast };
-enum class Algorithm { ring, halving_doubling, binary_blocks, tree };
+// comm's own algorithms (comm/algorithm.h); the model covers ring, halving_doubling,
+// binary_blocks and tree (direct and automatic are an error).
+using comm::Algorithm;
+using comm::algorithm_name;
 
 std::string_view collective_name(Collective c);
-std::string_view algorithm_name(Algorithm a);
 
 // One step: every rank sends `bytes` and receives as many, `repeats` times in a row.
 struct CommStep {
